@@ -1,0 +1,28 @@
+# The two commands a newcomer needs:
+#   make run    set everything up, start a single-node broker on 127.0.0.1:9092 with its data in ./data
+#   make test   set everything up, run ruff, mypy and the whole test suite
+.PHONY: run test setup lint typecheck pytest generate bench clean
+
+run:
+	@scripts/setup.sh run
+	.venv/bin/tidelog broker --set listeners=PLAINTEXT://127.0.0.1:9092 --set log.dirs=./data
+
+test:
+	@scripts/setup.sh test
+	$(MAKE) --no-print-directory lint typecheck pytest
+
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check src tests tools bench
+
+typecheck:
+	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage
+
+pytest:
+	.venv/bin/python -m pytest
+
+generate:
+	.venv/bin/python tools/gen_messages.py
+
+clean:
+	rm -rf .venv build *.egg-info

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Sets up everything tidelog needs on a fresh Debian machine: system packages, then .venv.
+# Usage: scripts/setup.sh [run|test]   (test also installs what the test suite needs)
+# Idempotent: a second run installs nothing and takes about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-run}"
+
+apt_packages=()
+if [ "$mode" = test ]; then
+  apt_packages+=(kcat)
+fi
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+python_bin="${PYTHON:-python3}"
+if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: tidelog needs Python >= 3.11 (found $("$python_bin" --version 2>&1)); set PYTHON=..." >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$python_bin" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+
+extras=""
+[ "$mode" = test ] && extras="[dev]"
+stamp=".venv/.installed-${mode}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing tidelog${extras} into .venv"
+  .venv/bin/python -m pip install -q -e ".${extras}"
+  touch "$stamp"
+fi

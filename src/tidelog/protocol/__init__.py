@@ -1,0 +1,1 @@
+"""Sans-I/O Kafka wire protocol: primitives, generated message schemas, codec, framing, record batches."""
