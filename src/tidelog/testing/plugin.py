@@ -1,0 +1,1 @@
+"""pytest plugin for tidelog.testing (registered through the pytest11 entry point)."""
