@@ -34,7 +34,7 @@ class ErrorCode(IntEnum):
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
-    INVALID_TOPIC = 17
+    INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
@@ -56,7 +56,7 @@ class ErrorCode(IntEnum):
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
-    INVALID_REPLICATION_ASSIGNMENT = 39
+    INVALID_REPLICA_ASSIGNMENT = 39
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
@@ -217,7 +217,7 @@ _DESCRIPTIONS: Final[dict[ErrorCode, str]] = {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The broker returns this error code for txn or group requests, when the coordinator is loading and hence cant process requests",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The broker returns this error code for consumer and transaction requests if the offsets topic has not yet been created, or if the group/txn coordinator is not active.",
     ErrorCode.NOT_COORDINATOR: "The broker returns this error code if it is not the correct coordinator for the specified consumer or transaction group",
-    ErrorCode.INVALID_TOPIC: "For a request which attempts to access an invalid topic (e.g. one which has an illegal name), or if an attempt is made to write to an internal topic (such as the consumer offsets topic).",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "For a request which attempts to access an invalid topic (e.g. one which has an illegal name), or if an attempt is made to write to an internal topic (such as the consumer offsets topic).",
     ErrorCode.RECORD_LIST_TOO_LARGE: "If a message batch in a produce request exceeds the maximum configured segment size.",
     ErrorCode.NOT_ENOUGH_REPLICAS: "Returned from a produce request when the number of in-sync replicas is lower than the configured minimum and requiredAcks is -1.",
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "Returned from a produce request when the message was written to the log, but with fewer in-sync replicas than required.",
@@ -239,7 +239,7 @@ _DESCRIPTIONS: Final[dict[ErrorCode, str]] = {
     ErrorCode.TOPIC_ALREADY_EXISTS: "Topic with this name already exists.",
     ErrorCode.INVALID_PARTITIONS: "Number of partitions is invalid.",
     ErrorCode.INVALID_REPLICATION_FACTOR: "Replication-factor is invalid.",
-    ErrorCode.INVALID_REPLICATION_ASSIGNMENT: "Replication assignment is invalid.",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "Replication assignment is invalid.",
     ErrorCode.INVALID_CONFIG: "Configuration is invalid.",
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
