@@ -1,0 +1,164 @@
+"""Size-prefixed Kafka frames out of a byte stream: bytes in, whole frames (or NEED_DATA) out.
+
+Invariants:
+
+- A frame on the wire is a big-endian int32 size followed by that many bytes; the frames this
+  module returns are the bytes *after* the size prefix (what ``codec.decode_request`` takes).
+- A size below zero or above ``max_frame_bytes`` raises :class:`FrameSizeError` as soon as the four
+  size bytes have arrived, before anything is allocated for the frame. After that error the
+  decoder is unusable (the stream is out of sync); the caller closes the connection.
+- Work is linear in the bytes fed: data is appended to one buffer and consumed through a read
+  offset, which is compacted only when more than half the buffer is consumed. Whole frames found
+  in a chunk fed to an empty decoder are sliced out of that chunk directly.
+- No I/O, no clock, no threads.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections import deque
+from typing import Final, Literal
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.primitives import Buffer, RemoteProtocolError
+
+__all__ = ["NEED_DATA", "FrameDecoder", "FrameSizeError", "NeedData", "encode_frame"]
+
+_SIZE = struct.Struct(">i")
+
+
+class NeedData(enum.Enum):
+    NEED_DATA = "NEED_DATA"
+
+
+NEED_DATA: Final = NeedData.NEED_DATA
+"""Returned by :meth:`FrameDecoder.next_frame` when no whole frame is buffered yet."""
+
+
+class FrameSizeError(RemoteProtocolError):
+    """A frame's size prefix is negative or above the limit (Kafka's ``InvalidReceiveException``)."""
+
+    error_code = ErrorCode.INVALID_REQUEST
+
+    def __init__(self, size: int, max_frame_bytes: int) -> None:
+        if size < 0:
+            message = f"invalid frame size {size}"
+        else:
+            message = f"frame size {size} is larger than the maximum {max_frame_bytes}"
+        super().__init__(message)
+        self.size = size
+        self.max_frame_bytes = max_frame_bytes
+
+
+def encode_frame(payload: Buffer) -> bytes:
+    """Prefix ``payload`` with its int32 size."""
+    return _SIZE.pack(len(payload)) + bytes(payload)
+
+
+class FrameDecoder:
+    """Splits a byte stream into size-prefixed frames.
+
+    >>> decoder = FrameDecoder(max_frame_bytes=100)
+    >>> decoder.feed(b"\\x00\\x00\\x00\\x02hi\\x00\\x00")
+    [b'hi']
+    >>> decoder.next_frame()
+    <NeedData.NEED_DATA: 'NEED_DATA'>
+    """
+
+    __slots__ = ("_buffer", "_failed", "_max", "_offset", "_ready", "_size")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        if max_frame_bytes < 0:
+            raise ValueError("max_frame_bytes must not be negative")
+        self._max = max_frame_bytes
+        self._buffer = bytearray()
+        self._offset = 0
+        self._size = -1  # size of the frame being assembled, -1 while its prefix is incomplete
+        self._failed = False
+        self._ready: deque[bytes] = deque()  # frames found by the fast path, not yet returned
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet returned as frames (size prefixes included)."""
+        pending_prefix = 4 if self._size >= 0 else 0
+        ready = sum(len(frame) + 4 for frame in self._ready)
+        return len(self._buffer) - self._offset + pending_prefix + ready
+
+    def feed(self, data: Buffer) -> list[bytes]:
+        """Add received bytes and return every frame now complete (possibly none)."""
+        self.receive_data(data)
+        frames: list[bytes] = []
+        while True:
+            frame = self.next_frame()
+            if frame is NEED_DATA:
+                return frames
+            frames.append(frame)
+
+    def receive_data(self, data: Buffer) -> None:
+        """Add received bytes; take frames out with :meth:`next_frame`."""
+        if self._failed:
+            raise RemoteProtocolError("frame decoder used after a framing error")
+        if not data:
+            return
+        if not self._buffer and self._size < 0:
+            data = self._take_whole_frames(data)
+            if not data:
+                return
+        self._buffer += data
+
+    def _take_whole_frames(self, data: Buffer) -> Buffer:
+        # Fast path for an empty decoder: whole frames are sliced straight out of ``data``.
+        view = data if isinstance(data, bytes) else memoryview(data).cast("B")
+        pos = 0
+        end = len(view)
+        ready = self._ready
+        while end - pos >= 4:
+            size = _SIZE.unpack_from(view, pos)[0]
+            self._check(size)
+            if end - pos - 4 < size:
+                break
+            ready.append(bytes(view[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        return view[pos:] if pos else view
+
+    def next_frame(self) -> bytes | Literal[NeedData.NEED_DATA]:
+        """The next whole frame, or :data:`NEED_DATA`."""
+        if self._ready:
+            return self._ready.popleft()
+        buffer = self._buffer
+        if self._size < 0:
+            if len(buffer) - self._offset < 4:
+                return NEED_DATA
+            size = _SIZE.unpack_from(buffer, self._offset)[0]
+            self._check(size)
+            self._size = size
+            self._offset += 4
+        start = self._offset
+        stop = start + self._size
+        if stop > len(buffer):
+            return NEED_DATA
+        with memoryview(buffer) as view:
+            frame = bytes(view[start:stop])
+        self._size = -1
+        self._offset = stop
+        self._compact()
+        return frame
+
+    def _check(self, size: int) -> None:
+        if size < 0 or size > self._max:
+            self._failed = True
+            raise FrameSizeError(size, self._max)
+
+    def _compact(self) -> None:
+        buffer = self._buffer
+        if self._offset == len(buffer):
+            buffer.clear()
+            self._offset = 0
+        elif self._offset > len(buffer) // 2:
+            del buffer[: self._offset]
+            self._offset = 0
