@@ -58,7 +58,9 @@ _INT32: Final = struct.Struct(">i")
 def _snappy_compress(data: Buffer) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
-    for start in range(0, len(view), _XERIAL_BLOCK_BYTES):
+    # Empty input still gets one (empty) block: the Python clients only detect the framing in payloads
+    # longer than its 16-byte header.
+    for start in range(0, max(len(view), 1), _XERIAL_BLOCK_BYTES):
         block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK_BYTES]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
