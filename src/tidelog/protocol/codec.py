@@ -290,6 +290,22 @@ def _fixed_runs(fields: list[FieldSpec]) -> list[list[FieldSpec]]:
     return runs
 
 
+_PACKER_TABLE = 16
+_PACKERS: dict[tuple[str, str], tuple[Callable[..., bytes], ...]] = {}
+
+
+def _array_packers(code: str, prefix: str) -> tuple[Callable[..., bytes], ...]:
+    """``pack`` of ``>{prefix}{code * n}`` for n below ``_PACKER_TABLE``."""
+    key = (code, prefix)
+    if key not in _PACKERS:
+        _PACKERS[key] = tuple(struct.Struct(f">{prefix}{code * n}").pack for n in range(_PACKER_TABLE))
+    return _PACKERS[key]
+
+
+def _field_values(obj: Struct) -> list[tuple[str, object]]:
+    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(cast("Any", obj))]
+
+
 def _default_of(cls: type[Struct], name: str) -> object:
     for f in dataclasses.fields(cast("Any", cls)):
         if f.name == name:
@@ -478,17 +494,22 @@ def _enc_value(
             _enc_length(src, ind, compact, 4, f"len({var})", ap)
             src.add(ind, f"{ap}({var})")
         else:
+            # Bytes-like values are appended as they are; anything else with ``nbytes`` is a region
+            # object, whose index in ``out`` is recorded so it becomes a chunk of its own.
             size = src.var("s")
             src.add(ind, f"if _isinstance({var}, _BYTESLIKE):")
             src.add(ind + 1, f"{size} = len({var})")
+            _enc_length(src, ind + 1, compact, 4, size, ap)
+            src.add(ind + 1, f"{ap}({var})")
             src.add(ind, f"elif _isinstance({var}, _memoryview):")
             src.add(ind + 1, f"if {var}.format != 'B' or {var}.ndim != 1: {var} = {var}.cast('B')")
             src.add(ind + 1, f"{size} = len({var})")
+            _enc_length(src, ind + 1, compact, 4, size, ap)
+            src.add(ind + 1, f"{ap}({var})")
             src.add(ind, "else:")
             src.add(ind + 1, f"{size} = {var}.nbytes")
-            src.add(ind + 1, f"if {size}: rg.append(len(out))")
-            _enc_length(src, ind, compact, 4, size, ap)
-            src.add(ind, f"if {size}: {ap}({var})")
+            _enc_length(src, ind + 1, compact, 4, size, ap)
+            src.add(ind + 1, f"if {size}: rg.append(len(out)); {ap}({var})")
         return
     if type_name.startswith("[]"):
         element = type_name[2:]
@@ -498,11 +519,25 @@ def _enc_value(
             src.add(ind + 1, f"{ap}({null!r})")
             src.add(ind, "else:")
             ind += 1
-        _enc_length(src, ind, compact, 4, f"len({var})", ap)
         if element in _FIXED and element != "uuid":
+            # Count and elements in one struct call; formats for short arrays are precompiled.
             code, _ = _FIXED[element]
-            src.add(ind, f'{ap}(_pack(">%d{code}" % len({var}), *{var}))')
+            src.add(ind, f"n = len({var})")
+            if compact:
+                table = src.const(_array_packers(code, ""), "A")
+                src.add(ind, f"{ap}(_UV1[n + 1] if n < 127 else _uvw(n + 1))")
+                src.add(
+                    ind,
+                    f'{ap}({table}[n](*{var}) if n < {_PACKER_TABLE} else _pack(">%d{code}" % n, *{var}))',
+                )
+            else:
+                table = src.const(_array_packers(code, "i"), "A")
+                src.add(
+                    ind,
+                    f'{ap}({table}[n](n, *{var}) if n < {_PACKER_TABLE} else _pack(">i%d{code}" % n, n, *{var}))',
+                )
             return
+        _enc_length(src, ind, compact, 4, f"len({var})", ap)
         item = src.var("x")
         src.add(ind, f"for {item} in {var}:")
         if element in _FIXED or element in ("string", "bytes"):
@@ -548,6 +583,12 @@ def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) ->
         default = _default_of(cls, f.name)
         if f.is_array:
             condition = f"{value} is not None" if default is None else value
+        elif isinstance(default, Struct):
+            # Field by field: much cheaper than building and comparing whole dataclasses.
+            compared = [f"{value}.{name} != {src.const(item, 'D')}" for name, item in _field_values(default)]
+            condition = f"({' or '.join(compared)})"
+            if f.nullable_versions is not None:
+                condition = f"{value} is not None and {condition}"
         else:
             condition = f"{value} != {src.const(default, 'D')}"
         src.add(ind, f"if {condition}:")
