@@ -3,7 +3,8 @@
 * Batches written by confluent-kafka (librdkafka), kafka-python and aiokafka, with each compression
   codec, validate and decode to exactly the records sent: committed golden files, and (marker
   ``clients``) live producers against a capture broker.
-* Batches we encode are read by kafka-python's and aiokafka's own record readers to exactly our records.
+* Batches we encode are read by kafka-python's and aiokafka's own record readers to exactly our records,
+  and (marker ``clients``) by all three clients' real consumers fetching them from the capture broker.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from tests.support.capture_broker import CaptureBroker
+from tests.support.client_consumers import CONSUMERS, CREATE_TIME, LOG_APPEND_TIME, ConsumedRecord
 from tests.support.client_producers import (
     CLIENTS,
     CODECS,
@@ -208,3 +210,59 @@ def test_clients_read_our_control_batches(reader: Any, kind: ControlRecordType) 
     assert (record.offset, record.timestamp) == (50, 123)
     assert record.key == bytes((0, 0, 0, int(kind)))
     assert record.value == bytes((0, 0, 0, 0, 0, 4))
+
+
+@pytest.mark.clients
+@pytest.mark.parametrize("client", CLIENTS)
+def test_live_consumers_read_our_batches(capture_broker: CaptureBroker, client: str) -> None:
+    """One log holding a batch per codec, a transactional batch and its commit marker, a log-append-time
+    batch and multi-block records: each consumer sees exactly our records, the marker skipped."""
+    records = [r for r in interop_records("confluent-kafka") if r.key is not None or r.value is not None]
+    append_time = 1_800_000_000_000
+    # (records, encode_batch keyword arguments, log append time)
+    plan: list[tuple[list[SimpleRecord], dict[str, Any], int | None]] = [
+        (records, {"compression": codec}, None) for codec in CODECS
+    ]
+    plan.append(
+        (
+            records[:3],
+            {"producer_id": 42, "producer_epoch": 0, "base_sequence": 0, "is_transactional": True},
+            None,
+        )
+    )
+    plan.append(([], {}, None))  # the COMMIT marker
+    plan.append((records[:2], {"compression": Compression.LZ4}, append_time))
+    plan.append((large_records(), {"compression": Compression.SNAPPY}, None))
+
+    log = bytearray()
+    expected: list[ConsumedRecord] = []
+    next_offset = 0
+    for batch_records, kwargs, log_append_time in plan:
+        if batch_records:
+            buf = bytearray(encode_batch(batch_records, **kwargs))
+        else:
+            buf = bytearray(
+                encode_control_batch(
+                    ControlRecordType.COMMIT,
+                    producer_id=42,
+                    producer_epoch=0,
+                    coordinator_epoch=0,
+                    timestamp_ms=5,
+                )
+            )
+        assign_offsets(buf, 0, next_offset, 0)
+        if log_append_time is not None:
+            set_log_append_time(buf, 0, log_append_time)
+        for i, r in enumerate(batch_records):
+            timestamp, kind = (
+                (r.timestamp, CREATE_TIME) if log_append_time is None else (log_append_time, LOG_APPEND_TIME)
+            )
+            expected.append(
+                ConsumedRecord(next_offset + i, r.key, r.value, tuple(r.headers), timestamp, kind)
+            )
+        next_offset = validate_batch(buf).next_offset
+        log.extend(buf)
+
+    topic = f"consume-{client}"
+    assert capture_broker.serve(topic, bytes(log)) == next_offset
+    assert CONSUMERS[client](capture_broker.bootstrap, topic, len(expected)) == expected

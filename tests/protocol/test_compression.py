@@ -26,7 +26,7 @@ def _data(size: int) -> bytes:
     return (pattern[: size // 2] + noise)[:size]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(codec=st.sampled_from(list(Compression)), data=st.binary(max_size=5_000))
 def test_round_trip(codec: Compression, data: bytes) -> None:
     assert decompress(codec, compress(codec, data)) == data

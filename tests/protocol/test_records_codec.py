@@ -27,7 +27,7 @@ from tidelog.protocol.records import (
     validate_batch,
 )
 
-ROUND_TRIP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ROUND_TRIP = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 timestamps = st.one_of(st.just(-1), st.integers(min_value=0, max_value=2**50))
 optional_bytes = st.one_of(st.none(), st.binary(max_size=300))
@@ -189,7 +189,7 @@ def test_attribute_combinations(
     assert [(r.key, r.value) for r in decoded] == [(b"k", b"v"), (None, None)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     kind=st.sampled_from(list(ControlRecordType)),
     producer_id=st.integers(0, 2**63 - 1),

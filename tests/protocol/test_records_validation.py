@@ -275,7 +275,7 @@ def test_validate_batches_applies_client_rules_unless_told() -> None:
 # ---- fuzz: arbitrary damage never escapes as anything but a RecordError ---------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     codec=st.sampled_from(list(Compression)),
     edits=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)), min_size=1, max_size=4),

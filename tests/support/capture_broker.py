@@ -3,9 +3,14 @@
 It speaks just enough of the protocol for a real producer (confluent-kafka, kafka-python, aiokafka) to
 deliver record batches to it: ApiVersions (v0 layout; any other version is answered with
 UNSUPPORTED_VERSION in the v0 layout, so clients fall back to v0), Metadata v0-5 (one broker, itself,
-also the controller; any topic asked for exists), InitProducerId v0 (for idempotent producers) and
+also the controller; any topic asked for exists), FindCoordinator v1 (itself), InitProducerId v0 (for
+idempotent producers) and
 Produce v3-7 (the raw ``records`` bytes of each partition are captured, offsets assigned from a
 per-partition counter, success returned). Everything else closes the connection.
+
+It also serves batches to real consumers: :meth:`CaptureBroker.serve` sets the bytes of a partition's
+log, and Fetch v4-11 answers every fetch below the high watermark with all of them (consumers skip
+the records before their fetch offset), fetch sessions declined (session id 0).
 
 The messages are encoded by hand with ``struct`` so that these tests do not depend on tidelog's own
 codec, which they are partly meant to check. Not thread-safe beyond what the producers need: each
@@ -29,6 +34,8 @@ API_VERSIONS = 18
 METADATA = 3
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
+FETCH = 1
+FIND_COORDINATOR = 10
 UNSUPPORTED_VERSION = 35
 
 # (api_key, min, max): Profile N of CLIENT-API-MATRIX.md, a range set that looks like a real Kafka
@@ -108,6 +115,7 @@ class CaptureBroker:
         self._next_offsets: dict[tuple[str, int], int] = {}
         self._next_producer_id = 1000
         self._connections: set[socket.socket] = set()
+        self._logs: dict[tuple[str, int], bytes] = {}
         broker = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -168,6 +176,16 @@ class CaptureBroker:
             with self._lock:
                 self._lock.wait(min(remaining, 0.1))
 
+    def serve(self, topic: str, log: bytes, partition: int = 0) -> int:
+        """Make ``log`` (whole batches, offsets already assigned) the partition's content for Fetch;
+        returns the high watermark (the last batch's next offset)."""
+        headers = [h for _pos, h in iter_batch_headers(log)]
+        high_watermark = headers[-1].next_offset if headers else 0
+        with self._lock:
+            self._logs[(topic, partition)] = log
+            self._next_offsets[(topic, partition)] = high_watermark
+        return high_watermark
+
     # ---- the protocol ---------------------------------------------------------------------------
 
     def _serve(self, conn: socket.socket) -> None:
@@ -226,6 +244,12 @@ class CaptureBroker:
                 producer_id = self._next_producer_id
                 self._next_producer_id += 1
             return header + struct.pack(">ihqh", 0, 0, producer_id, 0)
+        if api_key == FIND_COORDINATOR and api_version == 1:  # librdkafka asks when group.id is set
+            r.string()  # key
+            body = struct.pack(">ihh", 0, 0, -1) + struct.pack(">i", self.node_id)
+            return header + body + _string("127.0.0.1") + struct.pack(">i", self.port)
+        if api_key == FETCH and 4 <= api_version <= 11:
+            return header + self._fetch(r, api_version)
         if api_key == PRODUCE and 3 <= api_version <= 7:
             body = self._produce(r, api_version, client_id)
             return None if body is None else header + body
@@ -263,6 +287,59 @@ class CaptureBroker:
             with self._lock:
                 for partition in range(self.partitions):
                     self._next_offsets.setdefault((str(topic), partition), 0)
+        return bytes(out)
+
+    def _fetch(self, r: _Reader, version: int) -> bytes:
+        r.take(">i")  # replica_id
+        max_wait_ms = r.take(">i")
+        r.take(">i")  # min_bytes
+        r.take(">i")  # max_bytes
+        r.take(">b")  # isolation_level
+        if version >= 7:
+            r.take(">i")  # session_id
+            r.take(">i")  # session_epoch
+        wanted: list[tuple[str, list[tuple[int, int]]]] = []
+        for _ in range(r.take(">i")):
+            topic = r.string() or ""
+            partitions = []
+            for _ in range(r.take(">i")):
+                partition = r.take(">i")
+                if version >= 9:
+                    r.take(">i")  # current_leader_epoch
+                fetch_offset = r.take(">q")
+                if version >= 5:
+                    r.take(">q")  # log_start_offset
+                r.take(">i")  # partition_max_bytes
+                partitions.append((partition, fetch_offset))
+            wanted.append((topic, partitions))
+        answers = []
+        any_data = False
+        with self._lock:
+            for topic, partitions in wanted:
+                rows = []
+                for partition, fetch_offset in partitions:
+                    log = self._logs.get((topic, partition), b"")
+                    high_watermark = self._next_offsets.get((topic, partition), 0)
+                    records = log if fetch_offset < high_watermark else b""
+                    any_data = any_data or bool(records)
+                    rows.append((partition, high_watermark, records))
+                answers.append((topic, rows))
+        if not any_data:
+            time.sleep(min(max_wait_ms, 100) / 1000)
+        out = bytearray(struct.pack(">i", 0))  # throttle_time_ms
+        if version >= 7:
+            out += struct.pack(">hi", 0, 0)  # error_code, session_id 0: no fetch session
+        out += struct.pack(">i", len(answers))
+        for topic, rows in answers:
+            out += _string(topic) + struct.pack(">i", len(rows))
+            for partition, high_watermark, records in rows:
+                out += struct.pack(">ihqq", partition, 0, high_watermark, high_watermark)  # hw, last stable
+                if version >= 5:
+                    out += struct.pack(">q", 0)  # log_start_offset
+                out += struct.pack(">i", -1)  # aborted_transactions: null
+                if version >= 11:
+                    out += struct.pack(">i", -1)  # preferred_read_replica
+                out += struct.pack(">i", len(records)) + records
         return bytes(out)
 
     def _produce(self, r: _Reader, version: int, client_id: str | None) -> bytes | None:
