@@ -127,3 +127,53 @@ def test_set_log_append_time_keeps_batch_valid() -> None:
     _, records = decode_batch(buf)
     assert [r.timestamp for r in records] == [99_999] * 3
     assert [r.value for r in records] == [b"v0", b"v1", b"v2"]
+
+
+def test_public_surface_is_pinned() -> None:
+    from tidelog.protocol import records
+
+    assert records.__all__ == sorted(records.__all__, key=lambda n: (not n.isupper(), n))
+    assert set(records.__all__) == {
+        "LOG_OVERHEAD",
+        "MAGIC",
+        "NO_PRODUCER_EPOCH",
+        "NO_PRODUCER_ID",
+        "NO_SEQUENCE",
+        "NO_TIMESTAMP",
+        "RECORD_BATCH_HEADER_SIZE",
+        "Compression",
+        "ControlRecordType",
+        "CorruptRecordError",
+        "InvalidRecordError",
+        "InvalidTimestampError",
+        "Record",
+        "RecordBatchHeader",
+        "RecordError",
+        "RecordLike",
+        "RecordTooLargeError",
+        "SimpleRecord",
+        "TimestampType",
+        "UnsupportedCompressionTypeError",
+        "assign_offsets",
+        "compute_crc",
+        "decode_batch",
+        "decode_control_record",
+        "decode_records",
+        "encode_batch",
+        "encode_control_batch",
+        "iter_batch_headers",
+        "read_batch_header",
+        "set_log_append_time",
+        "validate_batch",
+        "validate_batches",
+    }
+    assert (records.LOG_OVERHEAD, records.RECORD_BATCH_HEADER_SIZE, records.MAGIC) == (12, 61, 2)
+    assert [(c.name, c.value) for c in records.Compression] == [
+        ("NONE", 0),
+        ("GZIP", 1),
+        ("SNAPPY", 2),
+        ("LZ4", 3),
+        ("ZSTD", 4),
+    ]
+    assert [(t.name, t.value) for t in records.TimestampType] == [("CREATE_TIME", 0), ("LOG_APPEND_TIME", 1)]
+    assert [(t.name, t.value) for t in records.ControlRecordType] == [("ABORT", 0), ("COMMIT", 1)]
