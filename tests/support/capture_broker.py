@@ -251,13 +251,13 @@ class CaptureBroker:
         if api_key == FETCH and 4 <= api_version <= 11:
             return header + self._fetch(r, api_version)
         if api_key == PRODUCE and 3 <= api_version <= 7:
-            body = self._produce(r, api_version, client_id)
-            return None if body is None else header + body
+            produced = self._produce(r, api_version, client_id)
+            return None if produced is None else header + produced
         return b""
 
     def _metadata(self, r: _Reader, version: int) -> bytes:
         count = r.take(">i")
-        topics = [r.string() for _ in range(max(count, 0))]
+        topics = [r.string() or "" for _ in range(max(count, 0))]
         with self._lock:
             if count <= 0:  # null or empty: all known topics
                 topics = sorted({t for t, _ in self._next_offsets})
@@ -286,7 +286,7 @@ class CaptureBroker:
                     out += struct.pack(">i", 0)  # offline replicas
             with self._lock:
                 for partition in range(self.partitions):
-                    self._next_offsets.setdefault((str(topic), partition), 0)
+                    self._next_offsets.setdefault((topic, partition), 0)
         return bytes(out)
 
     def _fetch(self, r: _Reader, version: int) -> bytes:

@@ -41,6 +41,7 @@ def consume_confluent_kafka(
     got: list[ConsumedRecord] = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        message: Any
         deadline = time.monotonic() + timeout
         while len(got) < count and time.monotonic() < deadline:
             message = consumer.poll(0.2)
