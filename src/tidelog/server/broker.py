@@ -1,0 +1,294 @@
+"""The broker: wires config, storage, topic metadata, the purgatory, the dispatcher and the listener.
+
+Invariants:
+- Start-up order: load topic metadata, recover every partition log (LogManager), reconcile the two
+  (create partitions the metadata names but the disk lacks, remove strays of an interrupted delete), and
+  only then bind the listener: a client never sees a half-loaded broker.
+- Shutdown order (SIGTERM/SIGINT): stop accepting, let in-flight requests finish (bounded), close
+  connections, then flush every log, write checkpoints and the clean-shutdown marker (LogManager.shutdown).
+- Background work runs on this one event loop: the purgatory clock, retention every
+  ``log.retention.check.interval.ms``, removal of ``.deleted`` files after ``file.delete.delay.ms``,
+  time-based flushes and checkpoints, and closing idle connections after ``connections.max.idle.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tidelog.server.config import BrokerConfig, effective_topic_configs, log_config_for_topic
+from tidelog.storage import LogManager
+
+from .connection import Connection
+from .dispatch import Dispatcher, Route
+from .fetch_purgatory import FetchPurgatory
+from .metadata_store import MetadataStore, TopicMetadata
+from .replica_manager import ReplicaManager
+
+__all__ = ["Broker", "now_ms"]
+
+log = logging.getLogger("tidelog.broker")
+
+
+def now_ms() -> int:
+    """The wall clock in milliseconds: read here, in the server, and passed down."""
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """A single tidelog broker process."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        log_dirs = [Path(d) for d in config.log_dirs]
+        self._locks = [_lock_log_dir(d) for d in log_dirs]
+        self.metadata = MetadataStore(log_dirs[0], config.cluster_id or _new_cluster_id())
+        self.cluster_id = self.metadata.cluster_id
+        self.logs = LogManager(
+            log_dirs,
+            log_config_for_topic(config, {}),
+            now_ms=now_ms(),
+            node_id=config.node_id,
+            cluster_id=self.cluster_id,
+        )
+        self.fetch_purgatory = FetchPurgatory()
+        self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append)
+        self._reconcile_topics()
+        self.dispatcher = Dispatcher(self._routes())
+        self.host = ""
+        self.port = 0
+        self._listen_sock: socket.socket | None = None
+        self._connections: dict[int, Connection] = {}
+        self._connection_tasks: set[asyncio.Task[None]] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self._connection_ids = itertools.count(1)
+        self._stopping = False
+
+    # -- topics ----------------------------------------------------------------------------------------
+
+    def _reconcile_topics(self) -> None:
+        known = {(t.name, p) for t in self.metadata for p in range(t.num_partitions)}
+        for topic, index in list(self.logs.all_partitions()):
+            if (topic, index) not in known:
+                log.warning("removing stray partition %s-%s (not in topic metadata)", topic, index)
+                self.logs.delete(topic, index)
+        for topic in self.metadata:
+            config = self.log_config(topic)
+            for index in range(topic.num_partitions):
+                if self.replicas.load(topic.name, index) is None:
+                    self.replicas.create(topic.name, index, config)
+
+    def log_config(self, topic: TopicMetadata) -> Any:
+        return log_config_for_topic(self.config, topic.configs)
+
+    def max_message_bytes(self, topic: TopicMetadata) -> int:
+        value = effective_topic_configs(self.config, topic.configs)["max.message.bytes"]
+        assert isinstance(value, int)
+        return value
+
+    @staticmethod
+    def now_ms() -> int:
+        return now_ms()
+
+    def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata:
+        topic = self.metadata.create(name, num_partitions, replication_factor, configs)
+        log_config = self.log_config(topic)
+        for index in range(num_partitions):
+            self.replicas.create(name, index, log_config)
+        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self.metadata.delete(name)
+        for index in range(topic.num_partitions):
+            self.replicas.delete(name, index)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> TopicMetadata:
+        topic = self.metadata.set_partitions(name, count)
+        log_config = self.log_config(topic)
+        for index in range(count):
+            if self.replicas.get(name, index) is None:
+                self.replicas.create(name, index, log_config)
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata:
+        topic = self.metadata.set_configs(name, configs)
+        self._apply_log_config(topic)
+        return topic
+
+    def _apply_log_config(self, topic: TopicMetadata) -> None:
+        log_config = self.log_config(topic)
+        for index in range(topic.num_partitions):
+            partition = self.replicas.get(topic.name, index)
+            if partition is not None:
+                partition.log.update_config(log_config)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def _routes(self) -> list[Route]:
+        from .handlers import ROUTES  # noqa: PLC0415 - handlers import the broker's types
+
+        return [Route(api_key, lo, hi, partial(handler, self)) for api_key, lo, hi, handler in ROUTES]
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        listener = self.config.listeners[0]
+        sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listener.host or "0.0.0.0", listener.port))  # noqa: S104 - Kafka binds all for an empty host
+        sock.listen(self.config.socket_listen_backlog_size)
+        sock.setblocking(False)
+        self._listen_sock = sock
+        self.host, self.port = sock.getsockname()[:2]
+        if not listener.host:
+            self.host = "0.0.0.0"  # noqa: S104
+        self._background = [
+            loop.create_task(self._accept_loop(sock)),
+            loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
+            loop.create_task(self._every(min(self.config.log_flush_scheduler_interval_ms, 1000), self._flush)),
+            loop.create_task(self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)),
+            loop.create_task(self._every(min(self.config.connections_max_idle_ms, 10_000), self._close_idle)),
+            loop.create_task(self.fetch_purgatory.run()),
+        ]
+        log.info("listening on %s:%s (node %s, cluster %s)", self.host, self.port, self.node_id, self.cluster_id)
+
+    def advertised_host_port(self) -> tuple[str, int]:
+        advertised = self.config.advertised_listeners
+        if advertised:
+            first = advertised[0]
+            return first.host or self.host, first.port or self.port
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):  # noqa: S104
+            host = socket.gethostname()
+        return host, self.port
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            try:
+                client, address = await loop.sock_accept(sock)
+            except OSError as exc:
+                if self._stopping:
+                    return
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.05)
+                continue
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection_id = next(self._connection_ids)
+            peer = f"{address[0]}:{address[1]}"
+            connection = Connection(
+                client,
+                peer,
+                connection_id,
+                self.dispatcher,
+                max_request_bytes=self.config.socket_request_max_bytes,
+            )
+            self._connections[connection_id] = connection
+            task = loop.create_task(self._serve(connection_id, connection))
+            self._connection_tasks.add(task)
+            task.add_done_callback(self._connection_tasks.discard)
+
+    async def _serve(self, connection_id: int, connection: Connection) -> None:
+        try:
+            await connection.serve()
+        except Exception:
+            log.exception("connection %s from %s failed", connection_id, connection.peer)
+        finally:
+            connection.close()
+            self._connections.pop(connection_id, None)
+
+    async def _every(self, interval_ms: int, action: Callable[[], None | Coroutine[Any, Any, None]]) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 10) / 1000)
+            try:
+                result = action()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("background task %s failed", getattr(action, "__name__", action))
+
+    def _retention(self) -> None:
+        now = now_ms()
+        for partition in self.replicas:
+            deleted = partition.log.delete_retention(now)
+            if deleted:
+                log.info("retention deleted %d segment(s) of %s-%s", deleted, partition.topic, partition.index)
+            partition.log.remove_deleted_files(now)
+
+    def _flush(self) -> None:
+        now = now_ms()
+        for partition in self.replicas:
+            partition.log.maybe_flush(now)
+
+    def _checkpoint(self) -> None:
+        self.logs.checkpoint_recovery_points()
+        self.logs.checkpoint_log_start_offsets()
+
+    def _close_idle(self) -> None:
+        limit = self.config.connections_max_idle_ms / 1000
+        cutoff = time.monotonic() - limit
+        for connection in list(self._connections.values()):
+            if connection.last_active < cutoff and not connection.busy:
+                log.info("closing idle connection from %s", connection.peer)
+                connection.close()
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Graceful shutdown: stop accepting, drain, close, flush, checkpoint, mark clean."""
+        self._stopping = True
+        if self._listen_sock is not None:
+            self._listen_sock.close()
+        for task in self._background:
+            task.cancel()
+        for connection in list(self._connections.values()):
+            connection.stop_reading()
+        self.fetch_purgatory.complete_all()
+        if self._connection_tasks:
+            _done, still_running = await asyncio.wait(list(self._connection_tasks), timeout=grace_s)
+            for task in still_running:
+                task.cancel()
+        for connection in list(self._connections.values()):
+            connection.close()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.logs.shutdown()
+        for lock in self._locks:
+            lock.close()
+        log.info("shut down cleanly")
+
+
+def _new_cluster_id() -> str:
+    """Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
+    import base64  # noqa: PLC0415
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+
+def _lock_log_dir(path: Path) -> Any:
+    """Take ``<log dir>/.lock`` exclusively, as Kafka does, so two brokers never share a log dir."""
+    import fcntl  # noqa: PLC0415
+
+    path.mkdir(parents=True, exist_ok=True)
+    lock_file = open(path / ".lock", "a+b")  # noqa: SIM115 - held for the broker's lifetime
+    try:
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        lock_file.close()
+        raise RuntimeError(f"log dir {path} is in use by another broker process") from exc
+    return lock_file

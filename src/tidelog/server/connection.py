@@ -1,0 +1,250 @@
+"""One client connection: frames in, requests dispatched, responses out in request order.
+
+Invariants:
+- Responses leave in the order their requests arrived (Kafka's rule), even when a later request
+  finishes first: each request takes a slot in ``_pending`` as it is read, and the writer sends slots
+  strictly in order, waiting on a slot whose response is still being computed.
+- Requests are *handled* in arrival order too: a handler runs (or starts its delayed operation) before the
+  next frame is decoded, so two produces on one connection are appended in the order they were sent.
+- A frame larger than ``socket.request.max.bytes`` or one that fails to parse closes this connection and
+  only this one; an ApiVersions request at a version we do not speak is answered with UNSUPPORTED_VERSION
+  in the v0 layout listing key 18 and the connection stays open.
+- Record data of Fetch responses is written with ``os.sendfile`` from the segment files (zero copy).
+- At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
+  (back-pressure through TCP) until the writer catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import inspect
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
+from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
+from tidelog.protocol.framing import FrameDecoder
+from tidelog.protocol.messages import ApiKey
+
+from .dispatch import NO_RESPONSE, RequestContext
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("tidelog.connection")
+
+_RECV_BYTES = 1 << 18
+_SENDFILE_CHUNK = 1 << 30
+
+
+class Connection:
+    """Serves one accepted socket until the peer closes it, it misbehaves, or the broker stops."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        peer: str,
+        connection_id: int,
+        dispatcher: Dispatcher,
+        *,
+        max_request_bytes: int,
+        max_in_flight: int = 100,
+    ) -> None:
+        self._sock = sock
+        self._peer = peer
+        self._host = peer.rsplit(":", 1)[0]
+        self._id = connection_id
+        self._dispatcher = dispatcher
+        self._decoder = FrameDecoder(max_request_bytes)
+        self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
+        self._has_pending = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._max_in_flight = max_in_flight
+        self._closing = False
+        self.last_active = time.monotonic()
+
+    @property
+    def peer(self) -> str:
+        return self._peer
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        writer = loop.create_task(self._write_loop())
+        try:
+            await self._read_loop(loop)
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %s from %s: %s", self._id, self._peer, exc)
+        except KafkaProtocolError as exc:
+            log.info("closing connection %s from %s: %s", self._id, self._peer, exc)
+        finally:
+            self._closing = True
+            self._has_pending.set()
+            if not self._pending or writer.done():
+                writer.cancel()
+            try:
+                await asyncio.wait_for(writer, timeout=30)
+            except (asyncio.CancelledError, TimeoutError, ConnectionError, OSError):
+                pass
+            except Exception:
+                log.exception("connection %s writer failed", self._id)
+            self.close()
+
+    @property
+    def busy(self) -> bool:
+        """Whether requests are in flight (an idle-timeout must not cut a long poll)."""
+        return bool(self._pending)
+
+    def stop_reading(self) -> None:
+        """Stop taking new requests; those in flight still get their responses (graceful shutdown)."""
+        self._closing = True
+        self._has_pending.set()
+        self._room.set()
+        try:
+            self._sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    async def _read_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        sock = self._sock
+        while not self._closing:
+            if not self._room.is_set():
+                await self._room.wait()
+            data = await loop.sock_recv(sock, _RECV_BYTES)
+            if not data:
+                return
+            self.last_active = time.monotonic()
+            for frame in self._decoder.feed(data):
+                self._handle_frame(frame)
+                if self._closing:
+                    return
+
+    def _handle_frame(self, frame: bytes | memoryview) -> None:
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            header = exc.header
+            if header is not None and header.request_api_key == ApiKey.API_VERSIONS:
+                # Clients retry at a version we advertise; the body goes out in the v0 layout.
+                header.request_api_version = 0
+                self._enqueue(header, self._dispatcher.api_versions(ErrorCode.UNSUPPORTED_VERSION))
+                return
+            raise KafkaProtocolError(f"unsupported request {exc}", ErrorCode.UNSUPPORTED_VERSION) from exc
+        route = self._dispatcher.route_for(header.request_api_key, header.request_api_version)
+        if route is None:
+            if header.request_api_key == ApiKey.API_VERSIONS:
+                header.request_api_version = 0
+                self._enqueue(header, self._dispatcher.api_versions(ErrorCode.UNSUPPORTED_VERSION))
+                return
+            raise KafkaProtocolError(
+                f"api key {header.request_api_key} version {header.request_api_version} is not supported",
+                ErrorCode.UNSUPPORTED_VERSION,
+            )
+        ctx = RequestContext(
+            api_key=header.request_api_key,
+            api_version=header.request_api_version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            client_host=self._host,
+            connection_id=self._id,
+        )
+        result = route.handler(ctx, body)
+        if result is NO_RESPONSE:
+            return
+        self._enqueue(header, result)
+
+    def _enqueue(self, header: Any, result: Any) -> None:
+        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+            result = asyncio.ensure_future(result)
+        self._pending.append((header, result))
+        self._has_pending.set()
+        if len(self._pending) >= self._max_in_flight:
+            self._room.clear()
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        pending = self._pending
+        while True:
+            if not pending:
+                if self._closing:
+                    return
+                self._has_pending.clear()
+                await self._has_pending.wait()
+                continue
+            header, result = pending[0]
+            if isinstance(result, Awaitable):
+                try:
+                    result = await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("handler for api key %s failed", header.request_api_key)
+                    self.close()
+                    return
+            pending.popleft()
+            if len(pending) < self._max_in_flight:
+                self._room.set()
+            chunks = encode_response(header, result)
+            await self._send_chunks(loop, chunks)
+            self.last_active = time.monotonic()
+
+    async def _send_chunks(self, loop: asyncio.AbstractEventLoop, chunks: list[Any]) -> None:
+        sock = self._sock
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                await loop.sock_sendall(sock, chunk)
+            else:
+                for region in getattr(chunk, "regions", (chunk,)):
+                    await self._sendfile(loop, region)
+
+    async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: Any) -> None:
+        out_fd = self._sock.fileno()
+        source = region.file
+        in_fd = source if isinstance(source, int) else source.fileno()
+        position = region.position
+        remaining = region.nbytes
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, position, min(remaining, _SENDFILE_CHUNK))
+            except BlockingIOError:
+                await self._writable(loop, out_fd)
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if sent == 0:
+                # The file is shorter than the region (truncated under us): the client will see a
+                # short read and re-fetch; the frame is broken, so the connection must end.
+                raise ConnectionError("segment file shrank during sendfile")
+            position += sent
+            remaining -= sent
+
+    @staticmethod
+    async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        future: asyncio.Future[None] = loop.create_future()
+
+        def ready() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        loop.add_writer(fd, ready)
+        try:
+            await future
+        finally:
+            loop.remove_writer(fd)

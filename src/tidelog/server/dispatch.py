@@ -1,0 +1,91 @@
+"""The api_key -> handler table, and the ApiVersions answer derived from it.
+
+Invariants:
+- A request reaches a handler only if its (api_key, version) lies in the route's range; ApiVersions
+  advertises exactly the routes in this table, so it can never offer a version without a handler.
+- Every advertised range lies inside the generated schema's valid versions (checked when a route is added).
+- A handler returns the response body, an awaitable of it (delayed operations), or ``NO_RESPONSE``
+  (Produce with acks=0). It never raises for a client's mistake: per-partition errors go in the body;
+  an exception escaping a handler is a broker bug and closes only that connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import REQUEST_TYPES, ApiVersionsResponse
+
+__all__ = ["NO_RESPONSE", "Dispatcher", "Handler", "RequestContext", "Route"]
+
+
+class _NoResponse:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Final = _NoResponse()
+"""Returned by a handler whose request gets no response on the wire (Produce with acks=0)."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request beyond its body."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    connection_id: int
+
+
+Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any] | _NoResponse"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+class Dispatcher:
+    """Routes decoded requests to handlers and answers ApiVersions from its own table."""
+
+    def __init__(self, routes: Iterable[Route]) -> None:
+        self._routes: dict[int, Route] = {}
+        for route in routes:
+            request_type = REQUEST_TYPES[route.api_key]
+            lowest, highest = request_type.VALID_VERSIONS
+            if not lowest <= route.min_version <= route.max_version <= highest:
+                raise ValueError(
+                    f"route for api key {route.api_key} advertises {route.min_version}-{route.max_version}, "
+                    f"outside the schema's {lowest}-{highest}"
+                )
+            if route.api_key in self._routes:
+                raise ValueError(f"two routes for api key {route.api_key}")
+            self._routes[route.api_key] = route
+
+    def route_for(self, api_key: int, api_version: int) -> Route | None:
+        route = self._routes.get(api_key)
+        if route is None or not route.min_version <= api_version <= route.max_version:
+            return None
+        return route
+
+    def supported(self, api_key: int) -> tuple[int, int] | None:
+        route = self._routes.get(api_key)
+        return None if route is None else (route.min_version, route.max_version)
+
+    def api_versions(self, error_code: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
+        """The ApiVersions body: one entry per route, in api key order."""
+        keys = [
+            ApiVersionsResponse.ApiVersion(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
+            for r in sorted(self._routes.values(), key=lambda r: r.api_key)
+        ]
+        return ApiVersionsResponse(error_code=int(error_code), api_keys=keys, throttle_time_ms=0)

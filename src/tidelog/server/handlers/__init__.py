@@ -1,0 +1,42 @@
+"""One module per API family; ``ROUTES`` is the table the dispatcher (and so ApiVersions) is built from.
+
+Version ranges: every version that librdkafka 2.16, kafka-python 3.0 and aiokafka 0.14 send, capped at the
+schemas we generate. Produce starts at 3 and Fetch at 4: tidelog stores magic v2 record batches only, and
+older versions would need the pre-0.11 message formats (Kafka 4 dropped them too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tidelog.protocol.messages import ApiKey
+
+from .api_versions import handle_api_versions
+from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .delete_records import handle_delete_records
+from .fetch import handle_fetch
+from .leader_epoch import handle_offset_for_leader_epoch
+from .list_offsets import handle_list_offsets
+from .metadata import handle_describe_cluster, handle_metadata
+from .produce import handle_produce
+from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+
+__all__ = ["ROUTES"]
+
+ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
+    (ApiKey.PRODUCE, 3, 11, handle_produce),
+    (ApiKey.FETCH, 4, 16, handle_fetch),
+    (ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
+    (ApiKey.METADATA, 0, 12, handle_metadata),
+    (ApiKey.API_VERSIONS, 0, 4, handle_api_versions),
+    (ApiKey.CREATE_TOPICS, 0, 7, handle_create_topics),
+    (ApiKey.DELETE_TOPICS, 0, 6, handle_delete_topics),
+    (ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, handle_offset_for_leader_epoch),
+    (ApiKey.DESCRIBE_CONFIGS, 0, 4, handle_describe_configs),
+    (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs),
+    (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs),
+    (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster),
+]

@@ -1,0 +1,71 @@
+"""ListOffsets (key 2): earliest, latest, by timestamp (through the time index) and max timestamp.
+
+Special timestamps as Kafka defines them: -1 latest (the high watermark, or the last stable offset under
+read_committed), -2 earliest (log start offset), -3 the record with the largest timestamp, -4 earliest
+local (same as earliest: no tiered storage). v0 answers in the old ``old_style_offsets`` list form.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+_READ_COMMITTED = 1
+
+
+def handle_list_offsets(broker: Broker, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    response = ListOffsetsResponse()
+    for topic in request.topics:
+        results = []
+        for wanted in topic.partitions:
+            result = ListOffsetsResponse.ListOffsetsPartitionResponse(
+                partition_index=wanted.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
+            )
+            results.append(result)
+            partition = broker.replicas.get(topic.name, wanted.partition_index)
+            if partition is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if wanted.current_leader_epoch >= 0 and wanted.current_leader_epoch != partition.leader_epoch:
+                result.error_code = (
+                    ErrorCode.FENCED_LEADER_EPOCH
+                    if wanted.current_leader_epoch < partition.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+                continue
+            timestamp = wanted.timestamp
+            offset: int | None
+            found_ts = -1
+            if timestamp == LATEST:
+                committed = ctx.api_version >= 2 and request.isolation_level == _READ_COMMITTED
+                offset = partition.last_stable_offset if committed else partition.high_watermark
+            elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+                offset = partition.log_start_offset
+            elif timestamp == MAX_TIMESTAMP:
+                found = partition.log.max_timestamp_offset()
+                offset, found_ts = (found[0], found[1]) if found else (-1, -1)
+            elif timestamp < 0:
+                result.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            else:
+                found = partition.log.offset_for_timestamp(timestamp)
+                offset, found_ts = (found[0], found[1]) if found else (-1, -1)
+                if offset is not None and offset >= partition.high_watermark:
+                    offset, found_ts = -1, -1
+            result.offset = offset
+            result.timestamp = found_ts
+            result.leader_epoch = partition.leader_epoch if offset >= 0 else -1
+            if ctx.api_version == 0:
+                result.old_style_offsets = [offset] if offset >= 0 else []
+        response.topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
+    return response

@@ -1,0 +1,57 @@
+"""Produce (key 0): validate each partition's batches whole, append, answer per partition.
+
+Invariants: each partition succeeds or fails on its own (one bad partition never fails another);
+acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition); acks=0 gets no response at all;
+on a single node acks=-1 is satisfied as soon as the append returns (the ISR is this broker).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ProduceRequest, ProduceResponse
+from tidelog.server.dispatch import NO_RESPONSE
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+
+_PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest) -> object:
+    acks = request.acks
+    now = broker.now_ms()
+    responses = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        topic = broker.metadata.get(name)
+        results = []
+        for data in topic_data.partition_data:
+            result = _PartitionResponse(index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            results.append(result)
+            if acks not in (0, 1, -1):
+                result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            if topic is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if topic.is_internal:
+                result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                result.error_message = f"Cannot append to internal topic {name}"
+                continue
+            max_bytes = broker.max_message_bytes(topic)
+            error, info, message = broker.replicas.append(
+                name, data.index, data.records, now_ms=now, max_message_bytes=max_bytes
+            )
+            result.error_code = error
+            result.error_message = message
+            if info is not None:
+                result.base_offset = info.first_offset
+                result.log_append_time_ms = info.log_append_time
+                result.log_start_offset = info.log_start_offset
+        responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
+    if acks == 0:
+        return NO_RESPONSE
+    return ProduceResponse(responses=responses)

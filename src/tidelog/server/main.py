@@ -1,0 +1,94 @@
+"""Process entry for ``tidelog broker``: logging, uvloop, signals, start, wait, graceful stop.
+
+Invariants: SIGTERM and SIGINT trigger one graceful shutdown (a second signal while stopping is ignored);
+the ready file, when asked for, is written atomically only after the listener is bound, and holds the
+real ``HOST:PORT`` (useful with port 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from tidelog.server.config import BrokerConfig
+
+__all__ = ["configure_logging", "run_broker"]
+
+log = logging.getLogger("tidelog.main")
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg (+ exc)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str | None = None, fmt: str | None = None) -> None:
+    """Structured logs to stderr: ``TIDELOG_LOG_FORMAT=json`` for JSON lines, else key=value text."""
+    handler = logging.StreamHandler(sys.stderr)
+    if (fmt or os.environ.get("TIDELOG_LOG_FORMAT", "text")) == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s")
+        )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel((level or os.environ.get("TIDELOG_LOG_LEVEL", "INFO")).upper())
+
+
+def run_broker(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
+    if not logging.getLogger().handlers:
+        configure_logging()
+    try:
+        import uvloop  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        return asyncio.run(_main(config, ready_file))
+    return uvloop.run(_main(config, ready_file))
+
+
+async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
+    from tidelog.server.broker import Broker  # noqa: PLC0415
+
+    loop = asyncio.get_running_loop()
+    try:
+        broker = Broker(config)
+    except (RuntimeError, OSError, ValueError) as exc:
+        log.error("cannot start broker: %s", exc)  # noqa: TRY400 - a user-facing reason, not a bug
+        return 1
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as exc:
+        log.error("cannot listen on %s: %s", config.listeners[0], exc)  # noqa: TRY400
+        broker.logs.shutdown()
+        return 1
+    if ready_file is not None:
+        tmp = ready_file.with_name(ready_file.name + ".tmp")
+        tmp.write_text(f"{broker.host}:{broker.port}\n", encoding="ascii")
+        os.replace(tmp, ready_file)
+    await stop.wait()
+    log.info("shutting down")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+        loop.add_signal_handler(sig, lambda: None)
+    await broker.stop()
+    return 0
