@@ -757,7 +757,7 @@ def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Requ
     cls = REQUEST_TYPES.get(api_key)
     supported = cls is not None and cls.supports(api_version)
     header_version = request_header_version(api_key, api_version) if supported else 1
-    client_id: str | None = None
+    client_id: str | None = ""  # the spec's default, for header v0 (no client id on the wire)
     p = 8
     if header_version >= 1:
         try:
@@ -765,6 +765,7 @@ def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Requ
         except RemoteProtocolError:
             if supported:
                 raise
+            client_id = None
     unknown: dict[int, bytes] | None = None
     if header_version >= 2:
         try:

@@ -5,8 +5,9 @@ Invariants:
 - A frame on the wire is a big-endian int32 size followed by that many bytes; the frames this
   module returns are the bytes *after* the size prefix (what ``codec.decode_request`` takes).
 - A size below zero or above ``max_frame_bytes`` raises :class:`FrameSizeError` as soon as the four
-  size bytes have arrived, before anything is allocated for the frame. After that error the
-  decoder is unusable (the stream is out of sync); the caller closes the connection.
+  size bytes have arrived, before anything is allocated for the frame; frames that preceded the
+  bad size are handed out first. After that error every call raises it again (the stream is out
+  of sync); the caller closes the connection.
 - Work is linear in the bytes fed: data is appended to one buffer and consumed through a read
   offset, which is compacted only when more than half the buffer is consumed. Whole frames found
   in a chunk fed to an empty decoder are sliced out of that chunk directly.
@@ -66,7 +67,7 @@ class FrameDecoder:
     <NeedData.NEED_DATA: 'NEED_DATA'>
     """
 
-    __slots__ = ("_buffer", "_failed", "_max", "_offset", "_ready", "_size")
+    __slots__ = ("_buffer", "_error", "_max", "_offset", "_ready", "_size")
 
     def __init__(self, max_frame_bytes: int) -> None:
         if max_frame_bytes < 0:
@@ -75,7 +76,7 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._offset = 0
         self._size = -1  # size of the frame being assembled, -1 while its prefix is incomplete
-        self._failed = False
+        self._error: FrameSizeError | None = None  # once set, every later call raises it
         self._ready: deque[bytes] = deque()  # frames found by the fast path, not yet returned
 
     @property
@@ -94,15 +95,21 @@ class FrameDecoder:
         self.receive_data(data)
         frames: list[bytes] = []
         while True:
-            frame = self.next_frame()
+            try:
+                frame = self.next_frame()
+            except FrameSizeError as exc:
+                if not frames:
+                    raise
+                # Hand out the frames that preceded the bad size first; raise on the next call.
+                self._error = exc
+                return frames
             if frame is NEED_DATA:
                 return frames
             frames.append(frame)
 
     def receive_data(self, data: Buffer) -> None:
         """Add received bytes; take frames out with :meth:`next_frame`."""
-        if self._failed:
-            raise RemoteProtocolError("frame decoder used after a framing error")
+        self._raise_if_failed()
         if not data:
             return
         if not self._buffer and self._size < 0:
@@ -119,9 +126,8 @@ class FrameDecoder:
         ready = self._ready
         while end - pos >= 4:
             size = _SIZE.unpack_from(view, pos)[0]
-            self._check(size)
-            if end - pos - 4 < size:
-                break
+            if size < 0 or size > self._max or end - pos - 4 < size:
+                break  # a bad size is reported by next_frame, after the frames before it
             ready.append(bytes(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         return view[pos:] if pos else view
@@ -130,6 +136,7 @@ class FrameDecoder:
         """The next whole frame, or :data:`NEED_DATA`."""
         if self._ready:
             return self._ready.popleft()
+        self._raise_if_failed()
         buffer = self._buffer
         if self._size < 0:
             if len(buffer) - self._offset < 4:
@@ -151,8 +158,12 @@ class FrameDecoder:
 
     def _check(self, size: int) -> None:
         if size < 0 or size > self._max:
-            self._failed = True
-            raise FrameSizeError(size, self._max)
+            self._error = FrameSizeError(size, self._max)
+            raise self._error
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
 
     def _compact(self) -> None:
         buffer = self._buffer

@@ -1,0 +1,146 @@
+"""FrameDecoder: frames fed whole, byte by byte, split anywhere, with trailing bytes; size limits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.framing import NEED_DATA, FrameDecoder, FrameSizeError, encode_frame
+from tidelog.protocol.primitives import RemoteProtocolError
+
+PAYLOADS = [b"first", b"", b"\x00" * 300, b"last frame"]
+STREAM = b"".join(encode_frame(p) for p in PAYLOADS)
+
+
+def test_encode_frame() -> None:
+    assert encode_frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert encode_frame(memoryview(b"")) == b"\x00\x00\x00\x00"
+
+
+def test_whole_stream_at_once() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    assert decoder.feed(STREAM) == PAYLOADS
+    assert decoder.buffered_bytes == 0
+    assert decoder.next_frame() is NEED_DATA
+
+
+def test_one_byte_at_a_time() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    frames: list[bytes] = []
+    for i in range(len(STREAM)):
+        frames.extend(decoder.feed(STREAM[i : i + 1]))
+    assert frames == PAYLOADS
+    assert decoder.buffered_bytes == 0
+
+
+def test_trailing_partial_frame_is_kept_until_complete() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    assert decoder.feed(STREAM + b"\x00\x00\x00\x05ab") == PAYLOADS
+    assert decoder.buffered_bytes == 6
+    assert decoder.next_frame() is NEED_DATA
+    assert decoder.feed(b"c") == []
+    assert decoder.feed(b"de\x00") == [b"abcde"]
+    assert decoder.buffered_bytes == 1
+
+
+def test_receive_data_and_next_frame() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    decoder.receive_data(bytearray(STREAM))
+    assert [decoder.next_frame() for _ in range(5)] == [*PAYLOADS, NEED_DATA]
+
+
+def test_memoryview_input() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    assert decoder.feed(memoryview(STREAM)[:7]) == []
+    assert decoder.feed(memoryview(STREAM)[7:]) == PAYLOADS
+
+
+@given(st.lists(st.binary(max_size=50), max_size=8), st.data())
+def test_any_split_yields_the_same_frames(payloads: list[bytes], data: st.DataObject) -> None:
+    stream = b"".join(encode_frame(p) for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    decoder = FrameDecoder(max_frame_bytes=50)
+    frames: list[bytes] = []
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        frames.extend(decoder.feed(stream[start:cut]))
+        start = cut
+    assert frames == payloads
+    assert decoder.buffered_bytes == 0
+
+
+def test_size_above_the_maximum_is_rejected_as_soon_as_the_prefix_arrives() -> None:
+    decoder = FrameDecoder(max_frame_bytes=100)
+    assert decoder.feed(b"\x00\x00") == []
+    with pytest.raises(FrameSizeError) as info:
+        decoder.feed(b"\x00\x65")  # 101: nothing of the body has arrived
+    assert info.value.size == 101
+    assert info.value.max_frame_bytes == 100
+    assert info.value.error_code is ErrorCode.INVALID_REQUEST
+    assert isinstance(info.value, RemoteProtocolError)
+    with pytest.raises(FrameSizeError):
+        decoder.feed(b"more")
+
+
+def test_huge_size_is_rejected_without_allocating() -> None:
+    decoder = FrameDecoder(max_frame_bytes=100 * 1024 * 1024)
+    with pytest.raises(FrameSizeError, match="larger than the maximum"):
+        decoder.feed(b"\x7f\xff\xff\xff")
+
+
+def test_negative_size_is_rejected() -> None:
+    decoder = FrameDecoder(max_frame_bytes=100)
+    with pytest.raises(FrameSizeError, match="invalid frame size -1"):
+        decoder.feed(b"\xff\xff\xff\xff")
+
+
+def test_frames_before_a_bad_size_are_handed_out_first() -> None:
+    decoder = FrameDecoder(max_frame_bytes=10)
+    assert decoder.feed(b"\x00\x00\x00\x01x\x00\x00\x00\x01y\xff\xff\xff\xff") == [b"x", b"y"]
+    with pytest.raises(FrameSizeError, match="-1"):
+        decoder.feed(b"")
+    with pytest.raises(FrameSizeError, match="-1"):
+        decoder.next_frame()
+
+
+def test_frames_before_a_bad_size_in_the_same_chunk_are_not_lost_on_the_slow_path() -> None:
+    decoder = FrameDecoder(max_frame_bytes=10)
+    decoder.feed(b"\x00")
+    decoder.receive_data(b"\x00\x00\x01x\x00\x00\x00\x0b")
+    assert decoder.next_frame() == b"x"
+    with pytest.raises(FrameSizeError):
+        decoder.next_frame()
+
+
+def test_exactly_the_maximum_is_accepted() -> None:
+    decoder = FrameDecoder(max_frame_bytes=3)
+    assert decoder.feed(b"\x00\x00\x00\x03abc") == [b"abc"]
+
+
+def test_large_frame_in_many_chunks() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    stream = encode_frame(payload) + encode_frame(b"next")
+    decoder = FrameDecoder(max_frame_bytes=len(payload))
+    frames: list[bytes] = []
+    for start in range(0, len(stream), 65536):
+        frames.extend(decoder.feed(stream[start : start + 65536]))
+    assert frames == [payload, b"next"]
+
+
+def test_negative_limit_is_rejected() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        FrameDecoder(max_frame_bytes=-1)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=64), st.integers(1, 8))
+def test_arbitrary_bytes_yield_frames_or_a_frame_size_error(data: bytes, chunk: int) -> None:
+    decoder = FrameDecoder(max_frame_bytes=16)
+    try:
+        for start in range(0, len(data), chunk):
+            for frame in decoder.feed(data[start : start + chunk]):
+                assert len(frame) <= 16
+    except FrameSizeError:
+        pass
