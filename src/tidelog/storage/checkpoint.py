@@ -1,0 +1,96 @@
+"""Checkpoint files: crash-safe replacement of a small file, and Kafka's offset checkpoint text format.
+
+Offset checkpoint format (Kafka's ``OffsetCheckpointFile``)::
+
+    0                      <- version
+    2                      <- number of entries
+    my.topic 0 1234        <- topic partition offset
+    my.topic 1 99
+
+Invariants:
+
+* :func:`atomic_write` writes ``<file>.tmp``, fsyncs it, renames it over ``<file>`` and fsyncs the
+  directory: a reader sees the old content or the new, never a mix. A crash leaves at worst a stale
+  ``.tmp``, which readers ignore and the next write replaces.
+* :func:`read_offsets_checkpoint` of a missing file is empty; a malformed one raises
+  :class:`CheckpointError` (version, count and every line are checked, as Kafka does).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from tidelog.storage.errors import CheckpointError
+from tidelog.storage.layout import TMP_FILE_SUFFIX, TopicPartition
+
+__all__ = ["atomic_write", "fsync_dir", "read_offsets_checkpoint", "write_offsets_checkpoint"]
+
+_VERSION: Final = 0
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (created, renamed, deleted files) durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` crash-safely: temp file, fsync, rename, fsync of the directory."""
+    tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    """Write ``offsets`` in Kafka's checkpoint format, atomically (sorted, for stable diffs)."""
+    lines = [str(_VERSION), str(len(offsets))]
+    lines.extend(f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items()))
+    atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The entries of a checkpoint file; empty if the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"malformed checkpoint {path}: {len(lines)} lines, need version and count")
+    try:
+        version = int(lines[0])
+        expected = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"malformed checkpoint {path}: bad version or count line") from None
+    if version != _VERSION:
+        raise CheckpointError(f"checkpoint {path} has version {version}, only {_VERSION} is known")
+    entries: dict[TopicPartition, int] = {}
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != 3:
+            raise CheckpointError(f"malformed line in checkpoint {path}: {line!r}")
+        try:
+            tp = TopicPartition(parts[0], int(parts[1]))
+            entries[tp] = int(parts[2])
+        except ValueError:
+            raise CheckpointError(f"malformed line in checkpoint {path}: {line!r}") from None
+    if len(entries) != expected or len(lines) - 2 != expected:
+        raise CheckpointError(f"checkpoint {path} announces {expected} entries, holds {len(lines) - 2}")
+    return entries

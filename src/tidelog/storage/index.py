@@ -1,0 +1,377 @@
+"""Sparse, memory-mapped indexes of one segment: offset -> position and timestamp -> offset.
+
+Kafka's ``AbstractIndex``, ``OffsetIndex`` and ``TimeIndex``. Entries are big-endian, offsets stored
+relative to the segment's base offset (int32):
+
+* :class:`OffsetIndex`: 8 bytes, ``(relative_offset int32, position int32)``. An entry maps the LAST offset
+  of a batch to the file position where that batch starts. Both columns strictly increase.
+* :class:`TimeIndex`: 12 bytes, ``(timestamp int64, relative_offset int32)``. An entry says "up to the batch
+  whose last offset is ``offset``, the largest timestamp in the segment is ``timestamp``, first reached
+  there". Timestamps strictly increase, offsets never decrease.
+
+Invariants:
+
+* The file holds ``entries`` entries, followed (for the active segment only) by preallocated space up to
+  ``max_index_size`` rounded down to the entry size. :meth:`trim_to_valid_size` cuts it to exactly
+  ``entries * ENTRY_SIZE`` bytes (on roll and close). Opening an existing file takes every whole entry in it
+  as valid (Kafka's rule), so an untrimmed or damaged file fails :meth:`sanity_check` and gets rebuilt.
+* A :class:`TimeIndex` keeps one slot free for the entry written when its segment rolls (``is_full``).
+* Indexes are never checksummed. :meth:`sanity_check` checks size, monotonicity and bounds; the segment
+  additionally checks each entry it uses against the log and rebuilds the index on a mismatch.
+* The mapping is opened lazily and can be released at any time (:meth:`close`); the entry count survives
+  and the next use maps the file again. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import operator
+import os
+import struct
+import sys
+from array import array
+from pathlib import Path
+from typing import ClassVar, Final, NamedTuple
+
+from tidelog.storage.errors import CorruptIndexError
+
+__all__ = ["OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
+
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_INT32_MAX: Final = 2**31 - 1
+
+
+class OffsetPosition(NamedTuple):
+    """An offset index entry: the batch whose last offset is ``offset`` starts at ``position``."""
+
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    """A time index entry: largest timestamp ``timestamp``, first reached by the batch ending at ``offset``."""
+
+    timestamp: int
+    offset: int
+
+
+class _SparseIndex:
+    """Shared machinery: a file of fixed-size entries, mapped lazily, preallocated, trimmed."""
+
+    ENTRY_SIZE: ClassVar[int]
+    _ENTRY: ClassVar[struct.Struct]
+    _SUFFIX_NAME: ClassVar[str]
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self._path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._mm: mmap.mmap | None = None
+        self._length = 0
+        self._entries = 0
+        self._loaded = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._path.name}, entries={self.entries})"
+
+    # ---- file and mapping -------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def entries(self) -> int:
+        self._load()
+        return self._entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes (entries plus preallocated space)."""
+        self._load()
+        return self._length
+
+    @property
+    def max_entries(self) -> int:
+        return self.length // self.ENTRY_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def _load(self) -> None:
+        """First use: create and preallocate a missing file, or take every whole entry of an existing one."""
+        if self._loaded:
+            return
+        created = not self._path.exists()
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if created:
+                length = self.max_index_size - self.max_index_size % self.ENTRY_SIZE
+                os.ftruncate(fd, length)
+                entries = 0
+            else:
+                length = os.fstat(fd).st_size
+                entries = length // self.ENTRY_SIZE
+            self._mm = mmap.mmap(fd, length) if length else None
+        finally:
+            os.close(fd)
+        self._length, self._entries, self._loaded = length, entries, True
+
+    def _map(self) -> mmap.mmap:
+        """The mapping (re-established if it was released); only called when ``entries > 0`` or to write."""
+        self._load()
+        if self._mm is None:
+            fd = os.open(self._path, os.O_RDWR)
+            try:
+                actual = os.fstat(fd).st_size
+                if actual != self._length:
+                    raise CorruptIndexError(f"{self._path} changed size under us: {actual} != {self._length}")
+                self._mm = mmap.mmap(fd, self._length)
+            finally:
+                os.close(fd)
+        return self._mm
+
+    def close(self) -> None:
+        """Release the mapping (and its descriptor); the index stays usable and maps again when needed."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries (never below the entries)."""
+        self._load()
+        rounded = max(new_size - new_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        self.close()
+        fd = os.open(self._path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, rounded)
+            self._mm = mmap.mmap(fd, rounded) if rounded else None
+        finally:
+            os.close(fd)
+        self._length = rounded
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.entries * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        """Drop every entry and preallocate again (before a rebuild)."""
+        self._load()
+        self._entries = 0
+        self.resize(self.max_index_size)
+
+    def flush(self) -> None:
+        """Make the entries and the file length durable (msync, then fsync)."""
+        if not self._loaded:
+            return
+        if self._mm is not None:
+            self._mm.flush()
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename_to(self, new_path: Path) -> None:
+        """Rename the file (a mapping stays valid across a rename)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self._path, new_path)
+        self._path = new_path
+
+    def delete_file(self) -> None:
+        self.close()
+        self._path.unlink(missing_ok=True)
+        self._loaded = False
+        self._entries = self._length = 0
+
+    # ---- entries ----------------------------------------------------------------------------------
+
+    def _raw_entry(self, n: int) -> tuple[int, int]:
+        return self._ENTRY.unpack_from(self._map(), n * self.ENTRY_SIZE)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        self._load()
+        self._entries = min(n, self._entries)
+
+    def _check_append(self, relative_offset: int) -> None:
+        if not 0 <= relative_offset <= _INT32_MAX:
+            raise ValueError(
+                f"offset {relative_offset + self.base_offset} out of range for base {self.base_offset}"
+            )
+
+    def _largest_lower_bound(self, target: int, field: struct.Struct, field_offset: int) -> int:
+        """The last slot whose field (at ``field_offset`` within an entry) is <= target, or -1."""
+        n = self.entries
+        if n == 0:
+            return -1
+        mm = self._map()
+        size = self.ENTRY_SIZE
+        unpack = field.unpack_from
+        if unpack(mm, field_offset)[0] > target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if unpack(mm, mid * size + field_offset)[0] <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _entries_bytes(self) -> bytes:
+        n = self.entries
+        return self._map()[: n * self.ENTRY_SIZE] if n else b""
+
+    def _check_shape(self) -> None:
+        self._load()
+        if self._length % self.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"{self._path}: length {self._length} is not a multiple of the entry size {self.ENTRY_SIZE}"
+            )
+
+
+def _int32_columns(data: bytes) -> tuple[array[int], array[int]]:
+    values = array("i")
+    values.frombytes(data)
+    if sys.byteorder == "little":
+        values.byteswap()
+    return values[0::2], values[1::2]
+
+
+def _strictly_increasing(values: array[int] | list[int]) -> bool:
+    return all(map(operator.lt, values, values[1:]))
+
+
+class OffsetIndex(_SparseIndex):
+    """Offset -> file position, one entry per ``index.interval.bytes`` of log."""
+
+    ENTRY_SIZE = 8
+    _ENTRY = struct.Struct(">ii")
+
+    def entry(self, n: int) -> OffsetPosition:
+        relative, position = self._raw_entry(n)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    def last_entry(self) -> OffsetPosition | None:
+        n = self.entries
+        return self.entry(n - 1) if n else None
+
+    @property
+    def last_offset(self) -> int:
+        """The last entry's offset, or the base offset when empty."""
+        last = self.last_entry()
+        return last.offset if last is not None else self.base_offset
+
+    def append(self, offset: int, position: int) -> bool:
+        """Add an entry; False (and nothing written) when the index is full. ``offset`` must increase."""
+        relative = offset - self.base_offset
+        self._check_append(relative)
+        n = self.entries
+        if n and offset <= self.last_offset:
+            raise ValueError(f"index entry offset {offset} not above the last entry {self.last_offset}")
+        if n >= self.max_entries:
+            return False
+        self._ENTRY.pack_into(self._map(), n * self.ENTRY_SIZE, relative, position)
+        self._entries = n + 1
+        return True
+
+    def lookup(self, target_offset: int) -> OffsetPosition | None:
+        """The entry with the largest offset <= ``target_offset``; None when there is none."""
+        slot = self._largest_lower_bound(target_offset - self.base_offset, _INT32, 0)
+        return self.entry(slot) if slot >= 0 else None
+
+    def lookup_by_position(self, position: int) -> OffsetPosition | None:
+        """The entry with the largest position <= ``position``; None when there is none."""
+        slot = self._largest_lower_bound(position, _INT32, 4)
+        return self.entry(slot) if slot >= 0 else None
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._largest_lower_bound(offset - self.base_offset - 1, _INT32, 0)
+        self._truncate_to_entries(slot + 1)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise :class:`CorruptIndexError` unless the entries are whole, strictly increasing in both columns,
+        not below the base offset and (given ``log_size``) pointing inside the log."""
+        self._check_shape()
+        offsets, positions = _int32_columns(self._entries_bytes())
+        if not offsets:
+            return
+        if offsets[0] < 0 or positions[0] < 0:
+            raise CorruptIndexError(f"{self._path}: first entry ({offsets[0]}, {positions[0]}) is negative")
+        if not _strictly_increasing(offsets) or not _strictly_increasing(positions):
+            raise CorruptIndexError(f"{self._path}: entries are not strictly increasing")
+        if log_size is not None and positions[-1] >= log_size:
+            raise CorruptIndexError(f"{self._path}: last position {positions[-1]} beyond log size {log_size}")
+
+
+class TimeIndex(_SparseIndex):
+    """Timestamp -> offset, an entry whenever the segment's largest timestamp grows at an index interval."""
+
+    ENTRY_SIZE = 12
+    _ENTRY = struct.Struct(">qi")
+
+    @property
+    def is_full(self) -> bool:
+        """Full one entry early: the last slot is kept for the entry written when the segment rolls."""
+        return self.entries >= self.max_entries - 1
+
+    def entry(self, n: int) -> TimestampOffset:
+        timestamp, relative = self._raw_entry(n)
+        return TimestampOffset(timestamp, self.base_offset + relative)
+
+    def last_entry(self) -> TimestampOffset | None:
+        n = self.entries
+        return self.entry(n - 1) if n else None
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's (and >= 0).
+
+        ``skip_full_check`` lets the roll entry use the reserved last slot. Returns whether it was added.
+        """
+        last = self.last_entry()
+        if last is not None:
+            if offset < last.offset:
+                raise ValueError(f"time index offset {offset} below the last entry's {last.offset}")
+            if timestamp <= last.timestamp:
+                return False
+        elif timestamp < 0:
+            return False
+        n = self.entries
+        limit = self.max_entries if skip_full_check else self.max_entries - 1
+        if n >= limit:
+            return False
+        relative = offset - self.base_offset
+        self._check_append(relative)
+        self._ENTRY.pack_into(self._map(), n * self.ENTRY_SIZE, timestamp, relative)
+        self._entries = n + 1
+        return True
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset | None:
+        """The entry with the largest timestamp <= ``target_timestamp``; None when there is none."""
+        slot = self._largest_lower_bound(target_timestamp, _INT64, 0)
+        return self.entry(slot) if slot >= 0 else None
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._largest_lower_bound(offset - self.base_offset - 1, _INT32, 8)
+        self._truncate_to_entries(slot + 1)
+
+    def sanity_check(self) -> None:
+        """Raise :class:`CorruptIndexError` unless entries are whole, timestamps non-negative and strictly
+        increasing, offsets non-decreasing and not below the base offset."""
+        self._check_shape()
+        rows = list(struct.iter_unpack(">qi", self._entries_bytes()))
+        if not rows:
+            return
+        timestamps = [row[0] for row in rows]
+        offsets = [row[1] for row in rows]
+        if timestamps[0] < 0 or offsets[0] < 0:
+            raise CorruptIndexError(f"{self._path}: first entry {rows[0]} is negative")
+        if not _strictly_increasing(timestamps) or not all(map(operator.le, offsets, offsets[1:])):
+            raise CorruptIndexError(f"{self._path}: entries are not increasing")
