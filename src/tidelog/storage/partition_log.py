@@ -1,0 +1,607 @@
+"""The log of one partition: ordered segments in ``<log.dir>/<topic>-<partition>/`` (Kafka's UnifiedLog/LocalLog).
+
+Invariants:
+
+* ``log_start_offset <= high_watermark <= log_end_offset`` and ``recovery_point <= log_end_offset``; all
+  offsets are absolute. Segments are sorted by base offset; the last one is the *active* segment, the only
+  one appended to; every offset of a segment is below the next segment's base offset.
+* Offsets in a log that is not compacted are contiguous: an append with assigned offsets that leaves a gap
+  (a follower after the leader deleted records) starts a new segment at its first offset.
+* Data written by :meth:`PartitionLog.append` is in the page cache when it returns: a process crash loses
+  none of it. fsync happens when ``flush.messages`` / ``flush.ms`` say so, on :meth:`flush`, and (deferred
+  to :meth:`maybe_flush`) for segments that rolled; the recovery point advances only then.
+* Segments leave by rename to ``.deleted`` and are unlinked by :meth:`remove_deleted_files` after
+  ``file.delete.delay.ms``; regions already handed out stay readable meanwhile.
+* The active segment is never deleted in place: retention that covers every segment rolls first.
+* Time comes in as ``now_ms``; nothing here reads a clock. Not thread-safe: one caller at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from tidelog.protocol.records import (
+    InvalidTimestampError,
+    RecordBatchHeader,
+    TimestampType,
+    iter_batch_headers,
+    read_batch_header,
+    set_log_append_time,
+)
+from tidelog.protocol.records import assign_offsets as _assign_offsets
+from tidelog.storage import layout
+from tidelog.storage.append_info import LogAppendInfo
+from tidelog.storage.checkpoint import fsync_dir
+from tidelog.storage.config import LogConfig
+from tidelog.storage.errors import (
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
+from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.recovery import load_log
+from tidelog.storage.segment import LogSegment
+
+__all__ = ["OffsetAndTimestamp", "PartitionLog"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_OPEN_SEGMENTS: Final = 64
+"""Inactive segments a standalone log keeps open (a LogManager shares one bound across its logs)."""
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """A record's offset and timestamp (ListOffsets' answer)."""
+
+    offset: int
+    timestamp: int
+
+
+_Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
+
+
+class PartitionLog:
+    """One partition's log. Build with :meth:`open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        limiter: OpenSegmentLimiter,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int | None,
+        now_ms: int,
+    ) -> None:
+        self._dir = directory
+        self._config = config
+        self._limiter = limiter
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._high_watermark = log_start_offset
+        self._last_flush_ms = now_ms
+        self._clock_ms = now_ms
+        self._roll_flush_offset: int | None = None
+        self._dir_dirty = False
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+        self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
+        try:
+            self.topic_partition: layout.TopicPartition | None = layout.parse_partition_dir_name(
+                directory.name
+            )[0]
+        except ValueError:
+            self.topic_partition = None
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool,
+        high_watermark: int | None = None,
+        limiter: OpenSegmentLimiter | None = None,
+    ) -> PartitionLog:
+        """Load the log in ``directory`` (created if absent), recovering it unless ``clean_shutdown``.
+
+        ``recovery_point`` and ``log_start_offset`` come from the log dir's checkpoints; ``high_watermark``
+        from ``replication-offset-checkpoint`` (None: the log start offset).
+        """
+        limiter = limiter if limiter is not None else OpenSegmentLimiter(DEFAULT_MAX_OPEN_SEGMENTS)
+        loaded = load_log(
+            directory,
+            config,
+            limiter,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+        )
+        return cls(
+            directory,
+            config,
+            limiter,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            high_watermark=high_watermark,
+            now_ms=now_ms,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self._dir.name}, start={self._log_start_offset}, hw={self._high_watermark}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )
+
+    # ---- offsets and state ------------------------------------------------------------------------
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self._recovery_point
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments in base-offset order (read-only view; the last is active)."""
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic configs (AlterConfigs); index sizes apply to segments created from now on."""
+        self._config = config
+        for segment in self._segments:
+            segment.set_config(config)
+
+    def _observe(self, now_ms: int | None) -> int:
+        if now_ms is not None and now_ms > self._clock_ms:
+            self._clock_ms = now_ms
+        return self._clock_ms
+
+    # ---- append -----------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        assign_offsets: bool = True,
+    ) -> LogAppendInfo:
+        """Append one or more whole batches (already checked by ``records.validate_batches``).
+
+        With ``assign_offsets`` (leader): batches get offsets from the log end and ``leader_epoch``, rewritten
+        in place (``records`` is copied first unless it is a writable buffer), and with LogAppendTime the
+        broker's ``now_ms``. Without (follower): offsets must start at or above the log end and increase.
+        May roll first; may fsync afterwards (``flush.messages`` / ``flush.ms``).
+        """
+        self._observe(now_ms)
+        buf: bytearray | memoryview
+        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+            buf = records
+        else:
+            buf = bytearray(records)
+        total = len(buf)
+        batches = list(iter_batch_headers(buf))
+        consumed = batches[-1][0] + batches[-1][1].size_in_bytes if batches else 0
+        if not batches or consumed != total:
+            raise UnexpectedAppendOffsetError(f"append of {total} bytes is not a sequence of whole batches")
+        config = self._config
+        if total > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {total} bytes to {self._dir.name} exceeds segment.bytes={config.segment_bytes}"
+            )
+        log_end = self.log_end_offset
+        if assign_offsets:
+            self._check_timestamps(batches, now_ms)
+            next_offset = log_end
+            for position, header in batches:
+                _assign_offsets(buf, position, next_offset, leader_epoch)
+                if config.log_append_time:
+                    set_log_append_time(buf, position, now_ms)
+                next_offset += header.last_offset_delta + 1
+            batches = [(position, read_batch_header(buf, position)) for position, _ in batches]
+        else:
+            self._check_assigned_offsets(batches, log_end)
+
+        first_offset = batches[0][1].base_offset
+        last_offset = batches[-1][1].last_offset
+        max_timestamp = -1
+        offset_of_max = -1
+        for _, header in batches:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+
+        active = self._segments[-1]
+        if first_offset > log_end or active.should_roll(
+            messages_size=total, max_offset_in_messages=last_offset, now_ms=now_ms
+        ):
+            active = self.roll(now_ms, expected_next_offset=first_offset)
+        active.append(memoryview(buf), batches, now_ms=now_ms)
+
+        if (
+            self.unflushed_messages >= config.flush_messages
+            or now_ms - self._last_flush_ms >= config.flush_ms
+        ):
+            self.flush(now_ms)
+        return LogAppendInfo(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_timestamp,
+            shallow_offset_of_max_timestamp=offset_of_max,
+            log_append_time=now_ms if assign_offsets and config.log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            shallow_count=len(batches),
+            records_count=sum(header.records_count for _, header in batches),
+            valid_bytes=total,
+        )
+
+    def _check_timestamps(self, batches: Sequence[tuple[int, RecordBatchHeader]], now_ms: int) -> None:
+        """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms`` for create-time topics."""
+        config = self._config
+        if config.log_append_time:
+            return
+        for _, header in batches:
+            if header.timestamp_type != TimestampType.CREATE_TIME:
+                continue
+            low = header.base_timestamp if header.base_timestamp >= 0 else header.max_timestamp
+            if 0 <= low < now_ms - config.message_timestamp_before_max_ms:
+                raise InvalidTimestampError(
+                    f"timestamp {low} is more than message.timestamp.before.max.ms="
+                    f"{config.message_timestamp_before_max_ms} before the broker's time {now_ms}"
+                )
+            if header.max_timestamp > now_ms + config.message_timestamp_after_max_ms:
+                raise InvalidTimestampError(
+                    f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms="
+                    f"{config.message_timestamp_after_max_ms} after the broker's time {now_ms}"
+                )
+
+    @staticmethod
+    def _check_assigned_offsets(batches: Sequence[tuple[int, RecordBatchHeader]], log_end: int) -> None:
+        expected = log_end
+        for _, header in batches:
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"batch base offset {header.base_offset} is below the expected {expected} (log end {log_end})"
+                )
+            expected = header.next_offset
+
+    def roll(self, now_ms: int, *, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log_end_offset)``.
+
+        An empty active segment at that offset is kept as it is; an empty one below it is replaced. The
+        segments rolled past are fsynced by the next :meth:`maybe_flush`.
+        """
+        self._observe(now_ms)
+        log_end = self.log_end_offset
+        new_base = max(expected_next_offset if expected_next_offset is not None else log_end, log_end)
+        active = self._segments[-1]
+        if active.size == 0:
+            if active.base_offset == new_base:
+                return active
+            self._segments.pop()
+            self._bases.pop()
+            active.delete_files()
+        else:
+            active.mark_inactive()
+            self._roll_flush_offset = new_base
+        segment = LogSegment.create(self._dir, new_base, self._config, self._limiter, now_ms=now_ms)
+        self._segments.append(segment)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        logger.debug("%s: rolled new segment at offset %d", self._dir.name, new_base)
+        return segment
+
+    # ---- read -------------------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``fetch_offset``, as file regions.
+
+        At most ``max_bytes`` bytes, except that with ``min_one_batch`` the first batch is returned whole
+        whatever its size; no batch whose base offset is >= ``max_offset`` (e.g. the high watermark). Reads
+        on into later segments while bytes remain. Raises :class:`OffsetOutOfRangeError` unless
+        ``log_start_offset <= fetch_offset <= log_end_offset``; at the log end the result is empty.
+        """
+        log_end = self.log_end_offset
+        if not self._log_start_offset <= fetch_offset <= log_end:
+            raise OffsetOutOfRangeError(
+                f"fetch offset {fetch_offset} is outside [{self._log_start_offset}, {log_end}] of {self._dir.name}"
+            )
+        limit = log_end if max_offset is None else min(max_offset, log_end)
+        regions: list[FileRegion] = []
+        total = 0
+        segments = self._segments
+        index = self._segment_index(fetch_offset)
+        offset = fetch_offset
+        while fetch_offset < limit and index < len(segments):
+            segment = segments[index]
+            upper = segments[index + 1].base_offset if index + 1 < len(segments) else log_end
+            result = segment.read(
+                offset,
+                max_bytes - total,
+                max_offset=limit,
+                upper_bound_offset=upper,
+                min_one_batch=min_one_batch and not regions,
+            )
+            index += 1
+            if result is None:
+                continue
+            region, reached_end = result
+            if region is not None:
+                regions.append(region)
+                total += region.nbytes
+            if region is None or not reached_end or total >= max_bytes:
+                break
+            offset = upper
+        return FetchDataInfo(fetch_offset, tuple(regions), total)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
+        """The first record at/after the log start whose timestamp is >= ``timestamp_ms`` (ListOffsets)."""
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp_ms:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
+                    return OffsetAndTimestamp(*found)
+        return None
+
+    def max_timestamp_offset(self) -> OffsetAndTimestamp | None:
+        """The first record carrying the log's largest timestamp (ListOffsets MAX_TIMESTAMP), None if none."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        found = best.max_timestamp_record()
+        return OffsetAndTimestamp(*found) if found is not None else None
+
+    # ---- truncation and deletion ------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
+        """Remove everything at and above ``offset`` (a batch holding ``offset`` goes whole). Returns whether
+        anything was removed. Below the first segment the log starts over at ``offset``."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        now = self._observe(now_ms)
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now)
+            return True
+        doomed = [segment for segment in self._segments if segment.base_offset > offset]
+        self._delete_segments(doomed, now)
+        active = self._segments[-1]
+        if not active.is_active:
+            active.mark_active()
+        active.truncate_to(offset)
+        log_end = self.log_end_offset
+        self._recovery_point = min(self._recovery_point, log_end)
+        self._log_start_offset = min(self._log_start_offset, log_end)
+        self._high_watermark = min(self._high_watermark, log_end)
+        if self._roll_flush_offset is not None and self._roll_flush_offset > log_end:
+            self._roll_flush_offset = None
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Delete every segment; the log restarts empty at ``offset`` (start, end, high watermark)."""
+        now = self._observe(now_ms)
+        self._delete_segments(list(self._segments), now)
+        segment = LogSegment.create(self._dir, offset, self._config, self._limiter, now_ms=now)
+        self._segments = [segment]
+        self._bases = [offset]
+        self._dir_dirty = True
+        self._log_start_offset = self._recovery_point = self._high_watermark = offset
+        self._roll_flush_offset = None
+
+    def delete_records_before(self, offset: int, *, now_ms: int | None = None) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` (at most the high watermark, else
+        :class:`OffsetOutOfRangeError`) and delete the segments entirely below it. Returns the log start."""
+        now = self._observe(now_ms)
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self._dir.name} to {offset}, "
+                f"above the high watermark {self._high_watermark}"
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._delete_old_segments(self._start_offset_breached, now)
+        return self._log_start_offset
+
+    def delete_retention(self, now_ms: int) -> int:
+        """Delete the segments past retention; returns how many. Kafka's ``deleteOldSegments``: segments
+        below the log start offset always; with ``cleanup.policy`` delete also the oldest segments while
+        ``retention.bytes`` is exceeded by at least their size, and those whose largest timestamp is more than
+        ``retention.ms`` before ``now_ms``. Only segments entirely below the high watermark, oldest first."""
+        self._observe(now_ms)
+        deleted = self._delete_old_segments(self._start_offset_breached, now_ms)
+        if self._config.delete_enabled:
+            deleted += self._delete_retention_size_breached(now_ms)
+            deleted += self._delete_retention_ms_breached(now_ms)
+        return deleted
+
+    def _start_offset_breached(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
+        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
+
+    def _delete_retention_ms_breached(self, now_ms: int) -> int:
+        retention_ms = self._config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_old_segments(
+            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms, now_ms
+        )
+
+    def _delete_retention_size_breached(self, now_ms: int) -> int:
+        retention_bytes = self._config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
+                excess -= segment.size
+                return True
+            return False
+
+        return self._delete_old_segments(breached, now_ms)
+
+    def _delete_old_segments(self, predicate: _Predicate, now_ms: int) -> int:
+        segments = self._segments
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(segments):
+            next_segment = segments[i + 1] if i + 1 < len(segments) else None
+            upper = next_segment.base_offset if next_segment is not None else self.log_end_offset
+            last_and_empty = next_segment is None and segment.size == 0
+            if self._high_watermark >= upper and not last_and_empty and predicate(segment, next_segment):
+                deletable.append(segment)
+            else:
+                break
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self.roll(now_ms)
+        self._delete_segments(deletable, now_ms)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        return len(deletable)
+
+    def _delete_segments(self, doomed: Sequence[LogSegment], now_ms: int) -> None:
+        """Take segments out of the log; rename their files ``.deleted`` (unlinked after the delay)."""
+        if not doomed:
+            return
+        gone = {id(segment) for segment in doomed}
+        self._segments = [segment for segment in self._segments if id(segment) not in gone]
+        self._bases = [segment.base_offset for segment in self._segments]
+        for segment in doomed:
+            segment.rename_for_deletion()
+            if self._config.file_delete_delay_ms == 0:
+                segment.delete_files()
+            else:
+                self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
+        self._dir_dirty = True
+
+    def remove_deleted_files(self, now_ms: int) -> int:
+        """Unlink the ``.deleted`` files whose delay has passed; returns how many segments went."""
+        self._observe(now_ms)
+        due = [segment for deadline, segment in self._pending_deletes if deadline <= now_ms]
+        self._pending_deletes = [(deadline, s) for deadline, s in self._pending_deletes if deadline > now_ms]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    # ---- durability -------------------------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None, *, up_to_offset: int | None = None) -> None:
+        """fsync the segments holding ``[recovery_point, up_to_offset)`` (default: the log end) and the
+        directory if files came or went; the recovery point becomes ``up_to_offset``."""
+        if now_ms is not None:
+            self._observe(now_ms)
+            self._last_flush_ms = now_ms
+        log_end = self.log_end_offset
+        target = log_end if up_to_offset is None else min(up_to_offset, log_end)
+        if target > self._recovery_point:
+            segments = self._segments
+            for i, segment in enumerate(segments):
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else log_end
+                if upper > self._recovery_point and segment.base_offset < target:
+                    segment.flush()
+        if self._dir_dirty:
+            fsync_dir(self._dir)
+            self._dir_dirty = False
+        self._recovery_point = max(self._recovery_point, target)
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """The periodic flush: segments that rolled, and everything once ``flush.ms`` passed since the last
+        flush (or ``flush.messages`` are unflushed). Returns whether it fsynced."""
+        self._observe(now_ms)
+        flushed = False
+        if self._roll_flush_offset is not None:
+            self.flush(up_to_offset=self._roll_flush_offset)
+            self._roll_flush_offset = None
+            flushed = True
+        config = self._config
+        if (
+            self.unflushed_messages >= config.flush_messages
+            or now_ms - self._last_flush_ms >= config.flush_ms
+        ):
+            self.flush(now_ms)
+            flushed = True
+        return flushed
+
+    def close(self) -> None:
+        """Finish every segment's indexes and release all handles (no fsync: flush first for that).
+        Pending ``.deleted`` files are removed now."""
+        if self._closed:
+            return
+        self._closed = True
+        for _, segment in self._pending_deletes:
+            segment.delete_files()
+        self._pending_deletes = []
+        for segment in self._segments:
+            segment.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -1,0 +1,244 @@
+"""Loading a partition directory at start-up: leftovers, interrupted swaps, index checks, recovery.
+
+Kafka's ``LogLoader``. In order:
+
+1. Leftovers: ``*.deleted`` files are removed; ``*.cleaned`` files are removed (an interrupted clean);
+   ``*.swap`` files at or above the smallest ``.cleaned`` base offset are removed (an incomplete swap);
+   index files without a ``.log`` are removed.
+2. Interrupted swaps: a remaining ``<base>.log.swap`` is a finished cleaner output. Segments whose base
+   offsets fall in its offset range are removed, then the ``.swap`` suffix is dropped (indexes rebuilt).
+3. Segments before the recovery point (all of them after a clean shutdown) are trusted: their indexes are
+   sanity-checked and rebuilt (with full batch validation) if missing or inconsistent.
+4. After an unclean shutdown, every segment from the one holding the recovery point onwards is revalidated
+   batch by batch (:meth:`LogSegment.recover`: CRC32C, structure, offsets); the first invalid byte cuts the
+   segment and every later segment is deleted. After a clean shutdown only the last segment's tail is
+   checked (a tail that is not a whole batch is cut).
+5. A log whose end is below the checkpointed log start offset starts over, empty, at that offset.
+
+Invariant: the loaded log is a prefix of what was appended; nothing before the recovery point is dropped
+unless its own bytes are invalid. After an unclean shutdown the recovery point does not advance (the
+revalidated data is not known to be on disk); after a clean one it is the log end offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidelog.storage import layout
+from tidelog.storage.config import LogConfig
+from tidelog.storage.errors import CorruptIndexError, LogCorruptionError
+from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.segment import LogSegment
+
+__all__ = ["LoadedLog", "load_log"]
+
+logger = logging.getLogger(__name__)
+
+_INDEX_SUFFIXES = (layout.INDEX_FILE_SUFFIX, layout.TIME_INDEX_FILE_SUFFIX, layout.TXN_INDEX_FILE_SUFFIX)
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """Segments in base-offset order (the last one active), and the offsets the log resumes with."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+
+
+def _segment_suffix(name: str) -> str:
+    """``".index"`` for ``00000000000000000000.index`` (the part after the offset), else ``""``."""
+    if layout.offset_from_file_name(name) is None:
+        return ""
+    return name[name.index(".") :]
+
+
+def _delete_index_files(directory: Path, base_offset: int) -> None:
+    for suffix in _INDEX_SUFFIXES:
+        (directory / layout.file_name(base_offset, suffix)).unlink(missing_ok=True)
+
+
+def _remove_leftovers(directory: Path) -> list[Path]:
+    """Step 1; returns the valid ``.log.swap`` files."""
+    swaps: list[Path] = []
+    min_cleaned = None
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if not path.is_file():
+            continue
+        if name.endswith(layout.DELETED_FILE_SUFFIX):
+            logger.info("%s: removing leftover %s", directory.name, name)
+            path.unlink(missing_ok=True)
+        elif name.endswith(layout.CLEANED_FILE_SUFFIX):
+            base = layout.offset_from_file_name(name)
+            if base is not None:
+                min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+            path.unlink(missing_ok=True)
+        elif name.endswith(layout.SWAP_FILE_SUFFIX):
+            base = layout.offset_from_file_name(name)
+            suffix = _segment_suffix(name[: -len(layout.SWAP_FILE_SUFFIX)])
+            if base is None:
+                continue
+            _delete_index_files(directory, base)
+            if suffix == layout.LOG_FILE_SUFFIX:
+                swaps.append(path)
+            else:
+                path.unlink(missing_ok=True)
+    valid = []
+    for swap in swaps:
+        base = layout.offset_from_file_name(swap.name)
+        if min_cleaned is not None and base is not None and base >= min_cleaned:
+            logger.info("%s: removing incomplete swap %s", directory.name, swap.name)
+            swap.unlink(missing_ok=True)
+        else:
+            valid.append(swap)
+    return valid
+
+
+def _complete_swaps(
+    directory: Path, swaps: list[Path], config: LogConfig, limiter: OpenSegmentLimiter, now_ms: int
+) -> None:
+    """Step 2."""
+    if not swaps:
+        return
+    min_swap = None
+    max_swap = None
+    for swap in swaps:
+        base = layout.offset_from_file_name(swap.name)
+        assert base is not None
+        segment = LogSegment.open(
+            directory, base, config, limiter, now_ms=now_ms, extra_suffix=layout.SWAP_FILE_SUFFIX
+        )
+        next_offset = base
+        try:
+            for _, header in segment.batches():
+                next_offset = header.next_offset
+        except LogCorruptionError as exc:
+            logger.warning("%s: %s", directory.name, exc)
+        segment.release_handles()
+        limiter.forget(segment)
+        min_swap = base if min_swap is None else min(min_swap, base)
+        max_swap = next_offset if max_swap is None else max(max_swap, next_offset)
+    assert min_swap is not None
+    assert max_swap is not None
+    for path in sorted(directory.iterdir()):
+        base = layout.offset_from_file_name(path.name)
+        if (
+            path.is_file()
+            and base is not None
+            and not path.name.endswith(layout.SWAP_FILE_SUFFIX)
+            and min_swap <= base < max_swap
+        ):
+            logger.info("%s: removing %s, replaced by an interrupted swap", directory.name, path.name)
+            path.unlink()
+    for swap in swaps:
+        os.rename(swap, swap.with_name(swap.name[: -len(layout.SWAP_FILE_SUFFIX)]))
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the ``.log`` files; index files without a ``.log`` are removed."""
+    bases: set[int] = set()
+    indexes: list[tuple[int, Path]] = []
+    for path in directory.iterdir():
+        base = layout.offset_from_file_name(path.name)
+        if base is None or not path.is_file():
+            continue
+        suffix = _segment_suffix(path.name)
+        if suffix == layout.LOG_FILE_SUFFIX:
+            bases.add(base)
+        elif suffix in _INDEX_SUFFIXES:
+            indexes.append((base, path))
+    for base, path in indexes:
+        if base not in bases:
+            logger.info("%s: removing orphaned index file %s", directory.name, path.name)
+            path.unlink(missing_ok=True)
+    return sorted(bases)
+
+
+def load_log(
+    directory: Path,
+    config: LogConfig,
+    limiter: OpenSegmentLimiter,
+    *,
+    now_ms: int,
+    recovery_point: int,
+    log_start_offset: int,
+    clean_shutdown: bool,
+) -> LoadedLog:
+    """Load (and if needed recover) the partition log in ``directory``, creating it if absent."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _complete_swaps(directory, _remove_leftovers(directory), config, limiter, now_ms)
+    bases = _segment_bases(directory)
+    segments = [LogSegment.open(directory, base, config, limiter, now_ms=now_ms) for base in bases]
+    contiguous = not config.compact_enabled
+
+    first_unflushed = (
+        len(segments) if clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+    )
+    for segment in segments[:first_unflushed]:
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as exc:
+            logger.warning("%s: %s; rebuilding the indexes of %s", directory.name, exc, segment.log_path.name)
+            segment.recover(contiguous=contiguous)
+
+    if not clean_shutdown:
+        for i in range(first_unflushed, len(segments)):
+            segment = segments[i]
+            previous_end = segments[i - 1].next_offset if i > 0 else None
+            if previous_end is not None and segment.base_offset < previous_end:
+                logger.warning(
+                    "%s: segment %s overlaps the previous one (ends at %d); deleting it and every later one",
+                    directory.name,
+                    segment.log_path.name,
+                    previous_end,
+                )
+                for doomed in segments[i:]:
+                    doomed.delete_files()
+                del segments[i:]
+                break
+            if segment.recover(contiguous=contiguous) > 0 and i + 1 < len(segments):
+                logger.warning(
+                    "%s: deleting %d segments after the corruption", directory.name, len(segments) - i - 1
+                )
+                for doomed in segments[i + 1 :]:
+                    doomed.delete_files()
+                del segments[i + 1 :]
+                break
+    elif segments:
+        last = segments[-1]
+        end = last.load_tail()
+        if end < last.size:
+            logger.warning(
+                "%s: cutting %d bytes of torn tail from %s", directory.name, last.size - end, last.log_path
+            )
+            last.truncate_file(end)
+
+    if segments and segments[-1].next_offset < log_start_offset:
+        logger.warning(
+            "%s: log end offset %d is below the log start offset %d; starting over empty",
+            directory.name,
+            segments[-1].next_offset,
+            log_start_offset,
+        )
+        for doomed in segments:
+            doomed.delete_files()
+        segments = []
+    if not segments:
+        segments = [LogSegment.create(directory, log_start_offset, config, limiter, now_ms=now_ms)]
+
+    for segment in segments[:-1]:
+        segment.mark_inactive()
+    segments[-1].mark_active()
+    log_end_offset = segments[-1].next_offset
+    start = max(log_start_offset, segments[0].base_offset)
+    point = (
+        log_end_offset
+        if clean_shutdown
+        else min(max(recovery_point, segments[0].base_offset), log_end_offset)
+    )
+    return LoadedLog(segments, start, point)

@@ -1,0 +1,696 @@
+"""One log segment: a ``.log`` file of record batches with its offset and time indexes (Kafka's LogSegment).
+
+Invariants:
+
+* ``base_offset`` <= every offset in the segment, and every offset is below the next segment's base offset.
+  The file is a sequence of whole magic-v2 batches ``[0, size)``: a torn tail is cut at load.
+* In a log that is not compacted, the first batch starts at ``base_offset`` and each batch at the previous
+  batch's next offset; :meth:`LogSegment.recover` checks this (and the CRC of every batch).
+* Indexing follows Kafka exactly: before appending a batch, if more than ``index.interval.bytes`` were
+  written since the last offset index entry, the batch gets an entry ``(last_offset, position)`` and the time
+  index gets ``(max timestamp so far, last offset of the batch that reached it)`` if that timestamp grew.
+  When the segment rolls or closes, the time index gets its final entry and both files are trimmed.
+* Reads never load payloads: headers are read with ``os.pread`` (a small window) starting from an index
+  entry, and whole-batch :class:`FileRegion` s are returned. Every index entry used is checked against the
+  header it points at; a mismatch rebuilds the indexes from the log.
+* The ``.log`` is written with ``os.pwrite`` at ``size`` only; nothing else writes the file. An active
+  segment keeps its handles open; an inactive one may release them (see :mod:`.file_handles`).
+* Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+from tidelog.protocol.records import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_HEADER_SIZE,
+    CorruptRecordError,
+    RecordBatchHeader,
+    RecordError,
+    decode_batch,
+    read_batch_header,
+    validate_batch,
+)
+from tidelog.storage import layout
+from tidelog.storage.config import LogConfig
+from tidelog.storage.errors import CorruptIndexError, KafkaStorageError, LogCorruptionError
+from tidelog.storage.fetch_data import FileRegion
+from tidelog.storage.file_handles import OpenSegmentLimiter, SegmentFile
+from tidelog.storage.index import OffsetIndex, OffsetPosition, TimeIndex
+
+__all__ = ["LogSegment"]
+
+logger = logging.getLogger(__name__)
+
+_SCAN_WINDOW: Final = 16 * 1024
+_RECOVERY_CHUNK: Final = 1 << 20
+_INT32_MAX: Final = 2**31 - 1
+_MIN_BATCH_LENGTH: Final = RECORD_BATCH_HEADER_SIZE - LOG_OVERHEAD
+_BATCH_LENGTH: Final = struct.Struct(">i")
+_NO_TIMESTAMP: Final = -1
+
+
+def _jitter_ms(config: LogConfig, directory: Path, base_offset: int) -> int:
+    """Kafka's per-segment roll jitter, derived from the segment's identity instead of a random draw."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    bound = min(config.segment_jitter_ms, config.segment_ms)
+    return zlib.crc32(f"{directory.name}/{base_offset}".encode()) % bound
+
+
+class LogSegment:
+    """A segment of a partition log. Build with :meth:`create` (new, active) or :meth:`open` (existing)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        limiter: OpenSegmentLimiter,
+        *,
+        created_ms: int,
+        size: int,
+        extra_suffix: str = "",
+    ) -> None:
+        self.base_offset = base_offset
+        self._dir = directory
+        self._config = config
+        self._limiter = limiter
+        self._log_path = layout.log_file(directory, base_offset, extra_suffix)
+        self._txn_index_path = layout.txn_index_file(directory, base_offset, extra_suffix)
+        self.offset_index = OffsetIndex(
+            layout.offset_index_file(directory, base_offset, extra_suffix),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.time_index = TimeIndex(
+            layout.time_index_file(directory, base_offset, extra_suffix),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self._file: SegmentFile | None = None
+        self._size = size
+        self._active = False
+        self._deleted = False
+        self._created_ms = created_ms
+        self._first_append_ms: int | None = None
+        self._first_batch_timestamp: int | None = None
+        self._jitter_ms = _jitter_ms(config, directory, base_offset)
+        # Known for active segments; loaded lazily (time index / tail scan) for inactive ones.
+        self._next_offset: int | None = None
+        self._max_timestamp = _NO_TIMESTAMP
+        self._offset_of_max_timestamp = -1
+        self._max_timestamp_loaded = False
+        self._bytes_since_last_index_entry = 0
+
+    def __repr__(self) -> str:
+        state = "active" if self._active else "inactive"
+        return f"LogSegment({self._log_path.name}, size={self._size}, {state})"
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, config: LogConfig, limiter: OpenSegmentLimiter, *, now_ms: int
+    ) -> LogSegment:
+        """A new empty active segment; leftover files with the same base offset are removed first."""
+        for suffix in layout.SEGMENT_FILE_SUFFIXES:
+            (directory / layout.file_name(base_offset, suffix)).unlink(missing_ok=True)
+        segment = cls(directory, base_offset, config, limiter, created_ms=now_ms, size=0)
+        segment._file = SegmentFile(segment._log_path, "x+b")
+        segment._active = True
+        segment._next_offset = base_offset
+        segment._max_timestamp_loaded = True
+        return segment
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        limiter: OpenSegmentLimiter,
+        *,
+        now_ms: int,
+        extra_suffix: str = "",
+    ) -> LogSegment:
+        """An existing segment, inactive, nothing read yet (indexes map on first use)."""
+        path = layout.log_file(directory, base_offset, extra_suffix)
+        return cls(
+            directory,
+            base_offset,
+            config,
+            limiter,
+            created_ms=now_ms,
+            size=path.stat().st_size,
+            extra_suffix=extra_suffix,
+        )
+
+    # ---- state ------------------------------------------------------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @property
+    def size(self) -> int:
+        """Bytes of whole batches in the ``.log`` file."""
+        return self._size
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (``base_offset`` when empty)."""
+        if self._next_offset is None:
+            self.load_tail()
+        assert self._next_offset is not None
+        return self._next_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch max_timestamp in the segment, -1 if none carries one."""
+        self._ensure_max_timestamp()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Last offset of the first batch carrying :attr:`max_timestamp` (-1 when none)."""
+        self._ensure_max_timestamp()
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time retention compares: :attr:`max_timestamp`, else the file's modification time (Kafka)."""
+        timestamp = self.max_timestamp
+        if timestamp >= 0:
+            return timestamp
+        return int(os.stat(self._log_path).st_mtime * 1000)
+
+    def set_config(self, config: LogConfig) -> None:
+        self._config = config
+
+    def _ensure_max_timestamp(self) -> None:
+        if not self._max_timestamp_loaded:
+            self._use()
+            last = self.time_index.last_entry()
+            if last is not None:
+                self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
+            self._max_timestamp_loaded = True
+
+    # ---- handles ----------------------------------------------------------------------------------
+
+    def _use(self) -> None:
+        if self._deleted:
+            raise KafkaStorageError(f"segment {self._log_path} was deleted")
+        if not self._active:
+            self._limiter.touch(self)
+
+    def _handle(self) -> SegmentFile:
+        self._use()
+        handle = self._file
+        if handle is None:
+            handle = self._file = SegmentFile(self._log_path, "r+b")
+        return handle
+
+    def release_handles(self) -> None:
+        """Drop the file object and index mappings (regions already handed out keep the file open)."""
+        self._file = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def mark_active(self) -> None:
+        """This segment is now the log's last one: keep it open, preallocate its indexes for appends."""
+        self._active = True
+        self._limiter.forget(self)
+        self._handle()
+        self.offset_index.resize(self._config.segment_index_bytes)
+        self.time_index.resize(self._config.segment_index_bytes)
+        if self._next_offset is None or not self._max_timestamp_loaded:
+            self.load_tail()
+
+    def mark_inactive(self) -> None:
+        """The log rolled past this segment: write the time index's final entry, trim both indexes."""
+        self._finish_indexes()
+        self._active = False
+        self._limiter.touch(self)
+
+    def _finish_indexes(self) -> None:
+        self._ensure_max_timestamp()
+        if self._max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        """fsync the log, then the indexes."""
+        os.fsync(self._handle().fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Finish the indexes (if active) and release every handle."""
+        if self._deleted:
+            return
+        if self._active:
+            self._finish_indexes()
+            self._active = False
+        self.release_handles()
+        self._limiter.forget(self)
+
+    def rename_for_deletion(self) -> None:
+        """Leave the log: release the handles and rename every file to ``<name>.deleted``. Regions already
+        handed out stay readable; :meth:`delete_files` removes the files later."""
+        self.release_handles()
+        self._limiter.forget(self)
+        self._active = False
+        deleted = layout.DELETED_FILE_SUFFIX
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self._log_path, f"{self._log_path}{deleted}")
+        self._log_path = Path(f"{self._log_path}{deleted}")
+        self.offset_index.rename_to(Path(f"{self.offset_index.path}{deleted}"))
+        self.time_index.rename_to(Path(f"{self.time_index.path}{deleted}"))
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self._txn_index_path, f"{self._txn_index_path}{deleted}")
+        self._txn_index_path = Path(f"{self._txn_index_path}{deleted}")
+
+    def delete_files(self) -> None:
+        """Release handles and unlink every file of the segment (whatever its current names)."""
+        self.release_handles()
+        self._limiter.forget(self)
+        self._active = False
+        self._deleted = True
+        self._log_path.unlink(missing_ok=True)
+        self.offset_index.delete_file()
+        self.time_index.delete_file()
+        self._txn_index_path.unlink(missing_ok=True)
+
+    # ---- scanning ---------------------------------------------------------------------------------
+
+    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """``(position, header)`` of each whole batch in ``[start, end)``, reading only headers.
+
+        Stops silently at a torn tail; raises :class:`LogCorruptionError` for bytes that are no batch header.
+        """
+        handle = self._handle()  # held by the generator: the descriptor outlives a release meanwhile
+        fd = handle.fileno()
+        stop = self._size if end is None else end
+        window = b""
+        window_start = start
+        pos = start
+        while stop - pos >= RECORD_BATCH_HEADER_SIZE:
+            off = pos - window_start
+            if off + RECORD_BATCH_HEADER_SIZE > len(window):
+                window = os.pread(fd, min(_SCAN_WINDOW, stop - pos), pos)
+                window_start, off = pos, 0
+                if len(window) < RECORD_BATCH_HEADER_SIZE:
+                    return
+            try:
+                header = read_batch_header(window, off)
+            except CorruptRecordError as exc:
+                raise LogCorruptionError(f"{self._log_path} at {pos}: {exc}") from exc
+            if header.batch_length < _MIN_BATCH_LENGTH:
+                raise LogCorruptionError(f"{self._log_path} at {pos}: batch_length {header.batch_length}")
+            next_pos = pos + header.size_in_bytes
+            if next_pos > stop:
+                return
+            yield pos, header
+            pos = next_pos
+
+    def batches(self) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """``(position, header)`` of every batch of the segment (headers only)."""
+        return self._scan(0)
+
+    def _header_at(self, position: int) -> RecordBatchHeader | None:
+        data = os.pread(self._handle().fileno(), RECORD_BATCH_HEADER_SIZE, position)
+        try:
+            return read_batch_header(data)
+        except CorruptRecordError:
+            return None
+
+    def _read_exact(self, position: int, nbytes: int) -> bytes:
+        data = os.pread(self._handle().fileno(), nbytes, position)
+        if len(data) != nbytes:
+            raise LogCorruptionError(f"{self._log_path}: short read of {nbytes} bytes at {position}")
+        return data
+
+    def _checked_start(self, lookup: Callable[[], OffsetPosition | None], floor: int) -> int:
+        """Where to start scanning: the index entry ``lookup()`` gives if it lies at/after ``floor`` and the
+        batch there really ends at the entry's offset; else ``floor``. A bad entry rebuilds the indexes."""
+        for attempt in range(2):
+            entry = lookup()
+            if entry is None or entry.position <= floor:
+                return floor
+            header = self._header_at(entry.position)
+            if header is not None and header.last_offset == entry.offset:
+                return entry.position
+            if attempt == 0:
+                logger.warning(
+                    "%s: offset index entry %s does not match the log; rebuilding the indexes",
+                    self._log_path,
+                    entry,
+                )
+                self.rebuild_indexes()
+        return floor
+
+    # ---- append -----------------------------------------------------------------------------------
+
+    def _index_batch(self, position: int, header: RecordBatchHeader) -> None:
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_last_index_entry > self._config.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += header.size_in_bytes
+
+    def append(
+        self, data: memoryview, batches: Sequence[tuple[int, RecordBatchHeader]], *, now_ms: int
+    ) -> None:
+        """Write ``data`` (whole batches, offsets assigned) at the end of the file and index it.
+
+        ``batches`` are the batches' positions within ``data`` and their headers.
+        """
+        position = self._size
+        handle = self._handle()
+        fd = handle.fileno()
+        total = len(data)
+        done = 0
+        try:
+            while done < total:
+                done += os.pwrite(fd, data[done:], position + done)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, position)
+            raise KafkaStorageError(f"write to {self._log_path} failed: {exc}") from exc
+        if position == 0:
+            self._first_append_ms = now_ms
+        self._ensure_max_timestamp()
+        for relative, header in batches:
+            self._index_batch(position + relative, header)
+        self._size = position + total
+        self._next_offset = batches[-1][1].next_offset
+
+    def _rolling_base_ms(self) -> int:
+        """When the segment's first batch arrived (this process), else its timestamp, else creation time."""
+        if self._first_append_ms is not None:
+            return self._first_append_ms
+        if self._first_batch_timestamp is None:
+            header = self._header_at(0) if self._size else None
+            timestamp = header.max_timestamp if header is not None else _NO_TIMESTAMP
+            self._first_batch_timestamp = timestamp if timestamp >= 0 else self._created_ms
+        return self._first_batch_timestamp
+
+    def can_hold_offset(self, offset: int) -> bool:
+        """Whether ``offset`` fits the segment's int32 relative offsets."""
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def should_roll(self, *, messages_size: int, max_offset_in_messages: int, now_ms: int) -> bool:
+        """Kafka's ``shouldRoll``: the append would overflow ``segment.bytes``, the first batch is older than
+        ``segment.ms`` (minus jitter), an index is full, or the offsets no longer fit. Never for an empty
+        segment, except when the offsets do not fit."""
+        if not self.can_hold_offset(max_offset_in_messages):
+            return True
+        if self._size == 0:
+            return False
+        config = self._config
+        return (
+            self._size > config.segment_bytes - messages_size
+            or now_ms - self._rolling_base_ms() > config.segment_ms - self._jitter_ms
+            or self.offset_index.is_full
+            or self.time_index.is_full
+        )
+
+    # ---- read -------------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, RecordBatchHeader] | None:
+        """Position and header of the first batch (at/after ``start_position``) whose last offset is >=
+        ``offset``; None if there is none in this segment."""
+        start = self._checked_start(lambda: self.offset_index.lookup(offset), start_position)
+        for position, header in self._scan(start):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def _last_boundary(self, start: int, limit: int) -> int:
+        """The largest batch end at or before ``limit``, scanning from ``start`` (a batch start)."""
+        scan_from = self._checked_start(lambda: self.offset_index.lookup_by_position(limit), start)
+        boundary = scan_from
+        for position, header in self._scan(scan_from):
+            end = position + header.size_in_bytes
+            if end > limit:
+                break
+            boundary = end
+        return boundary
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int,
+        upper_bound_offset: int,
+        min_one_batch: bool,
+    ) -> tuple[FileRegion | None, bool] | None:
+        """Whole batches from the one holding ``start_offset``.
+
+        None: no batch here ends at/after ``start_offset`` (look in the next segment). Otherwise
+        ``(region, reached_end)``: the batches before the first one whose base offset is >= ``max_offset``,
+        at most ``max_bytes`` of them except that the first is always whole when ``min_one_batch``; region
+        None when even the first is excluded. ``reached_end``: the region ends at the end of the segment, so
+        a read may go on in the next one. ``upper_bound_offset`` (next segment's base offset, or the log
+        end) lets a read skip looking up ``max_offset`` when it lies beyond this segment.
+        """
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start, first = found
+        if first.base_offset >= max_offset:
+            return None, False
+        end_limit = self._size
+        if max_offset < upper_bound_offset:
+            bound = self.translate_offset(max_offset, start)
+            if bound is not None:
+                bound_position, bound_header = bound
+                end_limit = (
+                    bound_position
+                    if bound_header.base_offset >= max_offset
+                    else bound_position + bound_header.size_in_bytes
+                )
+        if first.size_in_bytes > max_bytes:
+            if not min_one_batch:
+                return None, False
+            end = start + first.size_in_bytes
+        elif start + max_bytes >= end_limit:
+            end = end_limit
+        else:
+            end = self._last_boundary(start, start + max_bytes)
+        return FileRegion(self._handle(), start, end - start), end == self._size
+
+    def _first_record_at(
+        self, position: int, header: RecordBatchHeader, *, min_offset: int, min_timestamp: int
+    ) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the batch's first record with both at least the given minimums."""
+        _, records = decode_batch(self._read_exact(position, header.size_in_bytes))
+        for record in records:
+            if record.offset >= min_offset and record.timestamp >= min_timestamp:
+                return record.offset, record.timestamp
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at/after ``starting_offset`` whose timestamp is >=
+        ``timestamp`` (Kafka's ``findOffsetByTimestamp``: time index, offset index, then a short scan)."""
+        for attempt in range(2):
+            entry = self.time_index.lookup(timestamp)
+            lookup_offset = max(entry.offset if entry is not None else self.base_offset, starting_offset)
+            found = self.translate_offset(lookup_offset)
+            if found is None:
+                return None
+            if entry is not None and entry.offset >= starting_offset and attempt == 0:
+                _, header = found
+                if header.last_offset != entry.offset or header.max_timestamp != entry.timestamp:
+                    logger.warning(
+                        "%s: time index entry %s does not match the log; rebuilding", self._log_path, entry
+                    )
+                    self.rebuild_indexes()
+                    continue
+            for position, header in self._scan(found[0]):
+                if header.last_offset < starting_offset or header.max_timestamp < timestamp:
+                    continue
+                result = self._first_record_at(
+                    position, header, min_offset=starting_offset, min_timestamp=timestamp
+                )
+                if result is not None:
+                    return result
+            return None
+        return None
+
+    def max_timestamp_record(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record carrying the segment's largest timestamp."""
+        timestamp = self.max_timestamp
+        if timestamp < 0:
+            return None
+        found = self.translate_offset(self.offset_of_max_timestamp)
+        if found is None:
+            return None
+        position, header = found
+        result = self._first_record_at(
+            position, header, min_offset=header.base_offset, min_timestamp=timestamp
+        )
+        return result if result is not None else (header.last_offset, timestamp)
+
+    # ---- load, recovery, truncation ---------------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Raise :class:`CorruptIndexError` if an index file is missing or fails its checks."""
+        for index in (self.offset_index, self.time_index):
+            if not index.path.exists():
+                raise CorruptIndexError(f"{index.path} is missing")
+        self._use()
+        self.offset_index.sanity_check(self._size)
+        self.time_index.sanity_check()
+
+    def _reset_index_state(self) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp = _NO_TIMESTAMP
+        self._offset_of_max_timestamp = -1
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_loaded = True
+
+    def load_tail(self) -> int:
+        """Scan from the last offset index entry to the end of the file to learn the next offset and the
+        largest timestamp. Returns where the whole batches end (< size when the tail is torn or garbled)."""
+        start = self._checked_start(self.offset_index.last_entry, 0)
+        entry = self.offset_index.last_entry() if start else None
+        last_time = self.time_index.last_entry()
+        max_timestamp, offset_of_max = (
+            (last_time.timestamp, last_time.offset) if last_time else (_NO_TIMESTAMP, -1)
+        )
+        next_offset = entry.offset + 1 if entry is not None else self.base_offset
+        end = start
+        try:
+            for position, header in self._scan(start):
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                next_offset = header.next_offset
+                end = position + header.size_in_bytes
+        except LogCorruptionError as exc:
+            logger.warning("%s: unreadable batch header in the tail: %s", self._log_path, exc)
+        self._next_offset = next_offset
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._max_timestamp_loaded = True
+        self._bytes_since_last_index_entry = end - start
+        return end
+
+    def truncate_file(self, size: int) -> int:
+        """Cut the file to ``size`` bytes (a batch boundary); returns the bytes cut."""
+        handle = self._handle()
+        cut = self._size - size
+        if cut > 0:
+            os.ftruncate(handle.fileno(), size)
+            self._size = size
+            self._first_batch_timestamp = None
+            if size == 0:
+                self._first_append_ms = None
+        return max(cut, 0)
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the batch headers (no CRC check; :meth:`recover` does that)."""
+        self._use()
+        self._reset_index_state()
+        next_offset = self.base_offset
+        for position, header in self._scan(0):
+            self._index_batch(position, header)
+            next_offset = header.next_offset
+        self._next_offset = next_offset
+        if not self._active:
+            self._finish_indexes()
+
+    def recover(self, *, contiguous: bool) -> int:
+        """Revalidate every batch and rebuild the indexes; cut the file at the first invalid byte.
+
+        A batch is valid if :func:`~tidelog.protocol.records.validate_batch` accepts it (length, magic, CRC32C,
+        counts, timestamps), its last offset fits the segment, and its base offset is at least the previous
+        batch's next offset (the segment's base offset for the first) — exactly that offset when
+        ``contiguous``. Returns the number of bytes cut.
+        """
+        handle = self._handle()
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        self._size = size
+        self._reset_index_state()
+        chunk = b""
+        chunk_start = 0
+        position = 0
+        next_offset = self.base_offset
+        reason = ""
+        while size - position >= LOG_OVERHEAD:
+            off = position - chunk_start
+            if off + LOG_OVERHEAD > len(chunk):
+                chunk, chunk_start, off = os.pread(fd, _RECOVERY_CHUNK, position), position, 0
+                if len(chunk) < LOG_OVERHEAD:
+                    reason = "file shorter than its size"
+                    break
+            (batch_length,) = _BATCH_LENGTH.unpack_from(chunk, off + 8)
+            batch_size = batch_length + LOG_OVERHEAD
+            if batch_length < _MIN_BATCH_LENGTH or position + batch_size > size:
+                reason = f"batch_length {batch_length} with {size - position} bytes left"
+                break
+            if off + batch_size > len(chunk):
+                chunk, chunk_start, off = (
+                    os.pread(fd, max(_RECOVERY_CHUNK, batch_size), position),
+                    position,
+                    0,
+                )
+                if len(chunk) < batch_size:
+                    reason = "file shorter than its size"
+                    break
+            try:
+                header = validate_batch(chunk, off)
+            except RecordError as exc:
+                reason = str(exc)
+                break
+            if header.base_offset < next_offset or (contiguous and header.base_offset != next_offset):
+                reason = f"batch base offset {header.base_offset}, expected {next_offset}"
+                break
+            if not self.can_hold_offset(header.last_offset):
+                reason = f"last offset {header.last_offset} does not fit base offset {self.base_offset}"
+                break
+            self._index_batch(position, header)
+            next_offset = header.next_offset
+            position += batch_size
+        if position < size:
+            logger.warning(
+                "%s: cutting %d invalid bytes at position %d (%s)",
+                self._log_path,
+                size - position,
+                position,
+                reason or "torn tail",
+            )
+        cut = self.truncate_file(position)
+        self._next_offset = next_offset
+        return cut
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch holding ``offset`` goes whole).
+        Returns the bytes cut."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        cut = self.truncate_file(found[0]) if found is not None else 0
+        end = self.load_tail()
+        if end != self._size:
+            cut += self.truncate_file(end)
+        return cut
