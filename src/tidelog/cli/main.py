@@ -1,0 +1,39 @@
+"""The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``configs``.
+
+Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
+``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
+"""
+
+from __future__ import annotations
+
+import click
+
+from tidelog import __version__
+from tidelog.cli.broker import broker_command
+from tidelog.cli.configs import configs_group
+from tidelog.cli.consume import consume_command
+from tidelog.cli.produce import produce_command
+from tidelog.cli.topics import topics_group
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", "-V", prog_name="tidelog")
+def cli() -> None:
+    """tidelog: a Kafka-compatible, durable, partitioned commit log.
+
+    Every Kafka client works against it; these commands are its broker and console tools.
+    """
+
+
+cli.add_command(broker_command)
+cli.add_command(topics_group)
+cli.add_command(produce_command)
+cli.add_command(consume_command)
+cli.add_command(configs_group)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main(prog_name="tidelog")
