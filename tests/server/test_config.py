@@ -21,6 +21,7 @@ from tidelog.server.config import (
     describe_topic_configs,
     effective_topic_configs,
     load_broker_config,
+    log_config_for_topic,
     parse_broker_config,
     parse_properties,
     parse_set_option,
@@ -781,3 +782,55 @@ def test_describe_broker_configs(
 def test_describe_broker_configs_lists_every_definition() -> None:
     entries = describe_broker_configs(BrokerConfig.from_mapping({}))
     assert [e.name for e in entries] == list(BROKER_CONFIGS)
+
+
+# ---- storage LogConfig ----------------------------------------------------------------------------------
+
+
+def test_log_config_for_topic_defaults_are_kafkas() -> None:
+    from tidelog.storage.config import LogConfig
+
+    assert log_config_for_topic(BrokerConfig.from_mapping({}), {}) == LogConfig()
+
+
+@pytest.mark.parametrize(
+    ("broker_props", "overrides"),
+    [
+        ({}, {"segment.bytes": "1000", "cleanup.policy": "compact,delete", "retention.ms": "-1"}),
+        ({"log.retention.minutes": "5", "log.roll.hours": "2", "log.segment.bytes": "4096"}, {}),
+        (
+            {"log.retention.hours": "-1", "log.cleanup.policy": "compact"},
+            {"min.cleanable.dirty.ratio": "0.1"},
+        ),
+        ({"log.flush.scheduler.interval.ms": "700", "message.max.bytes": "2000"}, {"flush.messages": "10"}),
+        (
+            {"log.message.timestamp.type": "LogAppendTime", "log.preallocate": "true"},
+            {"preallocate": "false"},
+        ),
+        (
+            {"log.roll.jitter.hours": "1", "log.segment.delete.delay.ms": "5"},
+            {"message.timestamp.type": "CreateTime"},
+        ),
+    ],
+)
+def test_log_config_for_topic_agrees_with_storage(
+    broker_props: dict[str, str], overrides: dict[str, str]
+) -> None:
+    from tidelog.storage.config import LogConfig
+
+    broker = BrokerConfig.from_mapping(broker_props)
+    expected = LogConfig.from_broker_properties(broker_props).with_overrides(overrides)
+    assert log_config_for_topic(broker, validate_topic_configs(overrides, broker)) == expected
+
+
+def test_log_config_for_topic_fields() -> None:
+    broker = cfg(log_retention_hours="2", log_cleanup_policy="compact,delete")
+    log_config = log_config_for_topic(broker, {"segment.bytes": "2048", "max.message.bytes": "500"})
+    assert (log_config.retention_ms, log_config.segment_bytes, log_config.max_message_bytes) == (
+        7_200_000,
+        2048,
+        500,
+    )
+    assert log_config.cleanup_policy == "compact,delete"
+    assert log_config.compact_enabled
+    assert log_config.delete_enabled

@@ -43,7 +43,7 @@ from tidelog.server.config_defs import (
 )
 
 if TYPE_CHECKING:
-    from tidelog.storage import LogConfig
+    from tidelog.storage.config import LogConfig
 
 __all__ = [
     "AlterConfigOp",
@@ -923,7 +923,7 @@ def log_config_for_topic(broker: BrokerConfig, topic_overrides: Mapping[str, str
     Every ``LogConfig`` field named after a topic config (``segment.bytes`` -> ``segment_bytes``) is filled
     from the effective value; list values (``cleanup.policy``) are passed in the field's own shape.
     """
-    from tidelog.storage import LogConfig
+    from tidelog.storage.config import LogConfig
 
     effective = effective_topic_configs(broker, topic_overrides)
     kwargs: dict[str, object] = {}
@@ -935,4 +935,4 @@ def log_config_for_topic(broker: BrokerConfig, topic_overrides: Mapping[str, str
         if isinstance(value, tuple) and isinstance(log_field.default, str):
             value = ",".join(value)
         kwargs[log_field.name] = value
-    return LogConfig(**kwargs)  # type: ignore[arg-type]
+    return LogConfig(**kwargs)  # type: ignore[arg-type]  # values typed per field by TOPIC_CONFIGS
