@@ -41,6 +41,7 @@ VALID_VERSIONS_OVERRIDES = {
 }
 
 OPEN = 0x7FFF
+LINE_LENGTH = 110  # pyproject's ruff line length: the output is laid out as `ruff format` would
 INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
 PRIMITIVES = {*INT_TYPES, "bool", "float64", "string", "bytes", "uuid", "records"}
 PY_TYPES = {
@@ -240,7 +241,7 @@ class MessageRenderer:
             return "None"
         return f"_field(default_factory=lambda: {self.name}.{t}())"
 
-    def field_spec(self, f: dict[str, Any]) -> str:
+    def field_spec(self, f: dict[str, Any]) -> list[str]:
         versions = parse_versions(f["versions"])
         if versions is None:
             raise SystemExit(f"{self.name}.{f['name']}: no versions")
@@ -260,16 +261,30 @@ class MessageRenderer:
             if f["flexibleVersions"] != "none":
                 raise SystemExit(f"{self.name}.{f['name']}: unsupported field flexibleVersions")
             args.append("flexible=False")
-        return f"FieldSpec({', '.join(args)})"
+        return args
 
     def render_body(self, fields: list[dict[str, Any]], indent: str) -> list[str]:
         lines: list[str] = []
-        lines.append(f"{indent}FIELDS: ClassVar[tuple[FieldSpec, ...]] = (")
-        lines.extend(f"{indent}    {self.field_spec(f)}," for f in fields)
-        lines.append(f"{indent})")
+        single = f"{indent}FIELDS: ClassVar[tuple[FieldSpec, ...]] = (" + (
+            f"FieldSpec({', '.join(self.field_spec(fields[0]))}),)" if len(fields) == 1 else ""
+        )
+        if len(fields) == 1 and len(single) <= LINE_LENGTH:
+            lines.append(single)  # ruff joins a one-element tuple that fits
+        elif fields:
+            lines.append(f"{indent}FIELDS: ClassVar[tuple[FieldSpec, ...]] = (")
+            for f in fields:
+                lines.extend(_call_lines(f"{indent}    ", "FieldSpec", self.field_spec(f), ","))
+            lines.append(f"{indent})")
+        else:
+            lines.append(f"{indent}FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()")
         lines.append("")
         for f in fields:
-            lines.append(f"{indent}{snake_case(f['name'])}: {self.py_type(f)} = {self.default_expr(f)}")
+            head = f"{snake_case(f['name'])}: {self.py_type(f)} = "
+            default = self.default_expr(f)
+            if len(indent + head + default) > LINE_LENGTH and default.startswith("_field("):
+                lines.extend(_call_lines(indent, head + "_field", [default.removeprefix("_field(")[:-1]], ""))
+            else:
+                lines.append(indent + head + default)
             about = f.get("about")
             if about:
                 lines.append(f"{indent}{_docstring(about)}")
@@ -325,6 +340,17 @@ class MessageRenderer:
         lines.append("")
         lines.extend(self.render_body(spec["fields"], "    "))
         return lines
+
+
+def _call_lines(indent: str, callee: str, args: list[str], suffix: str) -> list[str]:
+    """``callee(args)`` laid out the way ``ruff format`` lays it out at our line length."""
+    one_line = f"{indent}{callee}({', '.join(args)}){suffix}"
+    if len(one_line) <= LINE_LENGTH:
+        return [one_line]
+    inner = f"{indent}    {', '.join(args)}"
+    if len(inner) <= LINE_LENGTH:
+        return [f"{indent}{callee}(", inner, f"{indent}){suffix}"]
+    return [f"{indent}{callee}(", *(f"{indent}    {arg}," for arg in args), f"{indent}){suffix}"]
 
 
 def _q(text: str) -> str:

@@ -130,12 +130,12 @@ def _check_fields(
 
 def test_api_key_enum_names_every_request() -> None:
     assert {int(k) for k in ApiKey} == set(REQUEST_TYPES)
-    assert ApiKey.PRODUCE == 0
-    assert ApiKey.FETCH == 1
-    assert ApiKey.METADATA == 3
-    assert ApiKey.API_VERSIONS == 18
-    assert ApiKey.OFFSET_FOR_LEADER_EPOCH == 23
-    assert ApiKey.SHARE_ACKNOWLEDGE == 79
+    assert ApiKey.PRODUCE.value == 0
+    assert ApiKey.FETCH.value == 1
+    assert ApiKey.METADATA.value == 3
+    assert ApiKey.API_VERSIONS.value == 18
+    assert ApiKey.OFFSET_FOR_LEADER_EPOCH.value == 23
+    assert ApiKey.SHARE_ACKNOWLEDGE.value == 79
     for key, cls in REQUEST_TYPES.items():
         assert key == cls.API_KEY
         assert key == RESPONSE_TYPES[key].API_KEY

@@ -69,8 +69,8 @@ def _kp_frame(request: Any, version: int, correlation_id: int = 17, client_id: s
 
 
 def _ak_frame(request: Any, correlation_id: int = 23, client_id: str = "golden-ak") -> bytes:
-    message = request.build_request_header(correlation_id=correlation_id, client_id=client_id).encode()
-    message += request.encode()
+    message = bytes(request.build_request_header(correlation_id=correlation_id, client_id=client_id).encode())
+    message += bytes(request.encode())
     return struct.pack(">i", len(message)) + message
 
 

@@ -336,7 +336,15 @@ class RequestHeader(Message):
         FieldSpec("request_api_key", "RequestApiKey", "int16", (0, OPEN)),
         FieldSpec("request_api_version", "RequestApiVersion", "int16", (0, OPEN)),
         FieldSpec("correlation_id", "CorrelationId", "int32", (0, OPEN)),
-        FieldSpec("client_id", "ClientId", "string", (1, OPEN), nullable_versions=(1, OPEN), ignorable=True, flexible=False),
+        FieldSpec(
+            "client_id",
+            "ClientId",
+            "string",
+            (1, OPEN),
+            nullable_versions=(1, OPEN),
+            ignorable=True,
+            flexible=False,
+        ),
     )
 
     request_api_key: int = 0
@@ -491,7 +499,15 @@ class FetchRequest(Request):
             FieldSpec("last_fetched_epoch", "LastFetchedEpoch", "int32", (12, OPEN)),
             FieldSpec("log_start_offset", "LogStartOffset", "int64", (5, OPEN), ignorable=True),
             FieldSpec("partition_max_bytes", "PartitionMaxBytes", "int32", (0, OPEN)),
-            FieldSpec("replica_directory_id", "ReplicaDirectoryId", "uuid", (17, OPEN), tag=0, tagged_versions=(17, OPEN), ignorable=True),
+            FieldSpec(
+                "replica_directory_id",
+                "ReplicaDirectoryId",
+                "uuid",
+                (17, OPEN),
+                tag=0,
+                tagged_versions=(17, OPEN),
+                ignorable=True,
+            ),
         )
 
         partition: int = 0
@@ -531,9 +547,20 @@ class FetchRequest(Request):
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("cluster_id", "ClusterId", "string", (12, OPEN), nullable_versions=(12, OPEN), tag=0, tagged_versions=(12, OPEN), ignorable=True),
+        FieldSpec(
+            "cluster_id",
+            "ClusterId",
+            "string",
+            (12, OPEN),
+            nullable_versions=(12, OPEN),
+            tag=0,
+            tagged_versions=(12, OPEN),
+            ignorable=True,
+        ),
         FieldSpec("replica_id", "ReplicaId", "int32", (0, 14)),
-        FieldSpec("replica_state", "ReplicaState", "ReplicaState", (15, OPEN), tag=1, tagged_versions=(15, OPEN)),
+        FieldSpec(
+            "replica_state", "ReplicaState", "ReplicaState", (15, OPEN), tag=1, tagged_versions=(15, OPEN)
+        ),
         FieldSpec("max_wait_ms", "MaxWaitMs", "int32", (0, OPEN)),
         FieldSpec("min_bytes", "MinBytes", "int32", (0, OPEN)),
         FieldSpec("max_bytes", "MaxBytes", "int32", (3, OPEN), ignorable=True),
@@ -672,8 +699,12 @@ class MetadataRequest(Request):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("topics", "Topics", "[]MetadataRequestTopic", (0, OPEN), nullable_versions=(1, OPEN)),
         FieldSpec("allow_auto_topic_creation", "AllowAutoTopicCreation", "bool", (4, OPEN)),
-        FieldSpec("include_cluster_authorized_operations", "IncludeClusterAuthorizedOperations", "bool", (8, 10)),
-        FieldSpec("include_topic_authorized_operations", "IncludeTopicAuthorizedOperations", "bool", (8, OPEN)),
+        FieldSpec(
+            "include_cluster_authorized_operations", "IncludeClusterAuthorizedOperations", "bool", (8, 10)
+        ),
+        FieldSpec(
+            "include_topic_authorized_operations", "IncludeTopicAuthorizedOperations", "bool", (8, OPEN)
+        ),
     )
 
     topics: list[MetadataRequest.MetadataRequestTopic] | None = _field(default_factory=list)
@@ -789,7 +820,9 @@ class LeaderAndIsrRequest(Request):
         FieldSpec("controller_epoch", "ControllerEpoch", "int32", (0, OPEN)),
         FieldSpec("broker_epoch", "BrokerEpoch", "int64", (2, OPEN), ignorable=True),
         FieldSpec("type", "Type", "int8", (5, OPEN)),
-        FieldSpec("ungrouped_partition_states", "UngroupedPartitionStates", "[]LeaderAndIsrPartitionState", (0, 1)),
+        FieldSpec(
+            "ungrouped_partition_states", "UngroupedPartitionStates", "[]LeaderAndIsrPartitionState", (0, 1)
+        ),
         FieldSpec("topic_states", "TopicStates", "[]LeaderAndIsrTopicState", (2, OPEN)),
         FieldSpec("live_leaders", "LiveLeaders", "[]LeaderAndIsrLiveLeader", (0, OPEN)),
     )
@@ -804,7 +837,9 @@ class LeaderAndIsrRequest(Request):
     """The current broker epoch."""
     type: int = 0
     """The type that indicates whether all topics are included in the request"""
-    ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = _field(default_factory=list)
+    ungrouped_partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = _field(
+        default_factory=list
+    )
     """The state of each partition, in a v0 or v1 message."""
     topic_states: list[LeaderAndIsrRequest.LeaderAndIsrTopicState] = _field(default_factory=list)
     """Each topic."""
@@ -985,7 +1020,9 @@ class UpdateMetadataRequest(Request):
         """The topic name."""
         topic_id: UUID = _ZERO_UUID
         """The topic id."""
-        partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = _field(default_factory=list)
+        partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = _field(
+            default_factory=list
+        )
         """The partition that we would like to update."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -1043,7 +1080,9 @@ class UpdateMetadataRequest(Request):
         FieldSpec("type", "Type", "int8", (8, OPEN), tag=0, tagged_versions=(8, OPEN)),
         FieldSpec("controller_epoch", "ControllerEpoch", "int32", (0, OPEN)),
         FieldSpec("broker_epoch", "BrokerEpoch", "int64", (5, OPEN), ignorable=True),
-        FieldSpec("ungrouped_partition_states", "UngroupedPartitionStates", "[]UpdateMetadataPartitionState", (0, 4)),
+        FieldSpec(
+            "ungrouped_partition_states", "UngroupedPartitionStates", "[]UpdateMetadataPartitionState", (0, 4)
+        ),
         FieldSpec("topic_states", "TopicStates", "[]UpdateMetadataTopicState", (5, OPEN)),
         FieldSpec("live_brokers", "LiveBrokers", "[]UpdateMetadataBroker", (0, OPEN)),
     )
@@ -1058,7 +1097,9 @@ class UpdateMetadataRequest(Request):
     """The controller epoch."""
     broker_epoch: int = -1
     """The broker epoch."""
-    ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = _field(default_factory=list)
+    ungrouped_partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = _field(
+        default_factory=list
+    )
     """In older versions of this RPC, each partition that we would like to update."""
     topic_states: list[UpdateMetadataRequest.UpdateMetadataTopicState] = _field(default_factory=list)
     """In newer versions of this RPC, each topic that we would like to update."""
@@ -1128,7 +1169,9 @@ class OffsetCommitRequest(Request):
             FieldSpec("committed_offset", "CommittedOffset", "int64", (0, OPEN)),
             FieldSpec("committed_leader_epoch", "CommittedLeaderEpoch", "int32", (6, OPEN), ignorable=True),
             FieldSpec("commit_timestamp", "CommitTimestamp", "int64", (1, 1)),
-            FieldSpec("committed_metadata", "CommittedMetadata", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "committed_metadata", "CommittedMetadata", "string", (0, OPEN), nullable_versions=(0, OPEN)
+            ),
         )
 
         partition_index: int = 0
@@ -1146,7 +1189,9 @@ class OffsetCommitRequest(Request):
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("group_id", "GroupId", "string", (0, OPEN)),
-        FieldSpec("generation_id_or_member_epoch", "GenerationIdOrMemberEpoch", "int32", (1, OPEN), ignorable=True),
+        FieldSpec(
+            "generation_id_or_member_epoch", "GenerationIdOrMemberEpoch", "int32", (1, OPEN), ignorable=True
+        ),
         FieldSpec("member_id", "MemberId", "string", (1, OPEN), ignorable=True),
         FieldSpec("group_instance_id", "GroupInstanceId", "string", (7, OPEN), nullable_versions=(7, OPEN)),
         FieldSpec("retention_time_ms", "RetentionTimeMs", "int64", (2, 4), ignorable=True),
@@ -1203,9 +1248,13 @@ class OffsetFetchRequest(Request):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("group_id", "GroupId", "string", (8, OPEN)),
-            FieldSpec("member_id", "MemberId", "string", (9, OPEN), nullable_versions=(9, OPEN), ignorable=True),
+            FieldSpec(
+                "member_id", "MemberId", "string", (9, OPEN), nullable_versions=(9, OPEN), ignorable=True
+            ),
             FieldSpec("member_epoch", "MemberEpoch", "int32", (9, OPEN), ignorable=True),
-            FieldSpec("topics", "Topics", "[]OffsetFetchRequestTopics", (8, OPEN), nullable_versions=(8, OPEN)),
+            FieldSpec(
+                "topics", "Topics", "[]OffsetFetchRequestTopics", (8, OPEN), nullable_versions=(8, OPEN)
+            ),
         )
 
         group_id: str = ""
@@ -1388,7 +1437,9 @@ class LeaveGroupRequest(Request):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("member_id", "MemberId", "string", (3, OPEN)),
-            FieldSpec("group_instance_id", "GroupInstanceId", "string", (3, OPEN), nullable_versions=(3, OPEN)),
+            FieldSpec(
+                "group_instance_id", "GroupInstanceId", "string", (3, OPEN), nullable_versions=(3, OPEN)
+            ),
             FieldSpec("reason", "Reason", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
         )
 
@@ -1449,8 +1500,12 @@ class SyncGroupRequest(Request):
         FieldSpec("generation_id", "GenerationId", "int32", (0, OPEN)),
         FieldSpec("member_id", "MemberId", "string", (0, OPEN)),
         FieldSpec("group_instance_id", "GroupInstanceId", "string", (3, OPEN), nullable_versions=(3, OPEN)),
-        FieldSpec("protocol_type", "ProtocolType", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
-        FieldSpec("protocol_name", "ProtocolName", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
+        FieldSpec(
+            "protocol_type", "ProtocolType", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True
+        ),
+        FieldSpec(
+            "protocol_name", "ProtocolName", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True
+        ),
         FieldSpec("assignments", "Assignments", "[]SyncGroupRequestAssignment", (0, OPEN)),
     )
 
@@ -1532,9 +1587,7 @@ class SaslHandshakeRequest(Request):
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = None
     DEPRECATED_VERSIONS: ClassVar[tuple[int, int] | None] = (0, 0)
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("mechanism", "Mechanism", "string", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("mechanism", "Mechanism", "string", (0, OPEN)),)
 
     mechanism: str = ""
     """The SASL mechanism chosen by the client."""
@@ -1907,7 +1960,9 @@ class AddPartitionsToTxnRequest(Request):
     """Current producer id in use by the transactional id."""
     v3_and_below_producer_epoch: int = 0
     """Current epoch associated with the producer id."""
-    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = _field(default_factory=list)
+    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = _field(
+        default_factory=list
+    )
     """The partitions to add to the transaction."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -2058,7 +2113,9 @@ class TxnOffsetCommitRequest(Request):
 
         name: str = ""
         """The topic name."""
-        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = _field(default_factory=list)
+        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = _field(
+            default_factory=list
+        )
         """The partitions inside the topic that we want to commit offsets for."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -2071,7 +2128,9 @@ class TxnOffsetCommitRequest(Request):
             FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
             FieldSpec("committed_offset", "CommittedOffset", "int64", (0, OPEN)),
             FieldSpec("committed_leader_epoch", "CommittedLeaderEpoch", "int32", (2, OPEN), ignorable=True),
-            FieldSpec("committed_metadata", "CommittedMetadata", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "committed_metadata", "CommittedMetadata", "string", (0, OPEN), nullable_versions=(0, OPEN)
+            ),
         )
 
         partition_index: int = 0
@@ -2130,7 +2189,9 @@ class DescribeAclsRequest(Request):
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("resource_type_filter", "ResourceTypeFilter", "int8", (0, OPEN)),
-        FieldSpec("resource_name_filter", "ResourceNameFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec(
+            "resource_name_filter", "ResourceNameFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)
+        ),
         FieldSpec("pattern_type_filter", "PatternTypeFilter", "int8", (1, OPEN)),
         FieldSpec("principal_filter", "PrincipalFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)),
         FieldSpec("host_filter", "HostFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)),
@@ -2227,9 +2288,13 @@ class DeleteAclsRequest(Request):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("resource_type_filter", "ResourceTypeFilter", "int8", (0, OPEN)),
-            FieldSpec("resource_name_filter", "ResourceNameFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "resource_name_filter", "ResourceNameFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)
+            ),
             FieldSpec("pattern_type_filter", "PatternTypeFilter", "int8", (1, OPEN)),
-            FieldSpec("principal_filter", "PrincipalFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "principal_filter", "PrincipalFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)
+            ),
             FieldSpec("host_filter", "HostFilter", "string", (0, OPEN), nullable_versions=(0, OPEN)),
             FieldSpec("operation", "Operation", "int8", (0, OPEN)),
             FieldSpec("permission_type", "PermissionType", "int8", (0, OPEN)),
@@ -2281,7 +2346,9 @@ class DescribeConfigsRequest(Request):
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("resource_type", "ResourceType", "int8", (0, OPEN)),
             FieldSpec("resource_name", "ResourceName", "string", (0, OPEN)),
-            FieldSpec("configuration_keys", "ConfigurationKeys", "[]string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "configuration_keys", "ConfigurationKeys", "[]string", (0, OPEN), nullable_versions=(0, OPEN)
+            ),
         )
 
         resource_type: int = 0
@@ -2412,9 +2479,7 @@ class AlterReplicaLogDirsRequest(Request):
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("dirs", "Dirs", "[]AlterReplicaLogDir", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("dirs", "Dirs", "[]AlterReplicaLogDir", (0, OPEN)),)
 
     dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = _field(default_factory=list)
     """The alterations to make for each directory."""
@@ -2471,9 +2536,7 @@ class SaslAuthenticateRequest(Request):
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 2
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("auth_bytes", "AuthBytes", "bytes", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("auth_bytes", "AuthBytes", "bytes", (0, OPEN)),)
 
     auth_bytes: bytes = b""
     """The SASL authentication bytes from the client, as defined by the SASL mechanism."""
@@ -2499,14 +2562,22 @@ class CreatePartitionsRequest(Request):
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("name", "Name", "string", (0, OPEN)),
             FieldSpec("count", "Count", "int32", (0, OPEN)),
-            FieldSpec("assignments", "Assignments", "[]CreatePartitionsAssignment", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "assignments",
+                "Assignments",
+                "[]CreatePartitionsAssignment",
+                (0, OPEN),
+                nullable_versions=(0, OPEN),
+            ),
         )
 
         name: str = ""
         """The topic name."""
         count: int = 0
         """The new partition count."""
-        assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = _field(default_factory=list)
+        assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = _field(
+            default_factory=list
+        )
         """The new partition assignments."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -2569,8 +2640,12 @@ class CreateDelegationTokenRequest(Request):
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("owner_principal_type", "OwnerPrincipalType", "string", (3, OPEN), nullable_versions=(3, OPEN)),
-        FieldSpec("owner_principal_name", "OwnerPrincipalName", "string", (3, OPEN), nullable_versions=(3, OPEN)),
+        FieldSpec(
+            "owner_principal_type", "OwnerPrincipalType", "string", (3, OPEN), nullable_versions=(3, OPEN)
+        ),
+        FieldSpec(
+            "owner_principal_name", "OwnerPrincipalName", "string", (3, OPEN), nullable_versions=(3, OPEN)
+        ),
         FieldSpec("renewers", "Renewers", "[]CreatableRenewers", (0, OPEN)),
         FieldSpec("max_lifetime_ms", "MaxLifetimeMs", "int64", (0, OPEN)),
     )
@@ -2666,10 +2741,14 @@ class DescribeDelegationTokenRequest(Request):
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("owners", "Owners", "[]DescribeDelegationTokenOwner", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec(
+            "owners", "Owners", "[]DescribeDelegationTokenOwner", (0, OPEN), nullable_versions=(0, OPEN)
+        ),
     )
 
-    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = _field(default_factory=list)
+    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = _field(
+        default_factory=list
+    )
     """Each owner that we want to describe delegation tokens for, or null to describe all tokens."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -2726,7 +2805,9 @@ class ElectLeadersRequest(Request):
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("election_type", "ElectionType", "int8", (1, OPEN)),
-        FieldSpec("topic_partitions", "TopicPartitions", "[]TopicPartitions", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec(
+            "topic_partitions", "TopicPartitions", "[]TopicPartitions", (0, OPEN), nullable_versions=(0, OPEN)
+        ),
         FieldSpec("timeout_ms", "TimeoutMs", "int32", (0, OPEN)),
     )
 
@@ -2824,7 +2905,9 @@ class AlterPartitionReassignmentsRequest(Request):
 
         name: str = ""
         """The topic name."""
-        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = _field(default_factory=list)
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = _field(
+            default_factory=list
+        )
         """The partitions to reassign."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -2887,7 +2970,9 @@ class ListPartitionReassignmentsRequest(Request):
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("timeout_ms", "TimeoutMs", "int32", (0, OPEN)),
-        FieldSpec("topics", "Topics", "[]ListPartitionReassignmentsTopics", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec(
+            "topics", "Topics", "[]ListPartitionReassignmentsTopics", (0, OPEN), nullable_versions=(0, OPEN)
+        ),
     )
 
     timeout_ms: int = 60000
@@ -3078,9 +3163,7 @@ class DescribeUserScramCredentialsRequest(Request):
     class UserName(Struct):
         """DescribeUserScramCredentialsRequest.UserName."""
 
-        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-            FieldSpec("name", "Name", "string", (0, OPEN)),
-        )
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("name", "Name", "string", (0, OPEN)),)
 
         name: str = ""
         """The user name."""
@@ -3352,7 +3435,9 @@ class EndQuorumEpochRequest(Request):
             FieldSpec("leader_id", "LeaderId", "int32", (0, OPEN)),
             FieldSpec("leader_epoch", "LeaderEpoch", "int32", (0, OPEN)),
             FieldSpec("preferred_successors", "PreferredSuccessors", "[]int32", (0, 0), ignorable=True),
-            FieldSpec("preferred_candidates", "PreferredCandidates", "[]ReplicaInfo", (1, OPEN), ignorable=True),
+            FieldSpec(
+                "preferred_candidates", "PreferredCandidates", "[]ReplicaInfo", (1, OPEN), ignorable=True
+            ),
         )
 
         partition_index: int = 0
@@ -3454,9 +3539,7 @@ class DescribeQuorumRequest(Request):
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("topics", "Topics", "[]TopicData", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("topics", "Topics", "[]TopicData", (0, OPEN)),)
 
     topics: list[DescribeQuorumRequest.TopicData] = _field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
@@ -3662,14 +3745,24 @@ class FetchSnapshotRequest(Request):
             FieldSpec("current_leader_epoch", "CurrentLeaderEpoch", "int32", (0, OPEN)),
             FieldSpec("snapshot_id", "SnapshotId", "SnapshotId", (0, OPEN)),
             FieldSpec("position", "Position", "int64", (0, OPEN)),
-            FieldSpec("replica_directory_id", "ReplicaDirectoryId", "uuid", (1, OPEN), tag=0, tagged_versions=(1, OPEN), ignorable=True),
+            FieldSpec(
+                "replica_directory_id",
+                "ReplicaDirectoryId",
+                "uuid",
+                (1, OPEN),
+                tag=0,
+                tagged_versions=(1, OPEN),
+                ignorable=True,
+            ),
         )
 
         partition: int = 0
         """The partition index"""
         current_leader_epoch: int = 0
         """The current leader epoch of the partition, -1 for unknown leader epoch"""
-        snapshot_id: FetchSnapshotRequest.SnapshotId = _field(default_factory=lambda: FetchSnapshotRequest.SnapshotId())
+        snapshot_id: FetchSnapshotRequest.SnapshotId = _field(
+            default_factory=lambda: FetchSnapshotRequest.SnapshotId()
+        )
         """The snapshot endOffset and epoch to fetch"""
         position: int = 0
         """The byte position within the snapshot to start fetching from"""
@@ -3693,7 +3786,15 @@ class FetchSnapshotRequest(Request):
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("cluster_id", "ClusterId", "string", (0, OPEN), nullable_versions=(0, OPEN), tag=0, tagged_versions=(0, OPEN)),
+        FieldSpec(
+            "cluster_id",
+            "ClusterId",
+            "string",
+            (0, OPEN),
+            nullable_versions=(0, OPEN),
+            tag=0,
+            tagged_versions=(0, OPEN),
+        ),
         FieldSpec("replica_id", "ReplicaId", "int32", (0, OPEN)),
         FieldSpec("max_bytes", "MaxBytes", "int32", (0, OPEN)),
         FieldSpec("topics", "Topics", "[]TopicSnapshot", (0, OPEN)),
@@ -3723,7 +3824,9 @@ class DescribeClusterRequest(Request):
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("include_cluster_authorized_operations", "IncludeClusterAuthorizedOperations", "bool", (0, OPEN)),
+        FieldSpec(
+            "include_cluster_authorized_operations", "IncludeClusterAuthorizedOperations", "bool", (0, OPEN)
+        ),
         FieldSpec("endpoint_type", "EndpointType", "int8", (1, OPEN)),
     )
 
@@ -3762,9 +3865,7 @@ class DescribeProducersRequest(Request):
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("topics", "Topics", "[]TopicRequest", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("topics", "Topics", "[]TopicRequest", (0, OPEN)),)
 
     topics: list[DescribeProducersRequest.TopicRequest] = _field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
@@ -3874,7 +3975,9 @@ class BrokerHeartbeatRequest(Request):
         FieldSpec("current_metadata_offset", "CurrentMetadataOffset", "int64", (0, OPEN)),
         FieldSpec("want_fence", "WantFence", "bool", (0, OPEN)),
         FieldSpec("want_shut_down", "WantShutDown", "bool", (0, OPEN)),
-        FieldSpec("offline_log_dirs", "OfflineLogDirs", "[]uuid", (1, OPEN), tag=0, tagged_versions=(1, OPEN)),
+        FieldSpec(
+            "offline_log_dirs", "OfflineLogDirs", "[]uuid", (1, OPEN), tag=0, tagged_versions=(1, OPEN)
+        ),
     )
 
     broker_id: int = 0
@@ -3904,9 +4007,7 @@ class UnregisterBrokerRequest(Request):
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("broker_id", "BrokerId", "int32", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("broker_id", "BrokerId", "int32", (0, OPEN)),)
 
     broker_id: int = 0
     """The broker ID to unregister."""
@@ -4021,10 +4122,20 @@ class ConsumerGroupHeartbeatRequest(Request):
         FieldSpec("instance_id", "InstanceId", "string", (0, OPEN), nullable_versions=(0, OPEN)),
         FieldSpec("rack_id", "RackId", "string", (0, OPEN), nullable_versions=(0, OPEN)),
         FieldSpec("rebalance_timeout_ms", "RebalanceTimeoutMs", "int32", (0, OPEN)),
-        FieldSpec("subscribed_topic_names", "SubscribedTopicNames", "[]string", (0, OPEN), nullable_versions=(0, OPEN)),
-        FieldSpec("subscribed_topic_regex", "SubscribedTopicRegex", "string", (1, OPEN), nullable_versions=(1, OPEN)),
+        FieldSpec(
+            "subscribed_topic_names",
+            "SubscribedTopicNames",
+            "[]string",
+            (0, OPEN),
+            nullable_versions=(0, OPEN),
+        ),
+        FieldSpec(
+            "subscribed_topic_regex", "SubscribedTopicRegex", "string", (1, OPEN), nullable_versions=(1, OPEN)
+        ),
         FieldSpec("server_assignor", "ServerAssignor", "string", (0, OPEN), nullable_versions=(0, OPEN)),
-        FieldSpec("topic_partitions", "TopicPartitions", "[]TopicPartitions", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec(
+            "topic_partitions", "TopicPartitions", "[]TopicPartitions", (0, OPEN), nullable_versions=(0, OPEN)
+        ),
     )
 
     group_id: str = ""
@@ -4283,8 +4394,7 @@ class ListClientMetricsResourcesRequest(Request):
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()
 
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -4305,9 +4415,7 @@ class DescribeTopicPartitionsRequest(Request):
     class TopicRequest(Struct):
         """DescribeTopicPartitionsRequest.TopicRequest."""
 
-        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-            FieldSpec("name", "Name", "string", (0, OPEN)),
-        )
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("name", "Name", "string", (0, OPEN)),)
 
         name: str = ""
         """The topic name"""
@@ -4363,7 +4471,13 @@ class ShareGroupHeartbeatRequest(Request):
         FieldSpec("member_id", "MemberId", "string", (0, OPEN)),
         FieldSpec("member_epoch", "MemberEpoch", "int32", (0, OPEN)),
         FieldSpec("rack_id", "RackId", "string", (0, OPEN), nullable_versions=(0, OPEN)),
-        FieldSpec("subscribed_topic_names", "SubscribedTopicNames", "[]string", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec(
+            "subscribed_topic_names",
+            "SubscribedTopicNames",
+            "[]string",
+            (0, OPEN),
+            nullable_versions=(0, OPEN),
+        ),
     )
 
     group_id: str = ""
@@ -4439,7 +4553,9 @@ class ShareFetchRequest(Request):
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
             FieldSpec("partition_max_bytes", "PartitionMaxBytes", "int32", (0, 0)),
-            FieldSpec("acknowledgement_batches", "AcknowledgementBatches", "[]AcknowledgementBatch", (0, OPEN)),
+            FieldSpec(
+                "acknowledgement_batches", "AcknowledgementBatches", "[]AcknowledgementBatch", (0, OPEN)
+            ),
         )
 
         partition_index: int = 0
@@ -4559,12 +4675,16 @@ class ShareAcknowledgeRequest(Request):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
-            FieldSpec("acknowledgement_batches", "AcknowledgementBatches", "[]AcknowledgementBatch", (0, OPEN)),
+            FieldSpec(
+                "acknowledgement_batches", "AcknowledgementBatches", "[]AcknowledgementBatch", (0, OPEN)
+            ),
         )
 
         partition_index: int = 0
         """The partition index."""
-        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = _field(default_factory=list)
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = _field(
+            default_factory=list
+        )
         """Record batches to acknowledge."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -4750,7 +4870,9 @@ class UpdateRaftVoterRequest(Request):
     """The directory id of the voter getting updated in the topic partition"""
     listeners: list[UpdateRaftVoterRequest.Listener] = _field(default_factory=list)
     """The endpoint that can be used to communicate with the leader"""
-    kraft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature = _field(default_factory=lambda: UpdateRaftVoterRequest.KRaftVersionFeature())
+    kraft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature = _field(
+        default_factory=lambda: UpdateRaftVoterRequest.KRaftVersionFeature()
+    )
     """The range of versions of the protocol that the replica supports"""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -4992,9 +5114,7 @@ class DeleteShareGroupStateRequest(Request):
     class PartitionData(Struct):
         """DeleteShareGroupStateRequest.PartitionData."""
 
-        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-            FieldSpec("partition", "Partition", "int32", (0, OPEN)),
-        )
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("partition", "Partition", "int32", (0, OPEN)),)
 
         partition: int = 0
         """The partition index."""
@@ -5107,9 +5227,25 @@ class ProduceResponse(Response):
             FieldSpec("base_offset", "BaseOffset", "int64", (0, OPEN)),
             FieldSpec("log_append_time_ms", "LogAppendTimeMs", "int64", (2, OPEN), ignorable=True),
             FieldSpec("log_start_offset", "LogStartOffset", "int64", (5, OPEN), ignorable=True),
-            FieldSpec("record_errors", "RecordErrors", "[]BatchIndexAndErrorMessage", (8, OPEN), ignorable=True),
-            FieldSpec("error_message", "ErrorMessage", "string", (8, OPEN), nullable_versions=(8, OPEN), ignorable=True),
-            FieldSpec("current_leader", "CurrentLeader", "LeaderIdAndEpoch", (10, OPEN), tag=0, tagged_versions=(10, OPEN)),
+            FieldSpec(
+                "record_errors", "RecordErrors", "[]BatchIndexAndErrorMessage", (8, OPEN), ignorable=True
+            ),
+            FieldSpec(
+                "error_message",
+                "ErrorMessage",
+                "string",
+                (8, OPEN),
+                nullable_versions=(8, OPEN),
+                ignorable=True,
+            ),
+            FieldSpec(
+                "current_leader",
+                "CurrentLeader",
+                "LeaderIdAndEpoch",
+                (10, OPEN),
+                tag=0,
+                tagged_versions=(10, OPEN),
+            ),
         )
 
         index: int = 0
@@ -5126,7 +5262,9 @@ class ProduceResponse(Response):
         """The batch indices of records that caused the batch to be dropped"""
         error_message: str | None = None
         """The global error message summarizing the common root cause of the records that caused the batch to be dropped"""
-        current_leader: ProduceResponse.LeaderIdAndEpoch = _field(default_factory=lambda: ProduceResponse.LeaderIdAndEpoch())
+        current_leader: ProduceResponse.LeaderIdAndEpoch = _field(
+            default_factory=lambda: ProduceResponse.LeaderIdAndEpoch()
+        )
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
@@ -5136,7 +5274,13 @@ class ProduceResponse(Response):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("batch_index", "BatchIndex", "int32", (8, OPEN)),
-            FieldSpec("batch_index_error_message", "BatchIndexErrorMessage", "string", (8, OPEN), nullable_versions=(8, OPEN)),
+            FieldSpec(
+                "batch_index_error_message",
+                "BatchIndexErrorMessage",
+                "string",
+                (8, OPEN),
+                nullable_versions=(8, OPEN),
+            ),
         )
 
         batch_index: int = 0
@@ -5187,7 +5331,9 @@ class ProduceResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("responses", "Responses", "[]TopicProduceResponse", (0, OPEN)),
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (1, OPEN), ignorable=True),
-        FieldSpec("node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (10, OPEN), tag=0, tagged_versions=(10, OPEN)),
+        FieldSpec(
+            "node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (10, OPEN), tag=0, tagged_versions=(10, OPEN)
+        ),
     )
 
     responses: list[ProduceResponse.TopicProduceResponse] = _field(default_factory=list)
@@ -5239,10 +5385,33 @@ class FetchResponse(Response):
             FieldSpec("high_watermark", "HighWatermark", "int64", (0, OPEN)),
             FieldSpec("last_stable_offset", "LastStableOffset", "int64", (4, OPEN), ignorable=True),
             FieldSpec("log_start_offset", "LogStartOffset", "int64", (5, OPEN), ignorable=True),
-            FieldSpec("diverging_epoch", "DivergingEpoch", "EpochEndOffset", (12, OPEN), tag=0, tagged_versions=(12, OPEN)),
-            FieldSpec("current_leader", "CurrentLeader", "LeaderIdAndEpoch", (12, OPEN), tag=1, tagged_versions=(12, OPEN)),
-            FieldSpec("snapshot_id", "SnapshotId", "SnapshotId", (12, OPEN), tag=2, tagged_versions=(12, OPEN)),
-            FieldSpec("aborted_transactions", "AbortedTransactions", "[]AbortedTransaction", (4, OPEN), nullable_versions=(4, OPEN), ignorable=True),
+            FieldSpec(
+                "diverging_epoch",
+                "DivergingEpoch",
+                "EpochEndOffset",
+                (12, OPEN),
+                tag=0,
+                tagged_versions=(12, OPEN),
+            ),
+            FieldSpec(
+                "current_leader",
+                "CurrentLeader",
+                "LeaderIdAndEpoch",
+                (12, OPEN),
+                tag=1,
+                tagged_versions=(12, OPEN),
+            ),
+            FieldSpec(
+                "snapshot_id", "SnapshotId", "SnapshotId", (12, OPEN), tag=2, tagged_versions=(12, OPEN)
+            ),
+            FieldSpec(
+                "aborted_transactions",
+                "AbortedTransactions",
+                "[]AbortedTransaction",
+                (4, OPEN),
+                nullable_versions=(4, OPEN),
+                ignorable=True,
+            ),
             FieldSpec("preferred_read_replica", "PreferredReadReplica", "int32", (11, OPEN)),
             FieldSpec("records", "Records", "records", (0, OPEN), nullable_versions=(0, OPEN)),
         )
@@ -5257,9 +5426,13 @@ class FetchResponse(Response):
         """The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED)"""
         log_start_offset: int = -1
         """The current log start offset."""
-        diverging_epoch: FetchResponse.EpochEndOffset = _field(default_factory=lambda: FetchResponse.EpochEndOffset())
+        diverging_epoch: FetchResponse.EpochEndOffset = _field(
+            default_factory=lambda: FetchResponse.EpochEndOffset()
+        )
         """In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge"""
-        current_leader: FetchResponse.LeaderIdAndEpoch = _field(default_factory=lambda: FetchResponse.LeaderIdAndEpoch())
+        current_leader: FetchResponse.LeaderIdAndEpoch = _field(
+            default_factory=lambda: FetchResponse.LeaderIdAndEpoch()
+        )
         snapshot_id: FetchResponse.SnapshotId = _field(default_factory=lambda: FetchResponse.SnapshotId())
         """In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch that should be used in the FetchSnapshot request."""
         aborted_transactions: list[FetchResponse.AbortedTransaction] | None = _field(default_factory=list)
@@ -5358,7 +5531,9 @@ class FetchResponse(Response):
         FieldSpec("error_code", "ErrorCode", "int16", (7, OPEN), ignorable=True),
         FieldSpec("session_id", "SessionId", "int32", (7, OPEN)),
         FieldSpec("responses", "Responses", "[]FetchableTopicResponse", (0, OPEN)),
-        FieldSpec("node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (16, OPEN), tag=0, tagged_versions=(16, OPEN)),
+        FieldSpec(
+            "node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (16, OPEN), tag=0, tagged_versions=(16, OPEN)
+        ),
     )
 
     throttle_time_ms: int = 0
@@ -5535,7 +5710,9 @@ class MetadataResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (3, OPEN), ignorable=True),
         FieldSpec("brokers", "Brokers", "[]MetadataResponseBroker", (0, OPEN)),
-        FieldSpec("cluster_id", "ClusterId", "string", (2, OPEN), nullable_versions=(2, OPEN), ignorable=True),
+        FieldSpec(
+            "cluster_id", "ClusterId", "string", (2, OPEN), nullable_versions=(2, OPEN), ignorable=True
+        ),
         FieldSpec("controller_id", "ControllerId", "int32", (1, OPEN), ignorable=True),
         FieldSpec("topics", "Topics", "[]MetadataResponseTopic", (0, OPEN)),
         FieldSpec("cluster_authorized_operations", "ClusterAuthorizedOperations", "int32", (8, 10)),
@@ -5670,9 +5847,7 @@ class UpdateMetadataResponse(Response):
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 8)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 6
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),)
 
     error_code: int = 0
     """The error code, or 0 if there was no error."""
@@ -5924,7 +6099,14 @@ class FindCoordinatorResponse(Response):
             FieldSpec("host", "Host", "string", (4, OPEN)),
             FieldSpec("port", "Port", "int32", (4, OPEN)),
             FieldSpec("error_code", "ErrorCode", "int16", (4, OPEN)),
-            FieldSpec("error_message", "ErrorMessage", "string", (4, OPEN), nullable_versions=(4, OPEN), ignorable=True),
+            FieldSpec(
+                "error_message",
+                "ErrorMessage",
+                "string",
+                (4, OPEN),
+                nullable_versions=(4, OPEN),
+                ignorable=True,
+            ),
         )
 
         key: str = ""
@@ -5945,7 +6127,9 @@ class FindCoordinatorResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (1, OPEN), ignorable=True),
         FieldSpec("error_code", "ErrorCode", "int16", (0, 3)),
-        FieldSpec("error_message", "ErrorMessage", "string", (1, 3), nullable_versions=(1, 3), ignorable=True),
+        FieldSpec(
+            "error_message", "ErrorMessage", "string", (1, 3), nullable_versions=(1, 3), ignorable=True
+        ),
         FieldSpec("node_id", "NodeId", "int32", (0, 3)),
         FieldSpec("host", "Host", "string", (0, 3)),
         FieldSpec("port", "Port", "int32", (0, 3)),
@@ -5986,7 +6170,14 @@ class JoinGroupResponse(Response):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("member_id", "MemberId", "string", (0, OPEN)),
-            FieldSpec("group_instance_id", "GroupInstanceId", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
+            FieldSpec(
+                "group_instance_id",
+                "GroupInstanceId",
+                "string",
+                (5, OPEN),
+                nullable_versions=(5, OPEN),
+                ignorable=True,
+            ),
             FieldSpec("metadata", "Metadata", "bytes", (0, OPEN)),
         )
 
@@ -6003,7 +6194,9 @@ class JoinGroupResponse(Response):
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (2, OPEN), ignorable=True),
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("generation_id", "GenerationId", "int32", (0, OPEN)),
-        FieldSpec("protocol_type", "ProtocolType", "string", (7, OPEN), nullable_versions=(7, OPEN), ignorable=True),
+        FieldSpec(
+            "protocol_type", "ProtocolType", "string", (7, OPEN), nullable_versions=(7, OPEN), ignorable=True
+        ),
         FieldSpec("protocol_name", "ProtocolName", "string", (0, OPEN), nullable_versions=(7, OPEN)),
         FieldSpec("leader", "Leader", "string", (0, OPEN)),
         FieldSpec("skip_assignment", "SkipAssignment", "bool", (9, OPEN)),
@@ -6071,7 +6264,9 @@ class LeaveGroupResponse(Response):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("member_id", "MemberId", "string", (3, OPEN)),
-            FieldSpec("group_instance_id", "GroupInstanceId", "string", (3, OPEN), nullable_versions=(3, OPEN)),
+            FieldSpec(
+                "group_instance_id", "GroupInstanceId", "string", (3, OPEN), nullable_versions=(3, OPEN)
+            ),
             FieldSpec("error_code", "ErrorCode", "int16", (3, OPEN)),
         )
 
@@ -6113,8 +6308,12 @@ class SyncGroupResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (1, OPEN), ignorable=True),
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-        FieldSpec("protocol_type", "ProtocolType", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
-        FieldSpec("protocol_name", "ProtocolName", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
+        FieldSpec(
+            "protocol_type", "ProtocolType", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True
+        ),
+        FieldSpec(
+            "protocol_name", "ProtocolName", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True
+        ),
         FieldSpec("assignment", "Assignment", "bytes", (0, OPEN)),
     )
 
@@ -6179,7 +6378,14 @@ class DescribeGroupsResponse(Response):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("member_id", "MemberId", "string", (0, OPEN)),
-            FieldSpec("group_instance_id", "GroupInstanceId", "string", (4, OPEN), nullable_versions=(4, OPEN), ignorable=True),
+            FieldSpec(
+                "group_instance_id",
+                "GroupInstanceId",
+                "string",
+                (4, OPEN),
+                nullable_versions=(4, OPEN),
+                ignorable=True,
+            ),
             FieldSpec("client_id", "ClientId", "string", (0, OPEN)),
             FieldSpec("client_host", "ClientHost", "string", (0, OPEN)),
             FieldSpec("member_metadata", "MemberMetadata", "bytes", (0, OPEN)),
@@ -6354,10 +6560,42 @@ class ApiVersionsResponse(Response):
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("api_keys", "ApiKeys", "[]ApiVersion", (0, OPEN)),
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (1, OPEN), ignorable=True),
-        FieldSpec("supported_features", "SupportedFeatures", "[]SupportedFeatureKey", (3, OPEN), tag=0, tagged_versions=(3, OPEN), ignorable=True),
-        FieldSpec("finalized_features_epoch", "FinalizedFeaturesEpoch", "int64", (3, OPEN), tag=1, tagged_versions=(3, OPEN), ignorable=True),
-        FieldSpec("finalized_features", "FinalizedFeatures", "[]FinalizedFeatureKey", (3, OPEN), tag=2, tagged_versions=(3, OPEN), ignorable=True),
-        FieldSpec("zk_migration_ready", "ZkMigrationReady", "bool", (3, OPEN), tag=3, tagged_versions=(3, OPEN), ignorable=True),
+        FieldSpec(
+            "supported_features",
+            "SupportedFeatures",
+            "[]SupportedFeatureKey",
+            (3, OPEN),
+            tag=0,
+            tagged_versions=(3, OPEN),
+            ignorable=True,
+        ),
+        FieldSpec(
+            "finalized_features_epoch",
+            "FinalizedFeaturesEpoch",
+            "int64",
+            (3, OPEN),
+            tag=1,
+            tagged_versions=(3, OPEN),
+            ignorable=True,
+        ),
+        FieldSpec(
+            "finalized_features",
+            "FinalizedFeatures",
+            "[]FinalizedFeatureKey",
+            (3, OPEN),
+            tag=2,
+            tagged_versions=(3, OPEN),
+            ignorable=True,
+        ),
+        FieldSpec(
+            "zk_migration_ready",
+            "ZkMigrationReady",
+            "bool",
+            (3, OPEN),
+            tag=3,
+            tagged_versions=(3, OPEN),
+            ignorable=True,
+        ),
     )
 
     error_code: int = 0
@@ -6396,11 +6634,33 @@ class CreateTopicsResponse(Response):
             FieldSpec("name", "Name", "string", (0, OPEN)),
             FieldSpec("topic_id", "TopicId", "uuid", (7, OPEN), ignorable=True),
             FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-            FieldSpec("error_message", "ErrorMessage", "string", (1, OPEN), nullable_versions=(0, OPEN), ignorable=True),
-            FieldSpec("topic_config_error_code", "TopicConfigErrorCode", "int16", (5, OPEN), tag=0, tagged_versions=(5, OPEN), ignorable=True),
+            FieldSpec(
+                "error_message",
+                "ErrorMessage",
+                "string",
+                (1, OPEN),
+                nullable_versions=(0, OPEN),
+                ignorable=True,
+            ),
+            FieldSpec(
+                "topic_config_error_code",
+                "TopicConfigErrorCode",
+                "int16",
+                (5, OPEN),
+                tag=0,
+                tagged_versions=(5, OPEN),
+                ignorable=True,
+            ),
             FieldSpec("num_partitions", "NumPartitions", "int32", (5, OPEN), ignorable=True),
             FieldSpec("replication_factor", "ReplicationFactor", "int16", (5, OPEN), ignorable=True),
-            FieldSpec("configs", "Configs", "[]CreatableTopicConfigs", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
+            FieldSpec(
+                "configs",
+                "Configs",
+                "[]CreatableTopicConfigs",
+                (5, OPEN),
+                nullable_versions=(5, OPEN),
+                ignorable=True,
+            ),
         )
 
         name: str = ""
@@ -6478,7 +6738,14 @@ class DeleteTopicsResponse(Response):
             FieldSpec("name", "Name", "string", (0, OPEN), nullable_versions=(6, OPEN)),
             FieldSpec("topic_id", "TopicId", "uuid", (6, OPEN), ignorable=True),
             FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-            FieldSpec("error_message", "ErrorMessage", "string", (5, OPEN), nullable_versions=(5, OPEN), ignorable=True),
+            FieldSpec(
+                "error_message",
+                "ErrorMessage",
+                "string",
+                (5, OPEN),
+                nullable_versions=(5, OPEN),
+                ignorable=True,
+            ),
         )
 
         name: str | None = ""
@@ -6669,12 +6936,16 @@ class AddPartitionsToTxnResponse(Response):
 
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("name", "Name", "string", (0, OPEN)),
-            FieldSpec("results_by_partition", "ResultsByPartition", "[]AddPartitionsToTxnPartitionResult", (0, OPEN)),
+            FieldSpec(
+                "results_by_partition", "ResultsByPartition", "[]AddPartitionsToTxnPartitionResult", (0, OPEN)
+            ),
         )
 
         name: str = ""
         """The topic name."""
-        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = _field(default_factory=list)
+        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = _field(
+            default_factory=list
+        )
         """The results for each partition"""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -6706,7 +6977,9 @@ class AddPartitionsToTxnResponse(Response):
 
         transactional_id: str = ""
         """The transactional id corresponding to the transaction."""
-        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = _field(default_factory=list)
+        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = _field(
+            default_factory=list
+        )
         """The results for each topic."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -6715,16 +6988,25 @@ class AddPartitionsToTxnResponse(Response):
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
         FieldSpec("error_code", "ErrorCode", "int16", (4, OPEN), ignorable=True),
         FieldSpec("results_by_transaction", "ResultsByTransaction", "[]AddPartitionsToTxnResult", (4, OPEN)),
-        FieldSpec("results_by_topic_v3_and_below", "ResultsByTopicV3AndBelow", "[]AddPartitionsToTxnTopicResult", (0, 3)),
+        FieldSpec(
+            "results_by_topic_v3_and_below",
+            "ResultsByTopicV3AndBelow",
+            "[]AddPartitionsToTxnTopicResult",
+            (0, 3),
+        ),
     )
 
     throttle_time_ms: int = 0
     """Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
     error_code: int = 0
     """The response top level error code."""
-    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = _field(default_factory=list)
+    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = _field(
+        default_factory=list
+    )
     """Results categorized by transactional ID."""
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = _field(default_factory=list)
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = _field(
+        default_factory=list
+    )
     """The results for each topic."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -6819,7 +7101,9 @@ class WriteTxnMarkersResponse(Response):
 
         name: str = ""
         """The topic name."""
-        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = _field(default_factory=list)
+        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = _field(
+            default_factory=list
+        )
         """The results by partition."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -6871,7 +7155,9 @@ class TxnOffsetCommitResponse(Response):
 
         name: str = ""
         """The topic name."""
-        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = _field(default_factory=list)
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = _field(
+            default_factory=list
+        )
         """The responses for each partition in the topic."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -7144,7 +7430,14 @@ class DescribeConfigsResponse(Response):
             FieldSpec("is_sensitive", "IsSensitive", "bool", (0, OPEN)),
             FieldSpec("synonyms", "Synonyms", "[]DescribeConfigsSynonym", (1, OPEN), ignorable=True),
             FieldSpec("config_type", "ConfigType", "int8", (3, OPEN), ignorable=True),
-            FieldSpec("documentation", "Documentation", "string", (3, OPEN), nullable_versions=(0, OPEN), ignorable=True),
+            FieldSpec(
+                "documentation",
+                "Documentation",
+                "string",
+                (3, OPEN),
+                nullable_versions=(0, OPEN),
+                ignorable=True,
+            ),
         )
 
         name: str = ""
@@ -7266,7 +7559,9 @@ class AlterReplicaLogDirsResponse(Response):
 
         topic_name: str = ""
         """The name of the topic."""
-        partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = _field(default_factory=list)
+        partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = _field(
+            default_factory=list
+        )
         """The results for each partition."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -7606,7 +7901,9 @@ class DescribeDelegationTokenResponse(Response):
         """The token ID."""
         hmac: bytes = b""
         """The token HMAC."""
-        renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer] = _field(default_factory=list)
+        renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer] = _field(
+            default_factory=list
+        )
         """Those who are able to renew this token before it expires."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -7782,7 +8079,9 @@ class IncrementalAlterConfigsResponse(Response):
 
     throttle_time_ms: int = 0
     """Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = _field(default_factory=list)
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = _field(
+        default_factory=list
+    )
     """The responses for each resource."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -7809,7 +8108,9 @@ class AlterPartitionReassignmentsResponse(Response):
 
         name: str = ""
         """The topic name"""
-        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = _field(default_factory=list)
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = _field(
+            default_factory=list
+        )
         """The responses to partitions to reassign"""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -7846,7 +8147,9 @@ class AlterPartitionReassignmentsResponse(Response):
     """The top-level error code, or 0 if there was no error."""
     error_message: str | None = ""
     """The top-level error message, or null if there was no error."""
-    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = _field(default_factory=list)
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = _field(
+        default_factory=list
+    )
     """The responses to topics to reassign."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -7873,7 +8176,9 @@ class ListPartitionReassignmentsResponse(Response):
 
         name: str = ""
         """The topic name."""
-        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = _field(default_factory=list)
+        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = _field(
+            default_factory=list
+        )
         """The ongoing reassignments for each partition."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -8133,7 +8438,9 @@ class DescribeUserScramCredentialsResponse(Response):
         """The user-level error code."""
         error_message: str | None = ""
         """The user-level error message, if any."""
-        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = _field(default_factory=list)
+        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = _field(
+            default_factory=list
+        )
         """The mechanism and related information associated with the user's SCRAM credentials."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -8167,7 +8474,9 @@ class DescribeUserScramCredentialsResponse(Response):
     """The message-level error code, 0 except for user authorization or infrastructure issues."""
     error_message: str | None = ""
     """The message-level error message, if any."""
-    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = _field(default_factory=list)
+    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = _field(
+        default_factory=list
+    )
     """The results for descriptions, one per user."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -8209,7 +8518,9 @@ class AlterUserScramCredentialsResponse(Response):
 
     throttle_time_ms: int = 0
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
-    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = _field(default_factory=list)
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = _field(
+        default_factory=list
+    )
     """The results for deletions and alterations, one per affected user."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -8286,7 +8597,9 @@ class VoteResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("topics", "Topics", "[]TopicData", (0, OPEN)),
-        FieldSpec("node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)),
+        FieldSpec(
+            "node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)
+        ),
     )
 
     error_code: int = 0
@@ -8366,7 +8679,9 @@ class BeginQuorumEpochResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("topics", "Topics", "[]TopicData", (0, OPEN)),
-        FieldSpec("node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)),
+        FieldSpec(
+            "node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)
+        ),
     )
 
     error_code: int = 0
@@ -8446,7 +8761,9 @@ class EndQuorumEpochResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("topics", "Topics", "[]TopicData", (0, OPEN)),
-        FieldSpec("node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)),
+        FieldSpec(
+            "node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)
+        ),
     )
 
     error_code: int = 0
@@ -8477,7 +8794,9 @@ class DescribeQuorumResponse(Response):
             FieldSpec("replica_directory_id", "ReplicaDirectoryId", "uuid", (2, OPEN)),
             FieldSpec("log_end_offset", "LogEndOffset", "int64", (0, OPEN)),
             FieldSpec("last_fetch_timestamp", "LastFetchTimestamp", "int64", (1, OPEN), ignorable=True),
-            FieldSpec("last_caught_up_timestamp", "LastCaughtUpTimestamp", "int64", (1, OPEN), ignorable=True),
+            FieldSpec(
+                "last_caught_up_timestamp", "LastCaughtUpTimestamp", "int64", (1, OPEN), ignorable=True
+            ),
         )
 
         replica_id: int = 0
@@ -8513,7 +8832,14 @@ class DescribeQuorumResponse(Response):
         FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
             FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
             FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-            FieldSpec("error_message", "ErrorMessage", "string", (2, OPEN), nullable_versions=(2, OPEN), ignorable=True),
+            FieldSpec(
+                "error_message",
+                "ErrorMessage",
+                "string",
+                (2, OPEN),
+                nullable_versions=(2, OPEN),
+                ignorable=True,
+            ),
             FieldSpec("leader_id", "LeaderId", "int32", (0, OPEN)),
             FieldSpec("leader_epoch", "LeaderEpoch", "int32", (0, OPEN)),
             FieldSpec("high_watermark", "HighWatermark", "int64", (0, OPEN)),
@@ -8573,7 +8899,9 @@ class DescribeQuorumResponse(Response):
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-        FieldSpec("error_message", "ErrorMessage", "string", (2, OPEN), nullable_versions=(2, OPEN), ignorable=True),
+        FieldSpec(
+            "error_message", "ErrorMessage", "string", (2, OPEN), nullable_versions=(2, OPEN), ignorable=True
+        ),
         FieldSpec("topics", "Topics", "[]TopicData", (0, OPEN)),
         FieldSpec("nodes", "Nodes", "[]Node", (2, OPEN)),
     )
@@ -8767,7 +9095,14 @@ class FetchSnapshotResponse(Response):
             FieldSpec("index", "Index", "int32", (0, OPEN)),
             FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
             FieldSpec("snapshot_id", "SnapshotId", "SnapshotId", (0, OPEN)),
-            FieldSpec("current_leader", "CurrentLeader", "LeaderIdAndEpoch", (0, OPEN), tag=0, tagged_versions=(0, OPEN)),
+            FieldSpec(
+                "current_leader",
+                "CurrentLeader",
+                "LeaderIdAndEpoch",
+                (0, OPEN),
+                tag=0,
+                tagged_versions=(0, OPEN),
+            ),
             FieldSpec("size", "Size", "int64", (0, OPEN)),
             FieldSpec("position", "Position", "int64", (0, OPEN)),
             FieldSpec("unaligned_records", "UnalignedRecords", "records", (0, OPEN)),
@@ -8777,9 +9112,13 @@ class FetchSnapshotResponse(Response):
         """The partition index."""
         error_code: int = 0
         """The error code, or 0 if there was no fetch error."""
-        snapshot_id: FetchSnapshotResponse.SnapshotId = _field(default_factory=lambda: FetchSnapshotResponse.SnapshotId())
+        snapshot_id: FetchSnapshotResponse.SnapshotId = _field(
+            default_factory=lambda: FetchSnapshotResponse.SnapshotId()
+        )
         """The snapshot endOffset and epoch fetched"""
-        current_leader: FetchSnapshotResponse.LeaderIdAndEpoch = _field(default_factory=lambda: FetchSnapshotResponse.LeaderIdAndEpoch())
+        current_leader: FetchSnapshotResponse.LeaderIdAndEpoch = _field(
+            default_factory=lambda: FetchSnapshotResponse.LeaderIdAndEpoch()
+        )
         size: int = 0
         """The total size of the snapshot."""
         position: int = 0
@@ -8842,7 +9181,9 @@ class FetchSnapshotResponse(Response):
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN), ignorable=True),
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("topics", "Topics", "[]TopicSnapshot", (0, OPEN)),
-        FieldSpec("node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)),
+        FieldSpec(
+            "node_endpoints", "NodeEndpoints", "[]NodeEndpoint", (1, OPEN), tag=0, tagged_versions=(1, OPEN)
+        ),
     )
 
     throttle_time_ms: int = 0
@@ -9380,7 +9721,13 @@ class ConsumerGroupDescribeResponse(Response):
             FieldSpec("client_id", "ClientId", "string", (0, OPEN)),
             FieldSpec("client_host", "ClientHost", "string", (0, OPEN)),
             FieldSpec("subscribed_topic_names", "SubscribedTopicNames", "[]string", (0, OPEN)),
-            FieldSpec("subscribed_topic_regex", "SubscribedTopicRegex", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "subscribed_topic_regex",
+                "SubscribedTopicRegex",
+                "string",
+                (0, OPEN),
+                nullable_versions=(0, OPEN),
+            ),
             FieldSpec("assignment", "Assignment", "Assignment", (0, OPEN)),
             FieldSpec("target_assignment", "TargetAssignment", "Assignment", (0, OPEN)),
         )
@@ -9401,9 +9748,13 @@ class ConsumerGroupDescribeResponse(Response):
         """The subscribed topic names."""
         subscribed_topic_regex: str | None = None
         """the subscribed topic regex otherwise or null of not provided."""
-        assignment: ConsumerGroupDescribeResponse.Assignment = _field(default_factory=lambda: ConsumerGroupDescribeResponse.Assignment())
+        assignment: ConsumerGroupDescribeResponse.Assignment = _field(
+            default_factory=lambda: ConsumerGroupDescribeResponse.Assignment()
+        )
         """The current assignment."""
-        target_assignment: ConsumerGroupDescribeResponse.Assignment = _field(default_factory=lambda: ConsumerGroupDescribeResponse.Assignment())
+        target_assignment: ConsumerGroupDescribeResponse.Assignment = _field(
+            default_factory=lambda: ConsumerGroupDescribeResponse.Assignment()
+        )
         """The target assignment."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -9599,9 +9950,7 @@ class ListClientMetricsResourcesResponse(Response):
     class ClientMetricsResource(Struct):
         """ListClientMetricsResourcesResponse.ClientMetricsResource."""
 
-        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-            FieldSpec("name", "Name", "string", (0, OPEN)),
-        )
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("name", "Name", "string", (0, OPEN)),)
 
         name: str = ""
         """The resource name."""
@@ -9618,7 +9967,9 @@ class ListClientMetricsResourcesResponse(Response):
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
     error_code: int = 0
     """The error code, or 0 if there was no error."""
-    client_metrics_resources: list[ListClientMetricsResourcesResponse.ClientMetricsResource] = _field(default_factory=list)
+    client_metrics_resources: list[ListClientMetricsResourcesResponse.ClientMetricsResource] = _field(
+        default_factory=list
+    )
     """Each client metrics resource in the response."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -9655,7 +10006,9 @@ class DescribeTopicPartitionsResponse(Response):
         """The topic id."""
         is_internal: bool = False
         """True if the topic is internal."""
-        partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition] = _field(default_factory=list)
+        partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition] = _field(
+            default_factory=list
+        )
         """Each partition in the topic."""
         topic_authorized_operations: int = -2147483648
         """32-bit bitfield to represent authorized operations for this topic."""
@@ -9673,7 +10026,13 @@ class DescribeTopicPartitionsResponse(Response):
             FieldSpec("leader_epoch", "LeaderEpoch", "int32", (0, OPEN), ignorable=True),
             FieldSpec("replica_nodes", "ReplicaNodes", "[]int32", (0, OPEN)),
             FieldSpec("isr_nodes", "IsrNodes", "[]int32", (0, OPEN)),
-            FieldSpec("eligible_leader_replicas", "EligibleLeaderReplicas", "[]int32", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "eligible_leader_replicas",
+                "EligibleLeaderReplicas",
+                "[]int32",
+                (0, OPEN),
+                nullable_versions=(0, OPEN),
+            ),
             FieldSpec("last_known_elr", "LastKnownElr", "[]int32", (0, OPEN), nullable_versions=(0, OPEN)),
             FieldSpec("offline_replicas", "OfflineReplicas", "[]int32", (0, OPEN), ignorable=True),
         )
@@ -9723,7 +10082,9 @@ class DescribeTopicPartitionsResponse(Response):
 
     throttle_time_ms: int = 0
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
-    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = _field(default_factory=list)
+    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = _field(
+        default_factory=list
+    )
     """Each topic in the response."""
     next_cursor: DescribeTopicPartitionsResponse.Cursor | None = None
     """The next topic and partition index to fetch details for."""
@@ -9903,7 +10264,9 @@ class ShareGroupDescribeResponse(Response):
         """The client host."""
         subscribed_topic_names: list[str] = _field(default_factory=list)
         """The subscribed topic names."""
-        assignment: ShareGroupDescribeResponse.Assignment = _field(default_factory=lambda: ShareGroupDescribeResponse.Assignment())
+        assignment: ShareGroupDescribeResponse.Assignment = _field(
+            default_factory=lambda: ShareGroupDescribeResponse.Assignment()
+        )
         """The current assignment."""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
@@ -9956,7 +10319,13 @@ class ShareFetchResponse(Response):
             FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
             FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
             FieldSpec("acknowledge_error_code", "AcknowledgeErrorCode", "int16", (0, OPEN)),
-            FieldSpec("acknowledge_error_message", "AcknowledgeErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+            FieldSpec(
+                "acknowledge_error_message",
+                "AcknowledgeErrorMessage",
+                "string",
+                (0, OPEN),
+                nullable_versions=(0, OPEN),
+            ),
             FieldSpec("current_leader", "CurrentLeader", "LeaderIdAndEpoch", (0, OPEN)),
             FieldSpec("records", "Records", "records", (0, OPEN), nullable_versions=(0, 0)),
             FieldSpec("acquired_records", "AcquiredRecords", "[]AcquiredRecords", (0, OPEN)),
@@ -9972,7 +10341,9 @@ class ShareFetchResponse(Response):
         """The acknowledge error code, or 0 if there was no acknowledge error."""
         acknowledge_error_message: str | None = None
         """The acknowledge error message, or null if there was no acknowledge error."""
-        current_leader: ShareFetchResponse.LeaderIdAndEpoch = _field(default_factory=lambda: ShareFetchResponse.LeaderIdAndEpoch())
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch = _field(
+            default_factory=lambda: ShareFetchResponse.LeaderIdAndEpoch()
+        )
         """The current leader of the partition."""
         records: Records | None = None
         """The record data."""
@@ -10106,7 +10477,9 @@ class ShareAcknowledgeResponse(Response):
         """The error code, or 0 if there was no error."""
         error_message: str | None = None
         """The error message, or null if there was no error."""
-        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = _field(default_factory=lambda: ShareAcknowledgeResponse.LeaderIdAndEpoch())
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = _field(
+            default_factory=lambda: ShareAcknowledgeResponse.LeaderIdAndEpoch()
+        )
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
@@ -10183,7 +10556,9 @@ class AddRaftVoterResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-        FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN), ignorable=True),
+        FieldSpec(
+            "error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN), ignorable=True
+        ),
     )
 
     throttle_time_ms: int = 0
@@ -10209,7 +10584,9 @@ class RemoveRaftVoterResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-        FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN), ignorable=True),
+        FieldSpec(
+            "error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN), ignorable=True
+        ),
     )
 
     throttle_time_ms: int = 0
@@ -10257,14 +10634,18 @@ class UpdateRaftVoterResponse(Response):
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
         FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
-        FieldSpec("current_leader", "CurrentLeader", "CurrentLeader", (0, OPEN), tag=0, tagged_versions=(0, OPEN)),
+        FieldSpec(
+            "current_leader", "CurrentLeader", "CurrentLeader", (0, OPEN), tag=0, tagged_versions=(0, OPEN)
+        ),
     )
 
     throttle_time_ms: int = 0
     """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
     error_code: int = 0
     """The error code, or 0 if there was no error"""
-    current_leader: UpdateRaftVoterResponse.CurrentLeader = _field(default_factory=lambda: UpdateRaftVoterResponse.CurrentLeader())
+    current_leader: UpdateRaftVoterResponse.CurrentLeader = _field(
+        default_factory=lambda: UpdateRaftVoterResponse.CurrentLeader()
+    )
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
@@ -10745,9 +11126,7 @@ class SnapshotFooterRecord(Message):
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
 
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
-        FieldSpec("version", "Version", "int16", (0, OPEN)),
-    )
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("version", "Version", "int16", (0, OPEN)),)
 
     version: int = 0
     """The version of the snapshot footer record"""
@@ -10803,7 +11182,9 @@ class VotersRecord(Message):
         """The directory id of the voter in the topic partition"""
         endpoints: list[VotersRecord.Endpoint] = _field(default_factory=list)
         """The endpoint that can be used to communicate with the voter"""
-        kraft_version_feature: VotersRecord.KRaftVersionFeature = _field(default_factory=lambda: VotersRecord.KRaftVersionFeature())
+        kraft_version_feature: VotersRecord.KRaftVersionFeature = _field(
+            default_factory=lambda: VotersRecord.KRaftVersionFeature()
+        )
         """The range of versions of the protocol that the replica supports"""
         unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
         """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
