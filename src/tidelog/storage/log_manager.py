@@ -1,0 +1,304 @@
+"""All partition logs of a broker across its ``log.dirs`` (Kafka's LogManager).
+
+Invariants:
+
+* Each log dir is locked (``.lock``, ``flock``) for the manager's lifetime, holds a ``meta.properties`` of
+  this node and cluster, and per-dir checkpoints (``recovery-point-offset-checkpoint``,
+  ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``) naming only the logs in that dir.
+* A partition lives in exactly one dir; new partitions go to the dir holding the fewest (first on ties).
+* ``.kafka_cleanshutdown`` in a dir means every log in it was flushed and checkpointed before the
+  previous process stopped: its logs are loaded without revalidation. It is removed once loading is done
+  and written again only by :meth:`LogManager.shutdown`, after flush, checkpoints and close.
+* A deleted partition's directory is first renamed ``<topic>-<partition>.<uuid>-delete`` (atomic, and
+  ignored by loading), then removed; leftovers of that kind are removed at start-up.
+* Time comes in as ``now_ms``. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+from tidelog.storage import layout
+from tidelog.storage.checkpoint import (
+    atomic_write,
+    fsync_dir,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
+from tidelog.storage.config import LogConfig
+from tidelog.storage.errors import CheckpointError, LogDirError
+from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.layout import TopicPartition
+from tidelog.storage.meta_properties import ensure_meta_properties, new_cluster_id, read_meta_properties
+from tidelog.storage.partition_log import PartitionLog
+
+__all__ = ["LogManager"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_OPEN_SEGMENTS: Final = 256
+"""Inactive segments kept open across all logs (about three descriptors each)."""
+
+_CLEAN_SHUTDOWN_CONTENT: Final = json.dumps({"version": 0, "brokerEpoch": -1}).encode()
+
+
+class LogManager:
+    """Creates, loads, checkpoints and deletes the partition logs under ``log_dirs``."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path | str],
+        default_config: LogConfig,
+        *,
+        now_ms: int,
+        node_id: int = 0,
+        cluster_id: str | None = None,
+        topic_config: Callable[[str], LogConfig | None] | None = None,
+        max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
+    ) -> None:
+        """Lock and check every dir, then load every partition in it (recovering after an unclean stop).
+
+        ``cluster_id`` None takes the one in an existing meta.properties, or makes a new one.
+        ``topic_config`` gives a topic's config (None: ``default_config``).
+        """
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self._log_dirs = [Path(d) for d in log_dirs]
+        if len({d.resolve() for d in self._log_dirs}) != len(self._log_dirs):
+            raise LogDirError(f"duplicate log dirs in {[str(d) for d in self._log_dirs]}")
+        self._default_config = default_config
+        self._topic_config = topic_config
+        self._limiter = OpenSegmentLimiter(max_open_segments)
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._locks: dict[Path, int] = {}
+        self._clock_ms = now_ms
+        self.node_id = node_id
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        try:
+            for log_dir in self._log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._lock(log_dir)
+            self.cluster_id = cluster_id if cluster_id is not None else self._existing_cluster_id()
+            for log_dir in self._log_dirs:
+                ensure_meta_properties(log_dir, node_id=node_id, cluster_id=self.cluster_id)
+            for log_dir in self._log_dirs:
+                self._load_dir(log_dir, now_ms)
+            for log_dir in self._log_dirs:
+                marker = log_dir / layout.CLEAN_SHUTDOWN_FILE
+                if marker.exists():
+                    marker.unlink()
+                    fsync_dir(log_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- start-up ---------------------------------------------------------------------------------
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / layout.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise LogDirError(f"log dir {log_dir} is in use by another process ({exc})") from exc
+        self._locks[log_dir] = fd
+
+    def _existing_cluster_id(self) -> str:
+        for log_dir in self._log_dirs:
+            meta = read_meta_properties(log_dir)
+            if meta is not None and meta.cluster_id is not None:
+                return meta.cluster_id
+        return new_cluster_id()
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets_checkpoint(path)
+        except CheckpointError as exc:
+            logger.warning("%s; ignoring it (logs in that dir are recovered from their start)", exc)
+            return {}
+
+    def _load_dir(self, log_dir: Path, now_ms: int) -> None:
+        clean = (log_dir / layout.CLEAN_SHUTDOWN_FILE).exists()
+        self.had_clean_shutdown[log_dir] = clean
+        recovery_points = self._read_checkpoint(log_dir / layout.RECOVERY_POINT_CHECKPOINT_FILE)
+        start_offsets = self._read_checkpoint(log_dir / layout.LOG_START_OFFSET_CHECKPOINT_FILE)
+        high_watermarks = self._read_checkpoint(log_dir / layout.REPLICATION_OFFSET_CHECKPOINT_FILE)
+        if not clean and not recovery_points:
+            logger.info("%s: no clean shutdown; recovering every log from its start", log_dir)
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            try:
+                tp, suffix = layout.parse_partition_dir_name(child.name)
+            except ValueError:
+                logger.warning("%s: ignoring %s, not a partition directory", log_dir, child.name)
+                continue
+            if suffix == layout.DELETE_DIR_SUFFIX:
+                logger.info("%s: removing %s, a partition deleted earlier", log_dir, child.name)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            if suffix:
+                logger.warning("%s: ignoring %s (%s logs are not supported yet)", log_dir, child.name, suffix)
+                continue
+            if tp in self._logs:
+                raise LogDirError(f"partition {tp} is in two log dirs: {self._logs[tp].dir} and {child}")
+            self._logs[tp] = PartitionLog.open(
+                child,
+                self._config_for(tp.topic),
+                now_ms=now_ms,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                clean_shutdown=clean,
+                high_watermark=high_watermarks.get(tp),
+                limiter=self._limiter,
+            )
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            config = self._topic_config(topic)
+            if config is not None:
+                return config
+        return self._default_config
+
+    # ---- logs -------------------------------------------------------------------------------------
+
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        return tuple(self._log_dirs)
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self._default_config
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        """A snapshot of every log, by topic partition."""
+        return dict(self._logs)
+
+    def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        return iter(list(self._logs.items()))
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    def _next_log_dir(self) -> Path:
+        counts = dict.fromkeys(self._log_dirs, 0)
+        for log in self._logs.values():
+            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
+        return min(self._log_dirs, key=lambda d: counts[d])
+
+    def create(
+        self, topic: str, partition: int, config: LogConfig | None = None, *, now_ms: int | None = None
+    ) -> PartitionLog:
+        """The log of ``topic``/``partition``, created (empty, in the dir with fewest logs) if absent
+        (Kafka's ``getOrCreateLog``: an existing log is returned unchanged)."""
+        layout.validate_topic_name(topic)
+        if partition < 0:
+            raise ValueError(f"negative partition {partition}")
+        tp = TopicPartition(topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        if now_ms is not None:
+            self._clock_ms = max(self._clock_ms, now_ms)
+        log_dir = self._next_log_dir()
+        log = PartitionLog.open(
+            log_dir / layout.partition_dir_name(tp),
+            config if config is not None else self._config_for(topic),
+            now_ms=self._clock_ms,
+            clean_shutdown=False,
+            limiter=self._limiter,
+        )
+        fsync_dir(log_dir)
+        self._logs[tp] = log
+        return log
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``, remove it. Returns
+        whether there was such a log."""
+        tp = TopicPartition(topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        log.close()
+        parent = log.dir.parent
+        doomed = parent / layout.delete_dir_name(tp, uuid.uuid4().hex)
+        os.rename(log.dir, doomed)
+        fsync_dir(parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a topic's new config to its logs."""
+        for tp, log in self._logs.items():
+            if tp.topic == topic:
+                log.update_config(config)
+
+    # ---- periodic work ----------------------------------------------------------------------------
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        """``maybe_flush`` every log (Kafka's ``log.flush.scheduler.interval.ms`` task)."""
+        for log in self._logs.values():
+            log.maybe_flush(now_ms)
+
+    def cleanup_logs(self, now_ms: int) -> int:
+        """Retention on every log, then unlink expired ``.deleted`` files; returns segments deleted."""
+        deleted = 0
+        for log in self._logs.values():
+            deleted += log.delete_retention(now_ms)
+            log.remove_deleted_files(now_ms)
+        return deleted
+
+    def _checkpoint(self, file_name: str, value: Callable[[PartitionLog], int]) -> None:
+        for log_dir in self._log_dirs:
+            offsets = {tp: value(log) for tp, log in self._logs.items() if log.dir.parent == log_dir}
+            write_offsets_checkpoint(log_dir / file_name, offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._checkpoint(layout.RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._checkpoint(layout.LOG_START_OFFSET_CHECKPOINT_FILE, lambda log: log.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._checkpoint(layout.REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark)
+
+    # ---- stop -------------------------------------------------------------------------------------
+
+    def shutdown(self, now_ms: int | None = None) -> None:
+        """Clean stop: flush every log, write every checkpoint, close the logs, then write
+        ``.kafka_cleanshutdown`` in each dir and release the locks."""
+        for log in self._logs.values():
+            log.flush(now_ms)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        for log in self._logs.values():
+            log.close()
+        for log_dir in self._log_dirs:
+            atomic_write(log_dir / layout.CLEAN_SHUTDOWN_FILE, _CLEAN_SHUTDOWN_CONTENT)
+        self._logs.clear()
+        self._release_locks()
+
+    def close(self) -> None:
+        """Release logs and locks without flush, checkpoints or marker (the next start recovers)."""
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._locks.values():
+            os.close(fd)
+        self._locks.clear()

@@ -1,0 +1,158 @@
+"""OffsetIndex and TimeIndex: preallocation, lookups, truncation, trimming, sanity checks, reopening."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from tidelog.storage.errors import CorruptIndexError
+from tidelog.storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+
+
+def test_offset_index_preallocates_rounded_down_and_looks_up(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    index = OffsetIndex(path, 100, 4099)
+    assert index.entries == 0
+    assert path.stat().st_size == 4096  # rounded down to whole 8-byte entries
+    assert index.max_entries == 512
+    assert index.lookup(500) is None
+    for i in range(10):
+        assert index.append(100 + 10 * i + 9, 1000 * (i + 1))
+    assert index.entries == 10
+    assert index.lookup(99) is None
+    assert index.lookup(108) is None
+    assert index.lookup(109) == OffsetPosition(109, 1000)
+    assert index.lookup(118) == OffsetPosition(109, 1000)
+    assert index.lookup(119) == OffsetPosition(119, 2000)
+    assert index.lookup(10**9) == OffsetPosition(199, 10000)
+    assert index.lookup_by_position(999) is None
+    assert index.lookup_by_position(1000) == OffsetPosition(109, 1000)
+    assert index.lookup_by_position(2999) == OffsetPosition(119, 2000)
+    assert index.last_offset == 199
+    # Big-endian (relative offset int32, position int32).
+    assert path.read_bytes()[:8] == struct.pack(">ii", 9, 1000)
+    with pytest.raises(ValueError, match="not above the last entry"):
+        index.append(199, 11000)
+
+
+def test_offset_index_truncate_trim_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 1024)
+    for i in range(1, 6):
+        index.append(i * 10, i * 100)
+    index.truncate_to(30)  # removes entries with offset >= 30
+    assert [index.entry(i) for i in range(index.entries)] == [
+        OffsetPosition(10, 100),
+        OffsetPosition(20, 200),
+    ]
+    index.truncate_to(21)
+    assert index.entries == 2
+    index.trim_to_valid_size()
+    assert path.stat().st_size == 16
+    assert index.is_full
+    assert not index.append(30, 300)
+    index.close()
+    reopened = OffsetIndex(path, 0, 1024)
+    assert reopened.entries == 2
+    assert reopened.lookup(25) == OffsetPosition(20, 200)
+    reopened.sanity_check(log_size=201)
+    reopened.resize(1024)
+    assert reopened.entries == 2
+    assert reopened.append(30, 300)
+    reopened.truncate_to(0)
+    assert reopened.entries == 0
+
+
+def test_released_mapping_maps_again(tmp_path: Path) -> None:
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 64)
+    index.append(5, 50)
+    index.close()
+    assert index.lookup(7) == OffsetPosition(5, 50)
+    index.close()
+    assert index.append(6, 60)
+    assert index.entries == 2
+
+
+def _write(path: Path, fmt: str, rows: list[tuple[int, int]]) -> None:
+    path.write_bytes(b"".join(struct.pack(fmt, *row) for row in rows))
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "log_size", "message"),
+    [
+        ([(1, 10), (2, 20)], b"\x00", None, "not a multiple"),
+        ([(1, 10), (1, 20)], b"", None, "not strictly increasing"),
+        ([(1, 10), (2, 10)], b"", None, "not strictly increasing"),
+        ([(5, 50), (0, 0), (0, 0)], b"", None, "not strictly increasing"),  # untrimmed preallocated tail
+        ([(-1, 10)], b"", None, "negative"),
+        ([(1, 10), (2, 20)], b"", 20, "beyond log size"),
+    ],
+)
+def test_offset_index_sanity_check(
+    tmp_path: Path, rows: list[tuple[int, int]], extra: bytes, log_size: int | None, message: str
+) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    _write(path, ">ii", rows)
+    with path.open("ab") as f:
+        f.write(extra)
+    with pytest.raises(CorruptIndexError, match=message):
+        OffsetIndex(path, 0, 1024).sanity_check(log_size)
+
+
+def test_time_index_appends_only_growing_timestamps_and_keeps_a_slot(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000050.timeindex"
+    index = TimeIndex(path, 50, 40)  # 3 slots of 12 bytes, one kept for the roll entry
+    assert not path.exists()  # mapped (and created) on first use
+    assert index.entries == 0
+    assert path.stat().st_size == 36
+    assert index.max_entries == 3
+    assert not index.maybe_append(-1, 50)
+    assert index.maybe_append(1000, 52)
+    assert not index.maybe_append(1000, 53)
+    assert not index.maybe_append(999, 54)
+    assert index.maybe_append(2000, 55)
+    assert index.is_full
+    assert not index.maybe_append(3000, 56)
+    assert index.maybe_append(3000, 56, skip_full_check=True)
+    assert index.entries == 3
+    assert index.lookup(999) is None
+    assert index.lookup(1000) == TimestampOffset(1000, 52)
+    assert index.lookup(2999) == TimestampOffset(2000, 55)
+    assert index.lookup(10**12) == TimestampOffset(3000, 56)
+    assert index.last_entry() == TimestampOffset(3000, 56)
+    assert path.read_bytes()[:12] == struct.pack(">qi", 1000, 2)
+    with pytest.raises(ValueError, match="below the last entry"):
+        index.maybe_append(4000, 55, skip_full_check=True)
+    index.truncate_to(55)
+    assert index.entries == 1
+    index.sanity_check()
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(10, 1), (10, 2)],
+        [(10, 1), (20, 0)],
+        [(30, 1), (0, 0)],  # untrimmed preallocated tail
+        [(-5, 1)],
+        [(5, -1)],
+    ],
+)
+def test_time_index_sanity_check(tmp_path: Path, rows: list[tuple[int, int]]) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    _write(path, ">qi", rows)
+    with pytest.raises(CorruptIndexError):
+        TimeIndex(path, 0, 1024).sanity_check()
+
+
+def test_rename_and_delete(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 64)
+    index.append(3, 30)
+    index.rename_to(tmp_path / "00000000000000000000.index.deleted")
+    assert index.lookup(3) == OffsetPosition(3, 30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000000.index.deleted"]
+    index.delete_file()
+    assert list(tmp_path.iterdir()) == []
