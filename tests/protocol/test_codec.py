@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import contextlib
 from typing import Any
 from uuid import UUID
@@ -521,3 +522,19 @@ def test_generated_source_is_available_for_review() -> None:
     assert source.startswith("def decode(m, p, end):")
     assert "unknown_tagged_fields" in source
     assert codec.generated_source(ProduceRequest, 9, encoder=True).startswith("def encode(o, out, rg):")
+
+
+def test_records_from_a_bytearray_frame_are_writable_views() -> None:
+    frame = bytearray(SAMPLE_FRAMES[1])
+    _, body = decode_request(frame)
+    assert isinstance(body, ProduceRequest)
+    records = body.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview)
+    assert not records.readonly
+    records[0:1] = b"B"
+    assert bytes(frame[-len(b"batch") - 3 : -3]) == b"Batch"  # records, then three empty tag sections
+
+
+def test_other_buffer_types_are_accepted_as_records() -> None:
+    frame = encode_response(_header(ApiKey.FETCH, 11), _fetch_response(array.array("B", b"abc")))
+    assert frame[0].endswith(b"\x00\x00\x00\x03abc")  # type: ignore[union-attr]

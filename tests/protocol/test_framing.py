@@ -144,3 +144,12 @@ def test_arbitrary_bytes_yield_frames_or_a_frame_size_error(data: bytes, chunk: 
                 assert len(frame) <= 16
     except FrameSizeError:
         pass
+
+
+def test_writable_frames_are_bytearrays() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000, writable_frames=True)
+    frames = decoder.feed(STREAM[:3]) + decoder.feed(STREAM[3:])
+    assert frames == PAYLOADS
+    assert all(type(frame) is bytearray for frame in frames)
+    fast = FrameDecoder(max_frame_bytes=1000, writable_frames=True).feed(STREAM)
+    assert all(type(frame) is bytearray for frame in fast)

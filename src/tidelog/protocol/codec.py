@@ -170,6 +170,14 @@ def _write_tags(known: list[tuple[int, bytes]], unknown: dict[int, bytes] | None
     return write_tagged_fields(fields)
 
 
+def _view(buf: Buffer) -> memoryview:
+    """A flat byte view of any buffer (frames, records given as other buffer types)."""
+    view = memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
 def _truncated() -> RemoteProtocolError:
     return RemoteProtocolError("truncated field")
 
@@ -193,6 +201,8 @@ _BASE_NAMESPACE: dict[str, object] = {
     "_isinstance": isinstance,
     "_BYTESLIKE": (bytes, bytearray),
     "_memoryview": memoryview,
+    "_hasattr": hasattr,
+    "_byte_view": _view,
     "_UUID": UUID,
     "_unpack_from": struct.unpack_from,
     "_pack": struct.pack,
@@ -494,15 +504,16 @@ def _enc_value(
             _enc_length(src, ind, compact, 4, f"len({var})", ap)
             src.add(ind, f"{ap}({var})")
         else:
-            # Bytes-like values are appended as they are; anything else with ``nbytes`` is a region
-            # object, whose index in ``out`` is recorded so it becomes a chunk of its own.
+            # Bytes-like values are appended as they are (other buffers as byte memoryviews);
+            # an object with ``nbytes`` that is not bytes-like is a region object, whose index in
+            # ``out`` is recorded so it becomes a chunk of its own.
             size = src.var("s")
             src.add(ind, f"if _isinstance({var}, _BYTESLIKE):")
             src.add(ind + 1, f"{size} = len({var})")
             _enc_length(src, ind + 1, compact, 4, size, ap)
             src.add(ind + 1, f"{ap}({var})")
-            src.add(ind, f"elif _isinstance({var}, _memoryview):")
-            src.add(ind + 1, f"if {var}.format != 'B' or {var}.ndim != 1: {var} = {var}.cast('B')")
+            src.add(ind, f"elif _isinstance({var}, _memoryview) or not _hasattr({var}, 'nbytes'):")
+            src.add(ind + 1, f"{var} = _byte_view({var})")
             src.add(ind + 1, f"{size} = len({var})")
             _enc_length(src, ind + 1, compact, 4, size, ap)
             src.add(ind + 1, f"{ap}({var})")
@@ -652,13 +663,6 @@ def generated_source(cls: type[Message], version: int, *, encoder: bool = False)
 
 
 # -- running generated code --
-
-
-def _view(buf: Buffer) -> memoryview:
-    view = memoryview(buf)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    return view
 
 
 def _run_decoder(cls: type[Message], version: int, m: memoryview, pos: int) -> tuple[Any, int]:

@@ -11,6 +11,9 @@ Invariants:
 - Work is linear in the bytes fed: data is appended to one buffer and consumed through a read
   offset, which is compacted only when more than half the buffer is consumed. Whole frames found
   in a chunk fed to an empty decoder are sliced out of that chunk directly.
+- Frames are ``bytes``, or ``bytearray`` with ``writable_frames=True``: then the ``records``
+  memoryviews that ``codec.decode_request`` slices out of a frame are writable, so record batches
+  can have their offsets assigned in place without a copy.
 - No I/O, no clock, no threads.
 """
 
@@ -67,17 +70,18 @@ class FrameDecoder:
     <NeedData.NEED_DATA: 'NEED_DATA'>
     """
 
-    __slots__ = ("_buffer", "_error", "_max", "_offset", "_ready", "_size")
+    __slots__ = ("_buffer", "_error", "_frame_type", "_max", "_offset", "_ready", "_size")
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, *, writable_frames: bool = False) -> None:
         if max_frame_bytes < 0:
             raise ValueError("max_frame_bytes must not be negative")
         self._max = max_frame_bytes
+        self._frame_type: type[bytes] | type[bytearray] = bytearray if writable_frames else bytes
         self._buffer = bytearray()
         self._offset = 0
         self._size = -1  # size of the frame being assembled, -1 while its prefix is incomplete
         self._error: FrameSizeError | None = None  # once set, every later call raises it
-        self._ready: deque[bytes] = deque()  # frames found by the fast path, not yet returned
+        self._ready: deque[bytes | bytearray] = deque()  # frames found by the fast path, not yet returned
 
     @property
     def max_frame_bytes(self) -> int:
@@ -90,10 +94,10 @@ class FrameDecoder:
         ready = sum(len(frame) + 4 for frame in self._ready)
         return len(self._buffer) - self._offset + pending_prefix + ready
 
-    def feed(self, data: Buffer) -> list[bytes]:
+    def feed(self, data: Buffer) -> list[bytes | bytearray]:
         """Add received bytes and return every frame now complete (possibly none)."""
         self.receive_data(data)
-        frames: list[bytes] = []
+        frames: list[bytes | bytearray] = []
         while True:
             try:
                 frame = self.next_frame()
@@ -128,11 +132,11 @@ class FrameDecoder:
             size = _SIZE.unpack_from(view, pos)[0]
             if size < 0 or size > self._max or end - pos - 4 < size:
                 break  # a bad size is reported by next_frame, after the frames before it
-            ready.append(bytes(view[pos + 4 : pos + 4 + size]))
+            ready.append(self._frame_type(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         return view[pos:] if pos else view
 
-    def next_frame(self) -> bytes | Literal[NeedData.NEED_DATA]:
+    def next_frame(self) -> bytes | bytearray | Literal[NeedData.NEED_DATA]:
         """The next whole frame, or :data:`NEED_DATA`."""
         if self._ready:
             return self._ready.popleft()
@@ -150,7 +154,7 @@ class FrameDecoder:
         if stop > len(buffer):
             return NEED_DATA
         with memoryview(buffer) as view:
-            frame = bytes(view[start:stop])
+            frame = self._frame_type(view[start:stop])
         self._size = -1
         self._offset = stop
         self._compact()
