@@ -19,14 +19,13 @@ import itertools
 import logging
 import socket
 import time
-import uuid
 from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tidelog.server.config import BrokerConfig, effective_topic_configs, log_config_for_topic
-from tidelog.storage import LogManager
+from tidelog.server.config import BrokerConfig, log_config_for_topic
+from tidelog.storage.log_manager import LogManager
 
 from .connection import Connection
 from .dispatch import Dispatcher, Route
@@ -51,16 +50,17 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         log_dirs = [Path(d) for d in config.log_dirs]
-        self._locks = [_lock_log_dir(d) for d in log_dirs]
-        self.metadata = MetadataStore(log_dirs[0], config.cluster_id or _new_cluster_id())
-        self.cluster_id = self.metadata.cluster_id
+        log_dirs[0].mkdir(parents=True, exist_ok=True)
+        self.metadata = MetadataStore(log_dirs[0])
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(config, {}),
             now_ms=now_ms(),
             node_id=config.node_id,
-            cluster_id=self.cluster_id,
+            cluster_id=config.cluster_id,
+            topic_config=self._topic_log_config,
         )
+        self.cluster_id = self.logs.cluster_id
         self.fetch_purgatory = FetchPurgatory()
         self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append)
         self._reconcile_topics()
@@ -76,9 +76,13 @@ class Broker:
 
     # -- topics ----------------------------------------------------------------------------------------
 
+    def _topic_log_config(self, name: str) -> Any:
+        topic = self.metadata.get(name)
+        return None if topic is None else self.log_config(topic)
+
     def _reconcile_topics(self) -> None:
         known = {(t.name, p) for t in self.metadata for p in range(t.num_partitions)}
-        for topic, index in list(self.logs.all_partitions()):
+        for topic, index in list(self.logs.all_logs()):
             if (topic, index) not in known:
                 log.warning("removing stray partition %s-%s (not in topic metadata)", topic, index)
                 self.logs.delete(topic, index)
@@ -90,11 +94,6 @@ class Broker:
 
     def log_config(self, topic: TopicMetadata) -> Any:
         return log_config_for_topic(self.config, topic.configs)
-
-    def max_message_bytes(self, topic: TopicMetadata) -> int:
-        value = effective_topic_configs(self.config, topic.configs)["max.message.bytes"]
-        assert isinstance(value, int)
-        return value
 
     @staticmethod
     def now_ms() -> int:
@@ -266,29 +265,6 @@ class Broker:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self.logs.shutdown()
-        for lock in self._locks:
-            lock.close()
+        self.logs.shutdown(now_ms())
         log.info("shut down cleanly")
 
-
-def _new_cluster_id() -> str:
-    """Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
-    import base64  # noqa: PLC0415
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
-
-
-
-def _lock_log_dir(path: Path) -> Any:
-    """Take ``<log dir>/.lock`` exclusively, as Kafka does, so two brokers never share a log dir."""
-    import fcntl  # noqa: PLC0415
-
-    path.mkdir(parents=True, exist_ok=True)
-    lock_file = open(path / ".lock", "a+b")  # noqa: SIM115 - held for the broker's lifetime
-    try:
-        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        lock_file.close()
-        raise RuntimeError(f"log dir {path} is in use by another broker process") from exc
-    return lock_file

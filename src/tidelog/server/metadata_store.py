@@ -46,9 +46,8 @@ def topic_id_to_base64(topic_id: uuid.UUID) -> str:
 class MetadataStore:
     """Topics of this broker, persisted atomically in one JSON file."""
 
-    def __init__(self, directory: Path, cluster_id: str) -> None:
+    def __init__(self, directory: Path) -> None:
         self._path = directory / _FILE_NAME
-        self.cluster_id = cluster_id
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         if self._path.exists():
@@ -73,7 +72,6 @@ class MetadataStore:
     def _persist(self) -> None:
         document = {
             "version": _FORMAT_VERSION,
-            "cluster_id": self.cluster_id,
             "topics": [
                 {
                     "name": t.name,

@@ -20,7 +20,10 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import validate_batches
-from tidelog.storage import LogConfig, LogManager, PartitionLog
+from tidelog.storage.append_info import LogAppendInfo
+from tidelog.storage.config import LogConfig
+from tidelog.storage.log_manager import LogManager
+from tidelog.storage.partition_log import PartitionLog
 
 __all__ = ["Partition", "RegionList", "ReplicaManager"]
 
@@ -46,11 +49,10 @@ class Partition:
     log: PartitionLog
     leader_epoch: int = 0
 
-    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int, max_message_bytes: int) -> Any:
+    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> LogAppendInfo:
         """Validate and append a produce payload; returns the storage's append info."""
-        validate_batches(records, max_batch_bytes=max_message_bytes)
-        buffer = bytearray(records)
-        info = self.log.append(buffer, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        validate_batches(records, max_batch_bytes=self.log.config.max_message_bytes)
+        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
         self.log.update_high_watermark(self.log.log_end_offset)
         return info
 
@@ -102,9 +104,7 @@ class ReplicaManager:
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
 
-    def append(
-        self, topic: str, index: int, records: Any, *, now_ms: int, max_message_bytes: int
-    ) -> tuple[ErrorCode, Any, str | None]:
+    def append(self, topic: str, index: int, records: Any, *, now_ms: int) -> tuple[ErrorCode, Any, str | None]:
         """Append to one partition; returns (error, append info or None, error message)."""
         partition = self._partitions.get((topic, index))
         if partition is None:
@@ -112,7 +112,7 @@ class ReplicaManager:
         if records is None:
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
         try:
-            info = partition.append(records, now_ms=now_ms, max_message_bytes=max_message_bytes)
+            info = partition.append(records, now_ms=now_ms)
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
         except OSError:

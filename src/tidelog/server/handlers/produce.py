@@ -41,10 +41,7 @@ def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest)
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.error_message = f"Cannot append to internal topic {name}"
                 continue
-            max_bytes = broker.max_message_bytes(topic)
-            error, info, message = broker.replicas.append(
-                name, data.index, data.records, now_ms=now, max_message_bytes=max_bytes
-            )
+            error, info, message = broker.replicas.append(name, data.index, data.records, now_ms=now)
             result.error_code = error
             result.error_message = message
             if info is not None:
