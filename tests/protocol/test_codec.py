@@ -18,10 +18,12 @@ from tidelog.protocol.codec import (
     decode_request,
     decode_request_header,
     decode_response,
+    decode_versioned,
     encode,
     encode_chunks,
     encode_request,
     encode_response,
+    encode_versioned,
     request_header_version,
     response_header_version,
 )
@@ -32,6 +34,8 @@ from tidelog.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     ConsumerGroupHeartbeatResponse,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
     FetchRequest,
     FetchResponse,
     MetadataRequest,
@@ -538,3 +542,29 @@ def test_records_from_a_bytearray_frame_are_writable_views() -> None:
 def test_other_buffer_types_are_accepted_as_records() -> None:
     frame = encode_response(_header(ApiKey.FETCH, 11), _fetch_response(array.array("B", b"abc")))
     assert frame[0].endswith(b"\x00\x00\x00\x03abc")  # type: ignore[union-attr]
+
+
+def test_versioned_data_structs_as_in_join_group_metadata() -> None:
+    subscription = ConsumerProtocolSubscription(
+        topics=["orders", "payments"], user_data=b"ud", owned_partitions=[], generation_id=4, rack_id="r"
+    )
+    encoded = encode_versioned(subscription, 1)
+    assert encoded == (
+        b"\x00\x01"  # version
+        b"\x00\x00\x00\x02\x00\x06orders\x00\x08payments"  # topics
+        b"\x00\x00\x00\x02ud"  # user data
+        b"\x00\x00\x00\x00"  # owned partitions (v1+)
+    )
+    version, decoded = decode_versioned(ConsumerProtocolSubscription, encoded)
+    assert version == 1
+    assert decoded.topics == ["orders", "payments"]
+    assert decoded.generation_id == -1  # v2+ only: default
+    # a newer version than ours is read as our newest (later versions only append fields)
+    newer = b"\x00\x63" + encode(subscription, 3) + b"future fields"
+    version, decoded = decode_versioned(ConsumerProtocolSubscription, newer)
+    assert version == 99
+    assert decoded == subscription
+    with pytest.raises(RemoteProtocolError):
+        decode_versioned(ConsumerProtocolSubscription, b"\xff\xff")
+    with pytest.raises(RemoteProtocolError):
+        decode_versioned(ConsumerProtocolAssignment, b"\x00")

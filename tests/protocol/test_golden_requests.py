@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 from aiokafka.protocol import fetch as ak_fetch
 from aiokafka.protocol import group as ak_group
 from aiokafka.protocol import metadata as ak_metadata
@@ -27,10 +28,18 @@ from kafka.protocol.metadata import MetadataResponse as KpMetadataResponse
 from kafka.protocol.producer import ProduceRequest as KpProduceRequest
 from kafka.protocol.producer import ProduceResponse as KpProduceResponse
 
-from tidelog.protocol.codec import decode_request, encode_request, encode_response
+from tidelog.protocol.codec import (
+    decode_request,
+    decode_versioned,
+    encode_request,
+    encode_response,
+    encode_versioned,
+)
 from tidelog.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
     FetchRequest,
     FetchResponse,
     JoinGroupRequest,
@@ -385,3 +394,17 @@ def test_kafka_python_decodes_our_api_versions_response(version: int) -> None:
     )
     assert decoded.error_code == 0
     assert [(k.api_key, k.max_version) for k in decoded.api_keys] == [(0, 9), (18, 4)]
+
+
+def test_aiokafka_consumer_protocol_metadata_and_assignment() -> None:
+    metadata = ConsumerProtocolMemberMetadata(0, ["orders", "payments"], b"ud").encode()
+    version, subscription = decode_versioned(ConsumerProtocolSubscription, metadata)
+    assert version == 0
+    assert subscription.topics == ["orders", "payments"]
+    assert subscription.user_data == b"ud"
+    assert encode_versioned(subscription, 0) == metadata
+    assignment_bytes = ConsumerProtocolMemberAssignment(0, [("orders", [0, 2])], b"").encode()
+    version, assignment = decode_versioned(ConsumerProtocolAssignment, assignment_bytes)
+    assert version == 0
+    assert [(t.topic, t.partitions) for t in assignment.assigned_partitions] == [("orders", [0, 2])]
+    assert encode_versioned(assignment, 0) == assignment_bytes

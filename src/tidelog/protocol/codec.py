@@ -54,10 +54,12 @@ __all__ = [
     "decode_request",
     "decode_request_header",
     "decode_response",
+    "decode_versioned",
     "encode",
     "encode_chunks",
     "encode_request",
     "encode_response",
+    "encode_versioned",
     "generated_source",
     "request_header_version",
     "response_header_version",
@@ -736,6 +738,26 @@ def decode(cls: type[M], version: int, buf: Buffer) -> M:
     """Decode a message body of class ``cls`` at ``version``; trailing bytes are ignored."""
     message, _ = _run_decoder(cls, version, _view(buf), 0)
     return cast("M", message)
+
+
+def encode_versioned(message: Message, version: int) -> bytes:
+    """An int16 version followed by the body: how ConsumerProtocolSubscription/Assignment (the
+    JoinGroup/SyncGroup ``metadata``/``assignment`` bytes) and similar data structs are stored."""
+    return INT16.pack(version) + encode(message, version)
+
+
+def decode_versioned(cls: type[M], buf: Buffer) -> tuple[int, M]:
+    """Read an int16 version and the body after it; newer versions than ours are read as our
+    newest, as Kafka's ConsumerProtocol does (later versions only append fields)."""
+    m = _view(buf)
+    if len(m) < 2:
+        raise RemoteProtocolError(f"truncated {cls.NAME}: no version")
+    version = INT16.unpack_from(m, 0)[0]
+    lowest, highest = cls.VALID_VERSIONS
+    if version < lowest:
+        raise RemoteProtocolError(f"{cls.NAME} version {version} is below {lowest}")
+    message, _ = _run_decoder(cls, min(version, highest), m, 2)
+    return version, cast("M", message)
 
 
 def _read_client_id(m: memoryview, p: int) -> tuple[str | None, int]:
