@@ -124,6 +124,8 @@ class LogSegment:
             (directory / layout.file_name(base_offset, suffix)).unlink(missing_ok=True)
         segment = cls(directory, base_offset, config, limiter, created_ms=now_ms, size=0)
         segment._file = SegmentFile(segment._log_path, "x+b")
+        segment.offset_index.resize(config.segment_index_bytes)  # create and preallocate both indexes now
+        segment.time_index.resize(config.segment_index_bytes)
         segment._active = True
         segment._next_offset = base_offset
         segment._max_timestamp_loaded = True
