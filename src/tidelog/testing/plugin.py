@@ -1,1 +1,80 @@
-"""pytest plugin for tidelog.testing (registered through the pytest11 entry point)."""
+"""pytest plugin for tidelog.testing (registered through the pytest11 entry point).
+
+Only fixtures, no hooks: nothing happens unless a test asks for one of them.
+
+- ``tidelog_broker``: a fresh broker per test, its data in the test's ``tmp_path``.
+- ``tidelog_broker_session``: one broker shared by the whole session.
+- ``tidelog_broker_factory``: ``start(config=None, **Broker kwargs) -> Broker``, for several brokers
+  in one test; all are stopped at the end of the test.
+- ``tidelog_broker_config`` / ``tidelog_broker_session_config``: the broker configs (Kafka names) the two
+  broker fixtures use; override them in a ``conftest.py`` or test module.
+
+The broker's output stays in ``<tmp_path>/tidelog-run/broker.log`` for a failing test's post-mortem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidelog.testing._broker import Broker, ConfigValue
+
+__all__ = [
+    "tidelog_broker",
+    "tidelog_broker_config",
+    "tidelog_broker_factory",
+    "tidelog_broker_session",
+    "tidelog_broker_session_config",
+]
+
+
+@pytest.fixture
+def tidelog_broker_config() -> Mapping[str, ConfigValue]:
+    """Broker configs for ``tidelog_broker`` (override this fixture to change them)."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def tidelog_broker_session_config() -> Mapping[str, ConfigValue]:
+    """Broker configs for ``tidelog_broker_session`` (override this fixture to change them)."""
+    return {}
+
+
+@pytest.fixture
+def tidelog_broker(tidelog_broker_config: Mapping[str, ConfigValue], tmp_path: Path) -> Iterator[Broker]:
+    """A running tidelog broker for this test; ``.bootstrap_servers`` is where clients connect."""
+    with Broker(
+        tidelog_broker_config, data_dir=tmp_path / "tidelog-data", run_dir=tmp_path / "tidelog-run"
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def tidelog_broker_session(
+    tidelog_broker_session_config: Mapping[str, ConfigValue], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Broker]:
+    """One tidelog broker for the whole test session (tests share its topics: use unique names)."""
+    base = tmp_path_factory.mktemp("tidelog-session")
+    with Broker(tidelog_broker_session_config, data_dir=base / "data", run_dir=base / "run") as running:
+        yield running
+
+
+@pytest.fixture
+def tidelog_broker_factory(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
+    """Start any number of brokers: ``tidelog_broker_factory({"num.partitions": 3})``."""
+    started: list[Broker] = []
+
+    def start(config: Mapping[str, ConfigValue] | None = None, **kwargs: Any) -> Broker:
+        n = len(started)
+        kwargs.setdefault("data_dir", tmp_path / f"tidelog-data-{n}")
+        kwargs.setdefault("run_dir", tmp_path / f"tidelog-run-{n}")
+        instance = Broker(config, **kwargs)
+        started.append(instance)
+        return instance.start()
+
+    yield start
+    for instance in reversed(started):
+        instance.close()
