@@ -568,3 +568,29 @@ def test_versioned_data_structs_as_in_join_group_metadata() -> None:
         decode_versioned(ConsumerProtocolSubscription, b"\xff\xff")
     with pytest.raises(RemoteProtocolError):
         decode_versioned(ConsumerProtocolAssignment, b"\x00")
+
+
+@given(
+    version=st.sampled_from([(ApiKey.CONTROLLED_SHUTDOWN, 0), (ApiKey.PRODUCE, 8), (ApiKey.PRODUCE, 9)]),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.none() | st.text(max_size=8),
+    tags=st.none() | st.dictionaries(st.integers(0, 1000), st.binary(max_size=4), min_size=1, max_size=3),
+)
+def test_hand_written_header_codec_matches_the_generated_request_header_schema(
+    version: tuple[int, int], correlation_id: int, client_id: str | None, tags: dict[int, bytes] | None
+) -> None:
+    api_key, api_version = version
+    header_version = request_header_version(api_key, api_version)
+    header = RequestHeader(
+        request_api_key=api_key,
+        request_api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id if header_version >= 1 else "",
+        unknown_tagged_fields=tags if header_version >= 2 else None,
+    )
+    body = ProduceRequest() if api_key == ApiKey.PRODUCE else REQUEST_TYPES[api_key]()
+    frame = encode_request(header, body)
+    generic = encode(header, header_version)
+    assert frame[4 : 4 + len(generic)] == generic
+    assert decode(RequestHeader, header_version, generic) == header
+    assert decode_request_header(frame[4:]) == header
