@@ -139,7 +139,7 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def _routes(self) -> list[Route]:
-        from .handlers import ROUTES  # noqa: PLC0415 - handlers import the broker's types
+        from .handlers import ROUTES
 
         return [Route(api_key, lo, hi, partial(handler, self)) for api_key, lo, hi, handler in ROUTES]
 
@@ -148,22 +148,28 @@ class Broker:
         listener = self.config.listeners[0]
         sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listener.host or "0.0.0.0", listener.port))  # noqa: S104 - Kafka binds all for an empty host
+        sock.bind((listener.host or "0.0.0.0", listener.port))
         sock.listen(self.config.socket_listen_backlog_size)
         sock.setblocking(False)
         self._listen_sock = sock
         self.host, self.port = sock.getsockname()[:2]
         if not listener.host:
-            self.host = "0.0.0.0"  # noqa: S104
+            self.host = "0.0.0.0"
         self._background = [
             loop.create_task(self._accept_loop(sock)),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
-            loop.create_task(self._every(min(self.config.log_flush_scheduler_interval_ms, 1000), self._flush)),
-            loop.create_task(self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)),
+            loop.create_task(
+                self._every(min(self.config.log_flush_scheduler_interval_ms, 1000), self._flush)
+            ),
+            loop.create_task(
+                self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
+            ),
             loop.create_task(self._every(min(self.config.connections_max_idle_ms, 10_000), self._close_idle)),
             loop.create_task(self.fetch_purgatory.run()),
         ]
-        log.info("listening on %s:%s (node %s, cluster %s)", self.host, self.port, self.node_id, self.cluster_id)
+        log.info(
+            "listening on %s:%s (node %s, cluster %s)", self.host, self.port, self.node_id, self.cluster_id
+        )
 
     def advertised_host_port(self) -> tuple[str, int]:
         advertised = self.config.advertised_listeners
@@ -171,7 +177,7 @@ class Broker:
             first = advertised[0]
             return first.host or self.host, first.port or self.port
         host = self.host
-        if host in ("0.0.0.0", "::", ""):  # noqa: S104
+        if host in ("0.0.0.0", "::", ""):
             host = socket.gethostname()
         return host, self.port
 
@@ -211,7 +217,7 @@ class Broker:
             connection.close()
             self._connections.pop(connection_id, None)
 
-    async def _every(self, interval_ms: int, action: Callable[[], None | Coroutine[Any, Any, None]]) -> None:
+    async def _every(self, interval_ms: int, action: Callable[[], Coroutine[Any, Any, None] | None]) -> None:
         while True:
             await asyncio.sleep(max(interval_ms, 10) / 1000)
             try:
@@ -226,7 +232,9 @@ class Broker:
         for partition in self.replicas:
             deleted = partition.log.delete_retention(now)
             if deleted:
-                log.info("retention deleted %d segment(s) of %s-%s", deleted, partition.topic, partition.index)
+                log.info(
+                    "retention deleted %d segment(s) of %s-%s", deleted, partition.topic, partition.index
+                )
             partition.log.remove_deleted_files(now)
 
     def _flush(self) -> None:
@@ -267,4 +275,3 @@ class Broker:
                 await task
         self.logs.shutdown(now_ms())
         log.info("shut down cleanly")
-

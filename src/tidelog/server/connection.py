@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import errno
 import inspect
 import logging
@@ -108,17 +109,13 @@ class Connection:
         self._closing = True
         self._has_pending.set()
         self._room.set()
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RD)
-        except OSError:
-            pass
 
     def close(self) -> None:
         self._closing = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass
 
     async def _read_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         sock = self._sock

@@ -85,7 +85,9 @@ class Dispatcher:
     def api_versions(self, error_code: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
         """The ApiVersions body: one entry per route, in api key order."""
         keys = [
-            ApiVersionsResponse.ApiVersion(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
+            ApiVersionsResponse.ApiVersion(
+                api_key=r.api_key, min_version=r.min_version, max_version=r.max_version
+            )
             for r in sorted(self._routes.values(), key=lambda r: r.api_key)
         ]
         return ApiVersionsResponse(error_code=int(error_code), api_keys=keys, throttle_time_ms=0)

@@ -9,6 +9,7 @@ purgatory's next expiration and is woken early when an operation with an earlier
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -52,7 +53,7 @@ class DelayedFetch(DelayedOperation):
             return
         try:
             self._future.set_result(self._build())
-        except Exception as exc:  # a broker bug: the connection logs and closes
+        except Exception as exc:  # noqa: BLE001 - a broker bug: the connection logs and closes
             self._future.set_exception(exc)
 
     def on_expiration(self) -> None:
@@ -95,7 +96,5 @@ class FetchPurgatory:
             self._next_deadline = self._purgatory.next_expiration_ms()
             timeout = None if self._next_deadline is None else max(self._next_deadline - _now_ms(), 0) / 1000
             self._wakeup.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except TimeoutError:
-                pass

@@ -28,7 +28,8 @@ class _JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),
@@ -57,20 +58,20 @@ def run_broker(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
     if not logging.getLogger().handlers:
         configure_logging()
     try:
-        import uvloop  # noqa: PLC0415
+        import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
         return asyncio.run(_main(config, ready_file))
     return uvloop.run(_main(config, ready_file))
 
 
 async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
-    from tidelog.server.broker import Broker  # noqa: PLC0415
+    from tidelog.server.broker import Broker
 
     loop = asyncio.get_running_loop()
     try:
         broker = Broker(config)
     except (RuntimeError, OSError, ValueError) as exc:
-        log.error("cannot start broker: %s", exc)  # noqa: TRY400 - a user-facing reason, not a bug
+        log.error("cannot start broker: %s", exc)
         return 1
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -78,7 +79,7 @@ async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
     try:
         await broker.start()
     except OSError as exc:
-        log.error("cannot listen on %s: %s", config.listeners[0], exc)  # noqa: TRY400
+        log.error("cannot listen on %s: %s", config.listeners[0], exc)
         broker.logs.shutdown()
         return 1
     if ready_file is not None:

@@ -126,7 +126,9 @@ class MetadataStore:
     ) -> TopicMetadata:
         if name in self._topics:
             raise KeyError(name)
-        topic = TopicMetadata(name, uuid.uuid4(), num_partitions, replication_factor, dict(configs), is_internal)
+        topic = TopicMetadata(
+            name, uuid.uuid4(), num_partitions, replication_factor, dict(configs), is_internal
+        )
         self._topics[name] = topic
         self._by_id[topic.topic_id] = topic
         self._persist()

@@ -104,7 +104,9 @@ class ReplicaManager:
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
 
-    def append(self, topic: str, index: int, records: Any, *, now_ms: int) -> tuple[ErrorCode, Any, str | None]:
+    def append(
+        self, topic: str, index: int, records: Any, *, now_ms: int
+    ) -> tuple[ErrorCode, Any, str | None]:
         """Append to one partition; returns (error, append info or None, error message)."""
         partition = self._partitions.get((topic, index))
         if partition is None:

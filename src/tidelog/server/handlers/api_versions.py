@@ -11,5 +11,7 @@ if TYPE_CHECKING:
     from tidelog.server.dispatch import RequestContext
 
 
-def handle_api_versions(broker: Broker, ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+def handle_api_versions(
+    broker: Broker, ctx: RequestContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
     return broker.dispatcher.api_versions()

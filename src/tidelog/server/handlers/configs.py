@@ -73,11 +73,11 @@ def handle_describe_configs(
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"Unsupported resource type {resource.resource_type}"
             continue
-        result.configs = [_entry(e, version) for e in entries]
+        result.configs = [_entry(e) for e in entries]
     return response
 
 
-def _entry(e: Any, version: int) -> Any:
+def _entry(e: Any) -> Any:
     return _Entry(
         name=e.name,
         value=e.value,
@@ -104,7 +104,9 @@ def _check_resource(broker: Broker, resource_type: int, name: str) -> tuple[int,
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
 
-def handle_alter_configs(broker: Broker, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+def handle_alter_configs(
+    broker: Broker, ctx: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     response = AlterConfigsResponse()
     for resource in request.resources:
         result = AlterConfigsResponse.AlterConfigsResourceResponse(

@@ -39,5 +39,7 @@ def handle_delete_records(
                 partition.log.delete_records_before(offset)
                 broker.logs.checkpoint_log_start_offsets()
             result.low_watermark = partition.log_start_offset
-        response.topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=results))
+        response.topics.append(
+            DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=results)
+        )
     return response

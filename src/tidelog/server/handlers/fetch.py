@@ -97,7 +97,11 @@ def _read(
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
-            if version >= 9 and p.current_leader_epoch >= 0 and p.current_leader_epoch != partition.leader_epoch:
+            if (
+                version >= 9
+                and p.current_leader_epoch >= 0
+                and p.current_leader_epoch != partition.leader_epoch
+            ):
                 result.error_code = (
                     ErrorCode.FENCED_LEADER_EPOCH
                     if p.current_leader_epoch < partition.leader_epoch
@@ -132,6 +136,8 @@ def _read(
                 result.records = records
                 total += records.nbytes
         response.responses.append(
-            FetchResponse.FetchableTopicResponse(topic=topic.name or "", topic_id=topic.topic_id, partitions=results)
+            FetchResponse.FetchableTopicResponse(
+                topic=topic.name or "", topic_id=topic.topic_id, partitions=results
+            )
         )
     return response, total, has_error

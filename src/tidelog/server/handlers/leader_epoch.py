@@ -36,7 +36,9 @@ def handle_offset_for_leader_epoch(
             current = wanted.current_leader_epoch
             if current >= 0 and current != partition.leader_epoch:
                 result.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                    ErrorCode.FENCED_LEADER_EPOCH
+                    if current < partition.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH
                 )
                 continue
             if wanted.leader_epoch > partition.leader_epoch:

@@ -23,7 +23,9 @@ EARLIEST_LOCAL = -4
 _READ_COMMITTED = 1
 
 
-def handle_list_offsets(broker: Broker, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+def handle_list_offsets(
+    broker: Broker, ctx: RequestContext, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     response = ListOffsetsResponse()
     for topic in request.topics:
         results = []
@@ -67,5 +69,7 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, request: ListOffset
             result.leader_epoch = partition.leader_epoch if offset >= 0 else -1
             if ctx.api_version == 0:
                 result.old_style_offsets = [offset] if offset >= 0 else []
-        response.topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
+        response.topics.append(
+            ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results)
+        )
     return response

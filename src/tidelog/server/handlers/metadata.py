@@ -32,7 +32,9 @@ _AUTHORIZED_OPERATIONS_ALL = 0b1111111111110  # bits 1..12: every operation, as 
 def handle_metadata(broker: Broker, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     host, port = broker.advertised_host_port()
     response = MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)
+        ],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
     )
@@ -59,9 +61,13 @@ def handle_metadata(broker: Broker, ctx: RequestContext, request: MetadataReques
                 if error is None and allow and broker.config.auto_create_topics_enable:
                     topic = auto_create_topic(broker, wanted.name)
                 if topic is None:
-                    code = ErrorCode.INVALID_TOPIC_EXCEPTION if error else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    code = (
+                        ErrorCode.INVALID_TOPIC_EXCEPTION if error else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
                     response.topics.append(
-                        MetadataResponse.MetadataResponseTopic(error_code=code, name=wanted.name, topic_id=_ZERO_UUID)
+                        MetadataResponse.MetadataResponseTopic(
+                            error_code=code, name=wanted.name, topic_id=_ZERO_UUID
+                        )
                     )
                     continue
         response.topics.append(_topic(broker, topic, include_ops))
@@ -110,7 +116,9 @@ def handle_describe_cluster(
         endpoint_type=1,
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)],
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)
+        ],
         cluster_authorized_operations=(
             _AUTHORIZED_OPERATIONS_ALL if request.include_cluster_authorized_operations else -2147483648
         ),

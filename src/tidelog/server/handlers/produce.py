@@ -29,7 +29,9 @@ def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest)
         topic = broker.metadata.get(name)
         results = []
         for data in topic_data.partition_data:
-            result = _PartitionResponse(index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            result = _PartitionResponse(
+                index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
+            )
             results.append(result)
             if acks not in (0, 1, -1):
                 result.error_code = ErrorCode.INVALID_REQUIRED_ACKS

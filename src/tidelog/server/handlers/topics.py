@@ -38,7 +38,7 @@ def topic_name_error(name: str | None) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > _MAX_TOPIC_LENGTH:
         return f"Topic name is illegal, it can't be longer than {_MAX_TOPIC_LENGTH} characters"
     if not _LEGAL_TOPIC.fullmatch(name):
@@ -47,10 +47,14 @@ def topic_name_error(name: str | None) -> str | None:
 
 
 def auto_create_topic(broker: Broker, name: str) -> TopicMetadata:
-    return broker.create_topic(name, broker.config.num_partitions, broker.config.default_replication_factor, {})
+    return broker.create_topic(
+        name, broker.config.num_partitions, broker.config.default_replication_factor, {}
+    )
 
 
-def handle_create_topics(broker: Broker, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+def handle_create_topics(
+    broker: Broker, ctx: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     response = CreateTopicsResponse()
     seen: set[str] = set()
     for wanted in request.topics:
@@ -65,7 +69,9 @@ def handle_create_topics(broker: Broker, ctx: RequestContext, request: CreateTop
             result.error_code, result.error_message = error
             result.topic_config_error_code = ErrorCode.NONE
             continue
-        num_partitions = broker.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+        num_partitions = (
+            broker.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+        )
         if wanted.assignments:
             num_partitions = len(wanted.assignments)
         replication = 1 if wanted.replication_factor == -1 else wanted.replication_factor
@@ -108,7 +114,11 @@ def _create_error(broker: Broker, wanted: CreateTopicsRequest.CreatableTopic) ->
                     f"Replica assignment {list(assignment.broker_ids)} names brokers other than {broker.node_id}",
                 )
     else:
-        if wanted.num_partitions == 0 or wanted.num_partitions < -1 or wanted.num_partitions > _MAX_PARTITIONS:
+        if (
+            wanted.num_partitions == 0
+            or wanted.num_partitions < -1
+            or wanted.num_partitions > _MAX_PARTITIONS
+        ):
             return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
         if wanted.replication_factor == 0 or wanted.replication_factor < -1:
             return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
@@ -124,7 +134,9 @@ def _create_error(broker: Broker, wanted: CreateTopicsRequest.CreatableTopic) ->
     return None
 
 
-def handle_delete_topics(broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+def handle_delete_topics(
+    broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     response = DeleteTopicsResponse()
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
