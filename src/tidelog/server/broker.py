@@ -82,10 +82,10 @@ class Broker:
 
     def _reconcile_topics(self) -> None:
         known = {(t.name, p) for t in self.metadata for p in range(t.num_partitions)}
-        for topic, index in list(self.logs.all_logs()):
-            if (topic, index) not in known:
-                log.warning("removing stray partition %s-%s (not in topic metadata)", topic, index)
-                self.logs.delete(topic, index)
+        for name, index in list(self.logs.all_logs()):
+            if (name, index) not in known:
+                log.warning("removing stray partition %s-%s (not in topic metadata)", name, index)
+                self.logs.delete(name, index)
         for topic in self.metadata:
             config = self.log_config(topic)
             for index in range(topic.num_partitions):

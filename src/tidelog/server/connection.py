@@ -131,7 +131,7 @@ class Connection:
                 if self._closing:
                     return
 
-    def _handle_frame(self, frame: bytes | memoryview) -> None:
+    def _handle_frame(self, frame: bytes | bytearray | memoryview) -> None:
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:

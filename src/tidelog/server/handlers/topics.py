@@ -9,6 +9,7 @@ factor is 1 (or -1, the broker default).
 from __future__ import annotations
 
 import re
+import uuid
 from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
@@ -138,18 +139,23 @@ def handle_delete_topics(
     broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     response = DeleteTopicsResponse()
+    wanted: list[tuple[str | None, uuid.UUID | None]]
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
     for name, topic_id in wanted:
-        topic = broker.metadata.get(name) if name is not None else broker.metadata.get_by_id(topic_id)
+        if name is not None:
+            topic = broker.metadata.get(name)
+        else:
+            topic = broker.metadata.get_by_id(topic_id) if topic_id is not None else None
         result = DeleteTopicsResponse.DeletableTopicResult(name=name)
         response.responses.append(result)
         if topic is None:
             if name is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                result.topic_id = topic_id
+                if topic_id is not None:
+                    result.topic_id = topic_id
             else:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = "This server does not host this topic."
