@@ -8,11 +8,15 @@ Kafka's ``LogLoader``. In order:
 2. Interrupted swaps: a remaining ``<base>.log.swap`` is a finished cleaner output. Segments whose base
    offsets fall in its offset range are removed, then the ``.swap`` suffix is dropped (indexes rebuilt).
 3. Segments before the recovery point (all of them after a clean shutdown) are trusted: their indexes are
-   sanity-checked and rebuilt (with full batch validation) if missing or inconsistent.
+   sanity-checked and compared with the log (:meth:`LogSegment.check_against_log`); a missing or
+   inconsistent index makes the segment revalidated and its indexes rebuilt. The last segment's torn tail
+   is cut.
 4. After an unclean shutdown, every segment from the one holding the recovery point onwards is revalidated
    batch by batch (:meth:`LogSegment.recover`: CRC32C, structure, offsets); the first invalid byte cuts the
-   segment and every later segment is deleted. After a clean shutdown only the last segment's tail is
-   checked (a tail that is not a whole batch is cut).
+   segment and every later segment is deleted. In a log without ``compact`` in ``cleanup.policy``, offsets
+   must also be contiguous (base offsets lie outside the CRC, so this is what catches a damaged one), also
+   from one revalidated segment to the next. A compacted log legitimately has gaps: the cleaner must only
+   replace segments below the recovery point. Anywhere, a segment overlapping the one before ends the log.
 5. A log whose end is below the checkpointed log start offset starts over, empty, at that offset.
 
 Invariant: the loaded log is a prefix of what was appended; nothing before the recovery point is dropped
@@ -159,6 +163,24 @@ def _segment_bases(directory: Path) -> list[int]:
     return sorted(bases)
 
 
+def _follows(previous: LogSegment, segment: LogSegment, *, contiguous: bool) -> bool:
+    """Whether ``segment`` may come after ``previous``: no overlap; no gap either when ``contiguous``."""
+    end = previous.next_offset
+    return segment.base_offset == end if contiguous else segment.base_offset >= end
+
+
+def _delete_from(directory: Path, segments: list[LogSegment], index: int) -> None:
+    logger.warning(
+        "%s: %s does not follow the segment before it (ending at offset %d); deleting it and every later one",
+        directory.name,
+        segments[index].log_path.name,
+        segments[index - 1].next_offset,
+    )
+    for doomed in segments[index:]:
+        doomed.delete_files()
+    del segments[index:]
+
+
 def load_log(
     directory: Path,
     config: LogConfig,
@@ -179,44 +201,26 @@ def load_log(
     first_unflushed = (
         len(segments) if clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
     )
-    for segment in segments[:first_unflushed]:
+    for i, segment in enumerate(segments[:first_unflushed]):
         try:
-            segment.sanity_check()
-        except CorruptIndexError as exc:
-            logger.warning("%s: %s; rebuilding the indexes of %s", directory.name, exc, segment.log_path.name)
+            segment.check_against_log(cut_torn_tail=i == len(segments) - 1)
+        except (CorruptIndexError, LogCorruptionError) as exc:
+            logger.warning("%s: %s; revalidating %s", directory.name, exc, segment.log_path.name)
             segment.recover(contiguous=contiguous)
 
     if not clean_shutdown:
         for i in range(first_unflushed, len(segments)):
             segment = segments[i]
-            previous_end = segments[i - 1].next_offset if i > 0 else None
-            if previous_end is not None and segment.base_offset < previous_end:
-                logger.warning(
-                    "%s: segment %s overlaps the previous one (ends at %d); deleting it and every later one",
-                    directory.name,
-                    segment.log_path.name,
-                    previous_end,
-                )
-                for doomed in segments[i:]:
-                    doomed.delete_files()
-                del segments[i:]
+            if i > 0 and not _follows(segments[i - 1], segment, contiguous=contiguous):
+                _delete_from(directory, segments, i)
                 break
             if segment.recover(contiguous=contiguous) > 0 and i + 1 < len(segments):
-                logger.warning(
-                    "%s: deleting %d segments after the corruption", directory.name, len(segments) - i - 1
-                )
-                for doomed in segments[i + 1 :]:
-                    doomed.delete_files()
-                del segments[i + 1 :]
+                _delete_from(directory, segments, i + 1)
                 break
-    elif segments:
-        last = segments[-1]
-        end = last.load_tail()
-        if end < last.size:
-            logger.warning(
-                "%s: cutting %d bytes of torn tail from %s", directory.name, last.size - end, last.log_path
-            )
-            last.truncate_file(end)
+    for i in range(1, len(segments)):  # trusted segments: overlaps only (compaction leaves gaps)
+        if segments[i].base_offset < segments[i - 1].next_offset:
+            _delete_from(directory, segments, i)
+            break
 
     if segments and segments[-1].next_offset < log_start_offset:
         logger.warning(

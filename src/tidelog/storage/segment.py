@@ -563,6 +563,42 @@ class LogSegment:
         self.offset_index.sanity_check(self._size)
         self.time_index.sanity_check()
 
+    def check_against_log(self, *, cut_torn_tail: bool) -> None:
+        """Cheap checks of a trusted segment's indexes against its log, at load; raise
+        :class:`CorruptIndexError` (the caller then recovers the segment) when they disagree.
+
+        Besides :meth:`sanity_check`: the time index's last entry must describe a real batch (last offset
+        and max timestamp), and neither the first batch nor any batch after the last offset index entry
+        may carry a larger timestamp than that entry (a rolled or closed segment's time index ends with its
+        largest timestamp). Also learns the next offset. A tail that is not whole is cut when
+        ``cut_torn_tail`` (the last segment), else it is corruption.
+        """
+        self.sanity_check()
+        last_time = self.time_index.last_entry()
+        if last_time is not None:
+            found = self.translate_offset(last_time.offset)
+            if found is None or (found[1].last_offset, found[1].max_timestamp) != (
+                last_time.offset,
+                last_time.timestamp,
+            ):
+                raise CorruptIndexError(
+                    f"{self.time_index.path}: last entry {last_time} does not match the log"
+                )
+        end = self.load_tail()
+        if end < self._size:
+            if not cut_torn_tail:
+                raise CorruptIndexError(
+                    f"{self._log_path}: {self._size - end} bytes after the last whole batch"
+                )
+            logger.warning("%s: cutting %d bytes of torn tail", self._log_path, self._size - end)
+            self.truncate_file(end)
+        indexed_max = last_time.timestamp if last_time is not None else _NO_TIMESTAMP
+        first = self._header_at(0) if self._size else None
+        if self._max_timestamp > indexed_max or (first is not None and first.max_timestamp > indexed_max):
+            raise CorruptIndexError(
+                f"{self.time_index.path}: largest indexed timestamp {indexed_max} is below the log's"
+            )
+
     def _reset_index_state(self) -> None:
         self.offset_index.reset()
         self.time_index.reset()
