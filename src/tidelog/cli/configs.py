@@ -83,7 +83,7 @@ def describe_command(
     admin = client.admin()
     kind, name = _resource(client, admin, topic, broker)
     resource = ConfigResource(ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER, name)
-    futures = admin.describe_configs([resource], request_timeout=client.timeout, include_synonyms=synonyms)
+    futures = admin.describe_configs([resource], request_timeout=client.timeout)
     entries = wait_result(client, futures[resource], f"cannot describe configs of {kind} {name!r}")
     hidden = ConfigSource.DEFAULT_CONFIG if kind == "broker" else None
     rows = []
