@@ -4,10 +4,8 @@ Invariants:
 
 - Sans-I/O: no sockets, no asyncio, no clock. A *frame* is the bytes after the 4-byte size
   prefix; the ``encode_*`` functions return whole frames, size prefix included.
-- For every (message class, version) a specialised encoder and decoder are generated once, as
-  Python source compiled with ``compile``/``exec`` from the class's ``FIELDS`` (no per-call walking
-  of the schema). Runs of fixed-width fields become a single ``struct`` call; nested structs and
-  arrays are inlined.
+- For every (message class, version) a specialised encoder and decoder are compiled once from the
+  class's ``FIELDS`` by ``tidelog.protocol._compiler`` (no per-call walking of the schema).
 - Header versions follow Kafka: request header v2 for flexible versions, v1 otherwise (v0 only for
   ControlledShutdown v0); response header v1 for flexible versions, except ApiVersions, whose
   response header is always v0.
@@ -25,12 +23,10 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import struct
-from collections.abc import Callable
 from typing import Any, TypeAlias, TypeVar, cast
-from uuid import UUID
 
+from tidelog.protocol._compiler import byte_view, check_version, decoder, encoder, generated_source
 from tidelog.protocol._generated.messages import REQUEST_TYPES, RESPONSE_TYPES, RequestHeader, ResponseHeader
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.primitives import (
@@ -41,9 +37,8 @@ from tidelog.protocol.primitives import (
     RemoteProtocolError,
     read_tagged_fields,
     write_tagged_fields,
-    write_uvarint,
 )
-from tidelog.protocol.schema import FieldSpec, Message, RecordsRegion, Request, Response, Struct, in_range
+from tidelog.protocol.schema import Message, RecordsRegion, Request, Response
 
 __all__ = [
     "Chunk",
@@ -69,8 +64,6 @@ M = TypeVar("M", bound=Message)
 Chunk: TypeAlias = bytes | RecordsRegion
 """One piece of an encoded frame: bytes, or a region object to be sent with ``os.sendfile``."""
 
-_Decoder: TypeAlias = Callable[[memoryview, int, int], tuple[Any, int]]
-_Encoder: TypeAlias = Callable[[Any, list[Any], list[int]], None]
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
@@ -113,564 +106,13 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if cls is not None and cls.is_flexible(api_version) else 0
 
 
-# -- code generation ---------------------------------------------------------------------------
-
-_FIXED: dict[str, tuple[str, int]] = {
-    "int8": ("b", 1),
-    "int16": ("h", 2),
-    "int32": ("i", 4),
-    "int64": ("q", 8),
-    "uint16": ("H", 2),
-    "uint32": ("I", 4),
-    "float64": ("d", 8),
-    "bool": ("?", 1),
-    "uuid": ("16s", 16),
-}
-_UVARINT_1 = tuple(bytes((i,)) for i in range(128))
-_MAX_STRING = 0x7FFF
-
-
-def _uvarint_tail(m: memoryview, p: int, first: int) -> tuple[int, int]:
-    """Finish reading an unsigned varint whose first byte (``first`` >= 0x80) is already consumed."""
-    result = first & 0x7F
-    shift = 7
-    while True:
-        b = m[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, p
-        shift += 7
-        if shift > 28:
-            raise RemoteProtocolError("varint is too long")
-
-
-def _read_unknown_tags(m: memoryview, p: int, count: int, end: int) -> tuple[dict[int, bytes], int]:
-    if count > end - p:
-        raise RemoteProtocolError(f"{count} tagged fields with {end - p} bytes left")
-    tags: dict[int, bytes] = {}
-    for _ in range(count):
-        tag = m[p]
-        p += 1
-        if tag > 127:
-            tag, p = _uvarint_tail(m, p, tag)
-        size = m[p]
-        p += 1
-        if size > 127:
-            size, p = _uvarint_tail(m, p, size)
-        e = p + size
-        if e > end:
-            raise RemoteProtocolError("truncated tagged field")
-        tags[tag] = bytes(m[p:e])
-        p = e
-    return tags, p
-
-
-def _write_tags(known: list[tuple[int, bytes]], unknown: dict[int, bytes] | None) -> bytes:
-    fields: dict[int, bytes] = dict(unknown) if unknown else {}
-    fields.update(known)
-    return write_tagged_fields(fields)
-
-
-def _view(buf: Buffer) -> memoryview:
-    """A flat byte view of any buffer (frames, records given as other buffer types)."""
-    view = memoryview(buf)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    return view
-
-
-def _truncated() -> RemoteProtocolError:
-    return RemoteProtocolError("truncated field")
-
-
-def _null(name: str) -> RemoteProtocolError:
-    return RemoteProtocolError(f"non-nullable field {name} was serialized as null")
-
-
-def _bad_length(name: str, n: int) -> RemoteProtocolError:
-    return RemoteProtocolError(f"field {name} has invalid length {n}")
-
-
-def _too_long(name: str, n: int) -> LocalProtocolError:
-    return LocalProtocolError(f"field {name} is {n} bytes, longer than {_MAX_STRING}")
-
-
-_BASE_NAMESPACE: dict[str, object] = {
-    "_str": str,
-    "_bytes": bytes,
-    "_list": list,
-    "_isinstance": isinstance,
-    "_BYTESLIKE": (bytes, bytearray),
-    "_memoryview": memoryview,
-    "_hasattr": hasattr,
-    "_byte_view": _view,
-    "_UUID": UUID,
-    "_unpack_from": struct.unpack_from,
-    "_pack": struct.pack,
-    "_i8u": struct.Struct(">b").unpack_from,
-    "_i16u": INT16.unpack_from,
-    "_i32u": INT32.unpack_from,
-    "_i16p": INT16.pack,
-    "_i32p": INT32.pack,
-    "_uvt": _uvarint_tail,
-    "_uvw": write_uvarint,
-    "_UV1": _UVARINT_1,
-    "_tags": _read_unknown_tags,
-    "_wtags": write_tagged_fields,
-    "_wtags2": _write_tags,
-    "_truncated": _truncated,
-    "_null": _null,
-    "_bad_length": _bad_length,
-    "_too_long": _too_long,
-    "_RPE": RemoteProtocolError,
-}
-
-
-class _Source:
-    """Python source being generated for one (message, version), with its constants."""
-
-    def __init__(self, root: type[Message], version: int) -> None:
-        self.root = root
-        self.version = version
-        self.flexible = root.is_flexible(version)
-        self.lines: list[str] = []
-        self.namespace: dict[str, object] = dict(_BASE_NAMESPACE)
-        self._count = 0
-        self._consts: dict[int, str] = {}
-
-    def var(self, prefix: str = "v") -> str:
-        self._count += 1
-        return f"{prefix}{self._count}"
-
-    def const(self, value: object, prefix: str = "K") -> str:
-        key = id(value)
-        if key in self._consts:
-            return self._consts[key]
-        name = self.var(f"_{prefix}")
-        self.namespace[name] = value
-        self._consts[key] = name
-        return name
-
-    def add(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
-
-    def struct_class(self, name: str) -> type[Struct]:
-        cls = getattr(self.root, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, Struct)):
-            raise LocalProtocolError(f"{self.root.__name__} has no struct {name}")
-        return cls
-
-    def fields(self, cls: type[Struct]) -> tuple[list[FieldSpec], list[FieldSpec]]:
-        """(regular fields, tagged fields) of ``cls`` present in this version."""
-        regular: list[FieldSpec] = []
-        tagged: list[FieldSpec] = []
-        for f in cls.FIELDS:
-            if not in_range(f.versions, self.version):
-                continue
-            if self.flexible and in_range(f.tagged_versions, self.version):
-                tagged.append(f)
-            else:
-                regular.append(f)
-        tagged.sort(key=lambda f: f.tag or 0)
-        return regular, tagged
-
-    def nullable(self, f: FieldSpec) -> bool:
-        return in_range(f.nullable_versions, self.version)
-
-    def compact(self, f: FieldSpec) -> bool:
-        return self.flexible and f.flexible
-
-    def compile(self, func_name: str) -> Callable[..., Any]:
-        source = "\n".join(self.lines) + "\n"
-        filename = f"<tidelog.codec {self.root.__name__} v{self.version} {func_name}>"
-        # The source is built here from the committed schemas, never from input bytes.
-        exec(compile(source, filename, "exec"), self.namespace)  # noqa: S102
-        func = self.namespace[func_name]
-        self.namespace["__source__"] = source
-        return cast("Callable[..., Any]", func)
-
-
-def _fixed_runs(fields: list[FieldSpec]) -> list[list[FieldSpec]]:
-    """Group consecutive fixed-width fields; every other field is a run of one."""
-    runs: list[list[FieldSpec]] = []
-    for f in fields:
-        if f.type in _FIXED and runs and runs[-1][0].type in _FIXED:
-            runs[-1].append(f)
-        else:
-            runs.append([f])
-    return runs
-
-
-_PACKER_TABLE = 16
-_PACKERS: dict[tuple[str, str], tuple[Callable[..., bytes], ...]] = {}
-
-
-def _array_packers(code: str, prefix: str) -> tuple[Callable[..., bytes], ...]:
-    """``pack`` of ``>{prefix}{code * n}`` for n below ``_PACKER_TABLE``."""
-    key = (code, prefix)
-    if key not in _PACKERS:
-        _PACKERS[key] = tuple(struct.Struct(f">{prefix}{code * n}").pack for n in range(_PACKER_TABLE))
-    return _PACKERS[key]
-
-
-def _field_values(obj: Struct) -> list[tuple[str, object]]:
-    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(cast("Any", obj))]
-
-
-def _default_of(cls: type[Struct], name: str) -> object:
-    for f in dataclasses.fields(cast("Any", cls)):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-    raise LocalProtocolError(f"{cls.__qualname__} has no field {name}")
-
-
-# -- decoder generation --
-
-
-def _dec_uvarint(src: _Source, ind: int, var: str) -> None:
-    src.add(ind, f"{var} = m[p]; p += 1")
-    src.add(ind, f"if {var} > 127: {var}, p = _uvt(m, p, {var})")
-
-
-def _dec_length(src: _Source, ind: int, compact: bool, width: int) -> None:
-    """Read a length prefix into ``n`` (-1 means null)."""
-    if compact:
-        _dec_uvarint(src, ind, "n")
-        src.add(ind, "n -= 1")
-    elif width == 2:
-        src.add(ind, "n = _i16u(m, p)[0]; p += 2")
-    else:
-        src.add(ind, "n = _i32u(m, p)[0]; p += 4")
-
-
-def _dec_value(src: _Source, ind: int, f: FieldSpec, type_name: str, nullable: bool, var: str) -> None:
-    """Emit code decoding one value of ``type_name`` at ``p`` into ``var``."""
-    compact = src.compact(f)
-    name = repr(f.kafka_name)
-    if type_name in _FIXED:
-        code, size = _FIXED[type_name]
-        packer = src.const(struct.Struct(">" + code).unpack_from, "U")
-        src.add(ind, f"{var} = {packer}(m, p)[0]; p += {size}")
-        if type_name == "uuid":
-            src.add(ind, f"{var} = _UUID(bytes={var})")
-        return
-    if type_name in ("string", "bytes", "records"):
-        _dec_length(src, ind, compact, 2 if type_name == "string" else 4)
-        src.add(ind, "if n < 0:")
-        src.add(ind + 1, f"{var} = None" if nullable else f"raise _null({name})")
-        src.add(ind, "else:")
-        if type_name == "string" and compact:
-            src.add(ind + 1, f"if n > {_MAX_STRING}: raise _bad_length({name}, n)")
-        src.add(ind + 1, "e = p + n")
-        src.add(ind + 1, "if e > end: raise _truncated()")
-        if type_name == "string":
-            src.add(ind + 1, f'{var} = _str(m[p:e], "utf-8"); p = e')
-        elif type_name == "bytes":
-            src.add(ind + 1, f"{var} = _bytes(m[p:e]); p = e")
-        else:
-            src.add(ind + 1, f"{var} = m[p:e]; p = e")
-        return
-    if type_name.startswith("[]"):
-        element = type_name[2:]
-        _dec_length(src, ind, compact, 4)
-        src.add(ind, "if n < 0:")
-        src.add(ind + 1, f"{var} = None" if nullable else f"raise _null({name})")
-        src.add(ind, "else:")
-        src.add(ind + 1, f"if n > end - p: raise _bad_length({name}, n)")
-        if element in _FIXED and element != "uuid":
-            code, size = _FIXED[element]
-            src.add(ind + 1, f'{var} = _list(_unpack_from(">%d{code}" % n, m, p)); p += {size} * n')
-            return
-        src.add(ind + 1, f"{var} = []")
-        item = src.var("x")
-        src.add(ind + 1, "for _ in range(n):")
-        if element in _FIXED or element in ("string", "bytes"):
-            _dec_value(src, ind + 2, f, element, False, item)
-        else:
-            _dec_struct(src, ind + 2, src.struct_class(element), item)
-        src.add(ind + 2, f"{var}.append({item})")
-        return
-    # a struct field
-    cls = src.struct_class(type_name)
-    if nullable:
-        src.add(ind, "n = m[p]; p += 1")
-        src.add(ind, "if n > 127:")
-        src.add(ind + 1, f"{var} = None")
-        src.add(ind, "else:")
-        _dec_struct(src, ind + 1, cls, var)
-    else:
-        _dec_struct(src, ind, cls, var)
-
-
-def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
-    regular, tagged = src.fields(cls)
-    kwargs: list[tuple[str, str]] = []
-    for run in _fixed_runs(regular):
-        first = run[0]
-        if first.type in _FIXED:
-            names = [src.var() for _ in run]
-            fmt = ">" + "".join(_FIXED[f.type][0] for f in run)
-            size = sum(_FIXED[f.type][1] for f in run)
-            unpack = src.const(struct.Struct(fmt).unpack_from, "U")
-            src.add(ind, f"{', '.join(names)}, = {unpack}(m, p); p += {size}")
-            for f, name in zip(run, names, strict=True):
-                if f.type == "uuid":
-                    src.add(ind, f"{name} = _UUID(bytes={name})")
-                kwargs.append((f.name, name))
-        else:
-            name = src.var()
-            _dec_value(src, ind, first, first.type, src.nullable(first), name)
-            kwargs.append((first.name, name))
-    extra = ""
-    if src.flexible:
-        unknown = src.var("u")
-        count = src.var("c")
-        _dec_uvarint(src, ind, count)
-        if not tagged:
-            src.add(ind, f"if {count}: {unknown}, p = _tags(m, p, {count}, end)")
-            src.add(ind, f"else: {unknown} = None")
-        else:
-            known = src.var("tk")
-            src.add(ind, f"{unknown} = None; {known} = {{}}")
-            src.add(ind, f"if {count} > end - p: raise _bad_length('tagged fields', {count})")
-            src.add(ind, f"for _ in range({count}):")
-            tag = src.var("t")
-            tag_end = src.var("te")
-            _dec_uvarint(src, ind + 1, tag)
-            _dec_uvarint(src, ind + 1, "n")
-            src.add(ind + 1, f"{tag_end} = p + n")
-            src.add(ind + 1, f"if {tag_end} > end: raise _truncated()")
-            keyword = "if"
-            for f in tagged:
-                src.add(ind + 1, f"{keyword} {tag} == {f.tag}:")
-                value = src.var()
-                _dec_value(src, ind + 2, f, f.type, src.nullable(f), value)
-                src.add(ind + 2, f"{known}[{f.name!r}] = {value}")
-                src.add(ind + 2, f"if p != {tag_end}: raise _bad_length({f.kafka_name!r}, n)")
-                keyword = "elif"
-            src.add(ind + 1, "else:")
-            src.add(ind + 2, f"if {unknown} is None: {unknown} = {{}}")
-            src.add(ind + 2, f"{unknown}[{tag}] = _bytes(m[p:{tag_end}]); p = {tag_end}")
-            extra = f", **{known}"
-        kwargs.append(("unknown_tagged_fields", unknown))
-    ctor = src.const(cls, "C")
-    args = ", ".join(f"{k}={v}" for k, v in kwargs)
-    src.add(ind, f"{target} = {ctor}({args}{extra})")
-
-
-# -- encoder generation --
-
-
-def _enc_length(src: _Source, ind: int, compact: bool, width: int, length: str, ap: str) -> None:
-    if compact:
-        src.add(ind, f"n = {length} + 1")
-        src.add(ind, f"{ap}(_UV1[n] if n < 128 else _uvw(n))")
-    elif width == 2:
-        src.add(ind, f"{ap}(_i16p({length}))")
-    else:
-        src.add(ind, f"{ap}(_i32p({length}))")
-
-
-def _enc_value(
-    src: _Source, ind: int, f: FieldSpec, type_name: str, nullable: bool, var: str, ap: str
-) -> None:
-    """Emit code encoding the value in ``var`` through the append function ``ap``."""
-    compact = src.compact(f)
-    null_marker = {2: b"\xff\xff", 4: b"\xff\xff\xff\xff"}
-    if type_name in _FIXED:
-        code, _ = _FIXED[type_name]
-        packer = src.const(struct.Struct(">" + code).pack, "P")
-        src.add(ind, f"{ap}({packer}({var}.bytes))" if type_name == "uuid" else f"{ap}({packer}({var}))")
-        return
-    if type_name in ("string", "bytes", "records"):
-        width = 2 if type_name == "string" else 4
-        null = b"\x00" if compact else null_marker[width]
-        if nullable or type_name == "records":
-            src.add(ind, f"if {var} is None:")
-            # A null records field in a version where it is not nullable is sent empty.
-            empty = null if nullable else (b"\x01" if compact else b"\x00\x00\x00\x00")
-            src.add(ind + 1, f"{ap}({empty!r})")
-            src.add(ind, "else:")
-            ind += 1
-        if type_name == "string":
-            data = src.var("b")
-            src.add(ind, f"{data} = {var}.encode()")
-            src.add(ind, f"if len({data}) > {_MAX_STRING}: raise _too_long({f.kafka_name!r}, len({data}))")
-            _enc_length(src, ind, compact, 2, f"len({data})", ap)
-            src.add(ind, f"{ap}({data})")
-        elif type_name == "bytes":
-            _enc_length(src, ind, compact, 4, f"len({var})", ap)
-            src.add(ind, f"{ap}({var})")
-        else:
-            # Bytes-like values are appended as they are (other buffers as byte memoryviews);
-            # an object with ``nbytes`` that is not bytes-like is a region object, whose index in
-            # ``out`` is recorded so it becomes a chunk of its own.
-            size = src.var("s")
-            src.add(ind, f"if _isinstance({var}, _BYTESLIKE):")
-            src.add(ind + 1, f"{size} = len({var})")
-            _enc_length(src, ind + 1, compact, 4, size, ap)
-            src.add(ind + 1, f"{ap}({var})")
-            src.add(ind, f"elif _isinstance({var}, _memoryview) or not _hasattr({var}, 'nbytes'):")
-            src.add(ind + 1, f"{var} = _byte_view({var})")
-            src.add(ind + 1, f"{size} = len({var})")
-            _enc_length(src, ind + 1, compact, 4, size, ap)
-            src.add(ind + 1, f"{ap}({var})")
-            src.add(ind, "else:")
-            src.add(ind + 1, f"{size} = {var}.nbytes")
-            _enc_length(src, ind + 1, compact, 4, size, ap)
-            src.add(ind + 1, f"if {size}: rg.append(len(out)); {ap}({var})")
-        return
-    if type_name.startswith("[]"):
-        element = type_name[2:]
-        if nullable:
-            src.add(ind, f"if {var} is None:")
-            null = b"\x00" if compact else null_marker[4]
-            src.add(ind + 1, f"{ap}({null!r})")
-            src.add(ind, "else:")
-            ind += 1
-        if element in _FIXED and element != "uuid":
-            # Count and elements in one struct call; formats for short arrays are precompiled.
-            code, _ = _FIXED[element]
-            src.add(ind, f"n = len({var})")
-            if compact:
-                table = src.const(_array_packers(code, ""), "A")
-                src.add(ind, f"{ap}(_UV1[n + 1] if n < 127 else _uvw(n + 1))")
-                src.add(
-                    ind,
-                    f'{ap}({table}[n](*{var}) if n < {_PACKER_TABLE} else _pack(">%d{code}" % n, *{var}))',
-                )
-            else:
-                table = src.const(_array_packers(code, "i"), "A")
-                src.add(
-                    ind,
-                    f'{ap}({table}[n](n, *{var}) if n < {_PACKER_TABLE} else _pack(">i%d{code}" % n, n, *{var}))',
-                )
-            return
-        _enc_length(src, ind, compact, 4, f"len({var})", ap)
-        item = src.var("x")
-        src.add(ind, f"for {item} in {var}:")
-        if element in _FIXED or element in ("string", "bytes"):
-            _enc_value(src, ind + 1, f, element, False, item, ap)
-        else:
-            _enc_struct(src, ind + 1, src.struct_class(element), item, ap)
-        return
-    cls = src.struct_class(type_name)
-    if nullable:
-        src.add(ind, f"if {var} is None:")
-        src.add(ind + 1, f"{ap}(b'\\xff')")
-        src.add(ind, "else:")
-        src.add(ind + 1, f"{ap}(b'\\x01')")
-        ind += 1
-    _enc_struct(src, ind, cls, var, ap)
-
-
-def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) -> None:
-    regular, tagged = src.fields(cls)
-    for run in _fixed_runs(regular):
-        first = run[0]
-        if first.type in _FIXED:
-            fmt = ">" + "".join(_FIXED[f.type][0] for f in run)
-            pack = src.const(struct.Struct(fmt).pack, "P")
-            args = ", ".join(f"{obj}.{f.name}.bytes" if f.type == "uuid" else f"{obj}.{f.name}" for f in run)
-            src.add(ind, f"{ap}({pack}({args}))")
-        else:
-            value = src.var()
-            src.add(ind, f"{value} = {obj}.{first.name}")
-            _enc_value(src, ind, first, first.type, src.nullable(first), value, ap)
-    if not src.flexible:
-        return
-    unknown = src.var("u")
-    src.add(ind, f"{unknown} = {obj}.unknown_tagged_fields")
-    if not tagged:
-        src.add(ind, f"{ap}(_wtags({unknown}) if {unknown} else b'\\x00')")
-        return
-    known = src.var("tg")
-    src.add(ind, f"{known} = []")
-    for f in tagged:
-        value = src.var()
-        src.add(ind, f"{value} = {obj}.{f.name}")
-        default = _default_of(cls, f.name)
-        if f.is_array:
-            condition = f"{value} is not None" if default is None else value
-        elif isinstance(default, Struct):
-            # Field by field: much cheaper than building and comparing whole dataclasses.
-            compared = [f"{value}.{name} != {src.const(item, 'D')}" for name, item in _field_values(default)]
-            condition = f"({' or '.join(compared)})"
-            if f.nullable_versions is not None:
-                condition = f"{value} is not None and {condition}"
-        else:
-            condition = f"{value} != {src.const(default, 'D')}"
-        src.add(ind, f"if {condition}:")
-        parts = src.var("tl")
-        src.add(ind + 1, f"{parts} = []")
-        _enc_value(src, ind + 1, f, f.type, src.nullable(f), value, f"{parts}.append")
-        src.add(ind + 1, f"{known}.append(({f.tag}, b''.join({parts})))")
-    src.add(ind, f"{ap}(_wtags2({known}, {unknown}))")
-
-
-_DECODERS: dict[tuple[type[Message], int], _Decoder] = {}
-_ENCODERS: dict[tuple[type[Message], int], _Encoder] = {}
-
-
-def _check_version(cls: type[Message], version: int) -> None:
-    if not cls.supports(version):
-        lo, hi = cls.VALID_VERSIONS
-        raise LocalProtocolError(f"{cls.NAME} has no version {version} (valid {lo}-{hi})")
-
-
-def _build_decoder(cls: type[Message], version: int) -> _Decoder:
-    src = _Source(cls, version)
-    src.add(0, "def decode(m, p, end):")
-    _dec_struct(src, 1, cls, "o")
-    src.add(1, "return o, p")
-    return cast("_Decoder", src.compile("decode"))
-
-
-def _build_encoder(cls: type[Message], version: int) -> _Encoder:
-    src = _Source(cls, version)
-    src.add(0, "def encode(o, out, rg):")
-    src.add(1, "a = out.append")
-    _enc_struct(src, 1, cls, "o", "a")
-    return cast("_Encoder", src.compile("encode"))
-
-
-def _decoder(cls: type[Message], version: int) -> _Decoder:
-    try:
-        return _DECODERS[cls, version]
-    except KeyError:
-        _check_version(cls, version)
-        decoder = _DECODERS[cls, version] = _build_decoder(cls, version)
-        return decoder
-
-
-def _encoder(cls: type[Message], version: int) -> _Encoder:
-    try:
-        return _ENCODERS[cls, version]
-    except KeyError:
-        _check_version(cls, version)
-        encoder = _ENCODERS[cls, version] = _build_encoder(cls, version)
-        return encoder
-
-
-def generated_source(cls: type[Message], version: int, *, encoder: bool = False) -> str:
-    """The Python source of the generated decoder (or encoder), for debugging and review."""
-    _check_version(cls, version)
-    build = _build_encoder if encoder else _build_decoder
-    func = build(cls, version)
-    return cast("str", func.__globals__["__source__"])
-
-
 # -- running generated code --
 
 
 def _run_decoder(cls: type[Message], version: int, m: memoryview, pos: int) -> tuple[Any, int]:
-    decoder = _decoder(cls, version)
+    decode_body = decoder(cls, version)
     try:
-        return decoder(m, pos, len(m))
+        return decode_body(m, pos, len(m))
     except RemoteProtocolError:
         raise
     except _LOW_LEVEL_ERRORS as exc:
@@ -681,9 +123,9 @@ def _run_decoder(cls: type[Message], version: int, m: memoryview, pos: int) -> t
 
 def _run_encoder(message: Message, version: int, out: list[Any], regions: list[int]) -> None:
     cls = type(message)
-    encoder = _encoder(cls, version)
+    encode_body = encoder(cls, version)
     try:
-        encoder(message, out, regions)
+        encode_body(message, out, regions)
     except KafkaProtocolError:
         raise
     except (struct.error, AttributeError, TypeError, ValueError, OverflowError) as exc:
@@ -736,7 +178,7 @@ def encode_chunks(message: Message, version: int) -> list[Chunk]:
 
 def decode(cls: type[M], version: int, buf: Buffer) -> M:
     """Decode a message body of class ``cls`` at ``version``; trailing bytes are ignored."""
-    message, _ = _run_decoder(cls, version, _view(buf), 0)
+    message, _ = _run_decoder(cls, version, byte_view(buf), 0)
     return cast("M", message)
 
 
@@ -749,7 +191,7 @@ def encode_versioned(message: Message, version: int) -> bytes:
 def decode_versioned(cls: type[M], buf: Buffer) -> tuple[int, M]:
     """Read an int16 version and the body after it; newer versions than ours are read as our
     newest, as Kafka's ConsumerProtocol does (later versions only append fields)."""
-    m = _view(buf)
+    m = byte_view(buf)
     if len(m) < 2:
         raise RemoteProtocolError(f"truncated {cls.NAME}: no version")
     version = INT16.unpack_from(m, 0)[0]
@@ -814,13 +256,13 @@ def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Requ
 
 def decode_request_header(frame: Buffer) -> RequestHeader:
     """Decode only the request header (raises like :func:`decode_request`)."""
-    header, _, _ = _decode_request_header(_view(frame))
+    header, _, _ = _decode_request_header(byte_view(frame))
     return header
 
 
 def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
     """Decode a request frame (the bytes after the size prefix) into its header and body."""
-    m = _view(frame)
+    m = byte_view(frame)
     header, p, cls = _decode_request_header(m)
     assert cls is not None
     body, _ = _run_decoder(cls, header.request_api_version, m, p)
@@ -889,8 +331,8 @@ def decode_response(frame: Buffer, api_key: int, version: int) -> tuple[Response
     cls = RESPONSE_TYPES.get(api_key)
     if cls is None:
         raise LocalProtocolError(f"unknown api key {api_key}")
-    _check_version(cls, version)
-    m = _view(frame)
+    check_version(cls, version)
+    m = byte_view(frame)
     if len(m) < 4:
         raise RemoteProtocolError("truncated response header")
     correlation_id = INT32.unpack_from(m, 0)[0]
