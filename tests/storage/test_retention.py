@@ -69,7 +69,14 @@ def test_expired_active_segment_is_rolled_then_deleted(tmp_path: Path) -> None:
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (end, end, end)
     assert log.read(end, 100).nbytes == 0
     assert log.delete_retention(now_ms=10**7) == 0  # an empty active segment is never deleted
-    assert files(tmp_path / "t-0") == [f"{end:020d}.index", f"{end:020d}.log", f"{end:020d}.timeindex"]
+    # the roll snapshotted the producer state at the new base (Kafka's <offset>.snapshot); older ones went
+    # with their segments
+    assert files(tmp_path / "t-0") == [
+        f"{end:020d}.index",
+        f"{end:020d}.log",
+        f"{end:020d}.snapshot",
+        f"{end:020d}.timeindex",
+    ]
     info = log.append(batch(99), leader_epoch=0, now_ms=10**7)
     assert info.first_offset == end
     log.close()

@@ -2,7 +2,8 @@
 
 Invariants: ``first_offset <= last_offset``; offsets are absolute; ``log_append_time`` is -1 unless the
 topic uses ``message.timestamp.type=LogAppendTime``, in which case it is the ``now_ms`` the batches were
-stamped with; ``max_timestamp`` is -1 when no batch carries a timestamp.
+stamped with; ``max_timestamp`` is -1 when no batch carries a timestamp. ``duplicate`` marks the answer to
+a retried idempotent batch: nothing was written and the offsets are those of the original append.
 """
 
 from __future__ import annotations
@@ -25,3 +26,4 @@ class LogAppendInfo:
     """Number of batches."""
     records_count: int
     valid_bytes: int
+    duplicate: bool = False

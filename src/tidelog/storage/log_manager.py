@@ -277,10 +277,12 @@ class LogManager:
     # ---- stop -------------------------------------------------------------------------------------
 
     def shutdown(self, now_ms: int | None = None) -> None:
-        """Clean stop: flush every log, write every checkpoint, close the logs, then write
+        """Clean stop: flush every log and snapshot its producer state, write every checkpoint, close the
+        logs, then write
         ``.kafka_cleanshutdown`` in each dir and release the locks."""
         for log in self._logs.values():
             log.flush(now_ms)
+            log.take_producer_snapshot()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

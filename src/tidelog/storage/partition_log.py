@@ -13,6 +13,11 @@ Invariants:
 * Segments leave by rename to ``.deleted`` and are unlinked by :meth:`remove_deleted_files` after
   ``file.delete.delay.ms``; regions already handed out stay readable meanwhile.
 * The active segment is never deleted in place: retention that covers every segment rolls first.
+* Idempotent producers (:mod:`tidelog.storage.producer_state`): a leader append is checked against the
+  producer state before anything is written; a duplicate writes nothing and returns the original offsets
+  (``LogAppendInfo.duplicate``); a sequence or epoch error raises before the write. The state is
+  snapshotted (``<offset>.snapshot``) at every roll and by :meth:`take_producer_snapshot` (clean shutdown),
+  rebuilt on open and after truncation, and old snapshots go with their segments.
 * Time comes in as ``now_ms``; nothing here reads a clock. Not thread-safe: one caller at a time.
 """
 
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -44,6 +49,7 @@ from tidelog.storage.errors import (
 )
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.producer_state import AppendStatus, BatchMetadata, ProducerStateManager
 from tidelog.storage.recovery import load_log
 from tidelog.storage.segment import LogSegment
 
@@ -94,6 +100,7 @@ class PartitionLog:
         self._dir_dirty = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        self.producer_state = ProducerStateManager(directory)
         self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
         try:
             self.topic_partition: layout.TopicPartition | None = layout.parse_partition_dir_name(
@@ -130,7 +137,7 @@ class PartitionLog:
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
         )
-        return cls(
+        log = cls(
             directory,
             config,
             limiter,
@@ -140,6 +147,8 @@ class PartitionLog:
             high_watermark=high_watermark,
             now_ms=now_ms,
         )
+        log.load_producer_state(now_ms)
+        return log
 
     def __repr__(self) -> str:
         return (
@@ -244,8 +253,14 @@ class PartitionLog:
                 f"append of {total} bytes to {self._dir.name} exceeds segment.bytes={config.segment_bytes}"
             )
         log_end = self.log_end_offset
+        producer_info = None
         if assign_offsets:
             self._check_timestamps(batches, now_ms)
+            producer_info = self.producer_state.prepare([header for _, header in batches])
+            if producer_info.status is AppendStatus.DUPLICATE:
+                assert producer_info.duplicate is not None
+                return self._duplicate_info(producer_info.duplicate, batches)
+            producer_info.raise_for_error()
             next_offset = log_end
             for position, header in batches:
                 _assign_offsets(buf, position, next_offset, leader_epoch)
@@ -270,6 +285,12 @@ class PartitionLog:
         ):
             active = self.roll(now_ms, expected_next_offset=first_offset)
         active.append(memoryview(buf), batches, now_ms=now_ms)
+        if producer_info is not None:
+            log_append_time = now_ms if config.log_append_time else -1
+            self.producer_state.commit(producer_info, first_offset, log_append_time=log_append_time)
+        else:
+            for _, header in batches:
+                self.producer_state.replay(header)
 
         if (
             self.unflushed_messages >= config.flush_messages
@@ -286,6 +307,23 @@ class PartitionLog:
             shallow_count=len(batches),
             records_count=sum(header.records_count for _, header in batches),
             valid_bytes=total,
+        )
+
+    def _duplicate_info(
+        self, original: BatchMetadata, batches: Sequence[tuple[int, RecordBatchHeader]]
+    ) -> LogAppendInfo:
+        """The answer to a retried idempotent batch: the original batch's offsets, nothing written."""
+        return LogAppendInfo(
+            first_offset=original.first_offset,
+            last_offset=original.last_offset,
+            max_timestamp=original.timestamp,
+            shallow_offset_of_max_timestamp=original.last_offset,
+            log_append_time=original.timestamp if self._config.log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            shallow_count=len(batches),
+            records_count=sum(header.records_count for _, header in batches),
+            valid_bytes=0,
+            duplicate=True,
         )
 
     def _check_timestamps(self, batches: Sequence[tuple[int, RecordBatchHeader]], now_ms: int) -> None:
@@ -341,6 +379,8 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(new_base)
         self._dir_dirty = True
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
         logger.debug("%s: rolled new segment at offset %d", self._dir.name, new_base)
         return segment
 
@@ -442,6 +482,7 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, log_end)
         if self._roll_flush_offset is not None and self._roll_flush_offset > log_end:
             self._roll_flush_offset = None
+        self.load_producer_state(now)
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
@@ -454,6 +495,7 @@ class PartitionLog:
         self._dir_dirty = True
         self._log_start_offset = self._recovery_point = self._high_watermark = offset
         self._roll_flush_offset = None
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     def delete_records_before(self, offset: int, *, now_ms: int | None = None) -> int:
         """DeleteRecords: raise the log start offset to ``offset`` (at most the high watermark, else
@@ -525,6 +567,7 @@ class PartitionLog:
             self.roll(now_ms)
         self._delete_segments(deletable, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
         return len(deletable)
 
     def _delete_segments(self, doomed: Sequence[LogSegment], now_ms: int) -> None:
@@ -550,6 +593,33 @@ class PartitionLog:
         for segment in due:
             segment.delete_files()
         return len(due)
+
+    # ---- producer state ---------------------------------------------------------------------------
+
+    def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:
+        for segment in self._segments[self._segment_index(offset) :]:
+            for _, header in segment.batches():
+                if header.last_offset >= offset:
+                    yield header
+
+    def load_producer_state(self, now_ms: int) -> None:
+        """Rebuild the producer state: latest snapshot at or below the log end, then batch headers."""
+        self.producer_state.load(
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self.log_end_offset,
+            headers_from=self._headers_from,
+            now_ms=now_ms,
+        )
+
+    def take_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the log end (clean shutdown), durably."""
+        self.producer_state.update_map_end_offset(self.log_end_offset)
+        self.producer_state.take_snapshot()
+
+    def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+        self._observe(now_ms)
+        return self.producer_state.remove_expired_producers(now_ms, producer_id_expiration_ms)
 
     # ---- durability -------------------------------------------------------------------------------
 

@@ -1,0 +1,455 @@
+"""Idempotent-producer state of one partition (Kafka's ``ProducerStateManager``): epochs and sequences.
+
+For every producer id that wrote to the partition it keeps the producer epoch and the metadata of its
+last five batches (sequence range, offset range, timestamp). A leader append is *validated first*
+(:meth:`ProducerStateManager.prepare`, nothing changes) and *applied after* the bytes are written
+(:meth:`ProducerStateManager.commit`, which is when offsets are known).
+
+Rules (Kafka 3.x ``ProducerAppendInfo`` for appends from clients):
+
+* Stale epoch: a batch whose epoch is below the producer's current epoch -> ``INVALID_PRODUCER_EPOCH``.
+* New epoch (higher than the current one): it must start at sequence 0 -> else
+  ``OUT_OF_ORDER_SEQUENCE_NUMBER``; the batches kept for the old epoch are dropped.
+* Same epoch: the first sequence must follow the last one (``last + 1``, or 0 after ``INT32_MAX``: sequences
+  wrap) -> else ``OUT_OF_ORDER_SEQUENCE_NUMBER`` (a gap, or an old batch that is no longer among the five).
+* Duplicate: a batch of the current epoch whose first *and* last sequence equal one of the five batches
+  kept is a retry; the whole append is answered with that batch's offsets and nothing is written.
+  Duplicates are looked up in the state before the append (Kafka's ``findDuplicateBatch``).
+* Unknown producer id: accepted at *any* sequence (KIP-360, Kafka >= 2.5). The state may have been lost
+  legitimately (expiry, retention, a snapshot that keeps only the last batch), so the broker never answers
+  ``UNKNOWN_PRODUCER_ID``; the first batch simply starts the producer's state.
+* Batches without a producer id are not tracked. Control batches (transaction markers, written only by
+  the broker) move the epoch forward but carry no sequences.
+* The producer's state is *not* dropped when the log start offset passes its batches (Kafka 3.x); only
+  ``producer.id.expiration.ms`` after its last batch's timestamp (:meth:`remove_expired_producers`).
+
+Snapshots: :meth:`take_snapshot` writes the state as of ``map_end_offset`` to ``<offset>.snapshot``
+(:mod:`tidelog.storage.producer_snapshot`); :meth:`load` rebuilds the state from the latest snapshot at
+or below the log end offset plus a replay of batch *headers* (no decompression) from there to the log end.
+Nothing here reads a clock (``now_ms`` is passed in) or knows about segments (the log hands headers in).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
+from tidelog.storage.checkpoint import atomic_write, fsync_dir
+from tidelog.storage.errors import StorageError
+from tidelog.storage.producer_snapshot import (
+    CorruptSnapshotError,
+    SnapshotEntry,
+    decode_snapshot,
+    encode_snapshot,
+    snapshot_file,
+    snapshot_offsets,
+)
+
+__all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "NUM_BATCHES_TO_RETAIN",
+    "AppendStatus",
+    "BatchMetadata",
+    "InvalidProducerEpochError",
+    "OutOfOrderSequenceError",
+    "ProducerAppendInfo",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "in_sequence",
+]
+
+logger = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN: Final = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
+"""Kafka's ``producer.id.expiration.ms`` default (one day)."""
+_INT32_MAX: Final = 2**31 - 1
+
+
+def in_sequence(last_sequence: int, next_sequence: int) -> bool:
+    """Whether ``next_sequence`` directly follows ``last_sequence`` (wrapping from INT32_MAX to 0)."""
+    return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == _INT32_MAX)
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    if sequence < decrement:
+        return _INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+class OutOfOrderSequenceError(StorageError):
+    """A batch whose sequence does not follow the producer's last one (Kafka's OutOfOrderSequenceException)."""
+
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch from an older producer epoch than the partition has seen (Kafka's InvalidProducerEpochException)."""
+
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """One appended batch of a producer (Kafka's ``BatchMetadata``)."""
+
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_sequence(self) -> int:
+        return _decrement_sequence(self.last_sequence, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """A producer's epoch and its last (up to five) batches, oldest first."""
+
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.last_timestamp,
+            self.coordinator_epoch,
+        )
+
+    def find_duplicate(
+        self, producer_epoch: int, first_sequence: int, last_sequence: int
+    ) -> BatchMetadata | None:
+        if producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
+                return batch
+        return None
+
+    def add_batch(self, producer_epoch: int, batch: BatchMetadata) -> None:
+        self.maybe_update_epoch(producer_epoch)
+        self.batches.append(batch)
+        self.last_timestamp = batch.timestamp
+
+    def maybe_update_epoch(self, producer_epoch: int) -> None:
+        if producer_epoch != self.producer_epoch:
+            self.producer_epoch = producer_epoch
+            self.batches.clear()
+
+
+class AppendStatus(Enum):
+    """What :meth:`ProducerStateManager.prepare` decided about an append."""
+
+    OK = "ok"
+    DUPLICATE = "duplicate"
+    OUT_OF_ORDER_SEQUENCE = "out_of_order_sequence"
+    INVALID_PRODUCER_EPOCH = "invalid_producer_epoch"
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return _STATUS_ERRORS[self]
+
+
+_STATUS_ERRORS: Final = {
+    AppendStatus.OK: ErrorCode.NONE,
+    AppendStatus.DUPLICATE: ErrorCode.NONE,
+    AppendStatus.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    AppendStatus.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingBatch:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    relative_offset: int
+    """Offset of the batch's first record relative to the append's first offset."""
+    offset_delta: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerAppendInfo:
+    """The verdict on an append: OK (with the updates :meth:`ProducerStateManager.commit` applies),
+    DUPLICATE (with the original batch), or an error status with a message."""
+
+    status: AppendStatus
+    message: str = ""
+    duplicate: BatchMetadata | None = None
+    pending: tuple[_PendingBatch, ...] = ()
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return self.status.error_code
+
+    def raise_for_error(self) -> None:
+        """Raise the typed error of an error status (nothing for OK and DUPLICATE)."""
+        if self.status is AppendStatus.OUT_OF_ORDER_SEQUENCE:
+            raise OutOfOrderSequenceError(self.message)
+        if self.status is AppendStatus.INVALID_PRODUCER_EPOCH:
+            raise InvalidProducerEpochError(self.message)
+
+
+_OK_EMPTY: Final = ProducerAppendInfo(AppendStatus.OK)
+
+
+class ProducerStateManager:
+    """The producers of one partition, plus its ``.snapshot`` files in ``directory``."""
+
+    def __init__(
+        self, directory: Path, *, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> None:
+        self._dir = directory
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._map_end_offset = 0
+
+    # ---- state ------------------------------------------------------------------------------------
+
+    @property
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only view, by producer id."""
+        return MappingProxyType(self._producers)
+
+    @property
+    def map_end_offset(self) -> int:
+        """The log offset up to which the state is known (exclusive)."""
+        return self._map_end_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self._map_end_offset = offset
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    # ---- leader appends ---------------------------------------------------------------------------
+
+    def prepare(self, headers: Sequence[RecordBatchHeader]) -> ProducerAppendInfo:
+        """Validate the batches of one client append (in order, offsets not yet assigned); changes nothing."""
+        working: dict[int, ProducerStateEntry] = {}
+        pending: list[_PendingBatch] = []
+        relative = 0
+        for header in headers:
+            batch_relative = relative
+            relative += header.last_offset_delta + 1
+            if not header.has_producer_id:
+                continue
+            pid = header.producer_id
+            epoch = header.producer_epoch
+            current = self._producers.get(pid)
+            if current is not None and not header.is_control:
+                duplicate = current.find_duplicate(epoch, header.base_sequence, header.last_sequence)
+                if duplicate is not None:
+                    return ProducerAppendInfo(AppendStatus.DUPLICATE, duplicate=duplicate)
+            entry = working.get(pid)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(pid)
+                working[pid] = entry
+            if epoch < entry.producer_epoch:
+                return ProducerAppendInfo(
+                    AppendStatus.INVALID_PRODUCER_EPOCH,
+                    f"epoch {epoch} of producer {pid} is smaller than the last seen epoch {entry.producer_epoch}",
+                )
+            if header.is_control:
+                entry.maybe_update_epoch(epoch)
+                continue
+            first_seq = header.base_sequence
+            if epoch != entry.producer_epoch:
+                if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                    return ProducerAppendInfo(
+                        AppendStatus.OUT_OF_ORDER_SEQUENCE,
+                        f"new epoch {epoch} of producer {pid} starts at sequence {first_seq}, not 0",
+                    )
+            elif entry.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(
+                entry.last_sequence, first_seq
+            ):
+                return ProducerAppendInfo(
+                    AppendStatus.OUT_OF_ORDER_SEQUENCE,
+                    f"out of order sequence from producer {pid} (epoch {epoch}): {first_seq} "
+                    f"does not follow {entry.last_sequence}",
+                )
+            item = _PendingBatch(
+                pid,
+                epoch,
+                header.last_sequence,
+                batch_relative,
+                header.last_offset_delta,
+                header.max_timestamp,
+            )
+            entry.add_batch(epoch, BatchMetadata(item.last_sequence, -1, item.offset_delta, item.timestamp))
+            pending.append(item)
+        if not working:
+            return _OK_EMPTY
+        return ProducerAppendInfo(AppendStatus.OK, pending=tuple(pending))
+
+    def commit(self, info: ProducerAppendInfo, first_offset: int, *, log_append_time: int = -1) -> None:
+        """Apply an OK ``info`` once its batches are in the log from ``first_offset`` on (contiguously).
+        ``log_append_time`` (>= 0) replaces the batches' timestamps (LogAppendTime topics)."""
+        if info.status is not AppendStatus.OK:
+            raise ValueError(f"cannot commit an append whose status is {info.status.name}")
+        for item in info.pending:
+            entry = self._producers.get(item.producer_id)
+            if entry is None:
+                entry = self._producers[item.producer_id] = ProducerStateEntry(item.producer_id)
+            last_offset = first_offset + item.relative_offset + item.offset_delta
+            timestamp = log_append_time if log_append_time >= 0 else item.timestamp
+            entry.add_batch(
+                item.producer_epoch,
+                BatchMetadata(item.last_sequence, last_offset, item.offset_delta, timestamp),
+            )
+            self._map_end_offset = max(self._map_end_offset, last_offset + 1)
+
+    # ---- replay (loading, followers) --------------------------------------------------------------
+
+    def replay(self, header: RecordBatchHeader) -> None:
+        """Apply a batch already in the log without checks (Kafka's REPLICATION origin)."""
+        if header.has_producer_id:
+            pid = header.producer_id
+            entry = self._producers.get(pid)
+            if entry is None:
+                entry = self._producers[pid] = ProducerStateEntry(pid)
+            if header.is_control:
+                entry.maybe_update_epoch(header.producer_epoch)
+                entry.last_timestamp = header.max_timestamp
+            else:
+                entry.add_batch(
+                    header.producer_epoch,
+                    BatchMetadata(
+                        header.last_sequence,
+                        header.last_offset,
+                        header.last_offset_delta,
+                        header.max_timestamp,
+                    ),
+                )
+        self._map_end_offset = max(self._map_end_offset, header.next_offset)
+
+    # ---- expiry -----------------------------------------------------------------------------------
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int | None = None) -> int:
+        """Forget producers whose last batch is ``producer.id.expiration.ms`` or more before ``now_ms``;
+        returns how many."""
+        limit = self.producer_id_expiration_ms if expiration_ms is None else expiration_ms
+        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= limit]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    # ---- snapshots --------------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        return snapshot_offsets(self._dir)
+
+    def take_snapshot(self) -> Path:
+        """Write the state as ``<map_end_offset>.snapshot`` (durably); returns the file."""
+        entries = [
+            SnapshotEntry(
+                e.producer_id,
+                e.producer_epoch,
+                e.last_sequence,
+                e.last_offset,
+                e.batches[-1].offset_delta if e.batches else 0,
+                e.last_timestamp,
+                e.coordinator_epoch,
+            )
+            for e in sorted(self._producers.values(), key=lambda e: e.producer_id)
+        ]
+        path = snapshot_file(self._dir, self._map_end_offset)
+        atomic_write(path, encode_snapshot(entries))
+        return path
+
+    def _delete_snapshots(self, predicate: Callable[[int], bool]) -> int:
+        doomed = [offset for offset in self.snapshot_offsets() if predicate(offset)]
+        for offset in doomed:
+            snapshot_file(self._dir, offset).unlink(missing_ok=True)
+        if doomed:
+            fsync_dir(self._dir)
+        return len(doomed)
+
+    def delete_snapshots_before(self, offset: int) -> int:
+        """Remove the snapshots below ``offset`` (their segments are gone); returns how many."""
+        return self._delete_snapshots(lambda o: o < offset)
+
+    def delete_snapshots_after(self, offset: int) -> int:
+        """Remove the snapshots above ``offset`` (truncated away); returns how many."""
+        return self._delete_snapshots(lambda o: o > offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The log starts over empty at ``offset``: no producers, no snapshots."""
+        self._producers.clear()
+        self._delete_snapshots(lambda _o: True)
+        self._map_end_offset = offset
+
+    def _read_snapshot(self, offset: int, now_ms: int) -> None:
+        entries = decode_snapshot(snapshot_file(self._dir, offset).read_bytes())
+        producers: dict[int, ProducerStateEntry] = {}
+        for e in entries:
+            entry = ProducerStateEntry(e.producer_id, e.producer_epoch, coordinator_epoch=e.coordinator_epoch)
+            if e.last_offset >= 0:
+                entry.batches.append(
+                    BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp)
+                )
+            entry.last_timestamp = e.timestamp
+            if now_ms - entry.last_timestamp < self.producer_id_expiration_ms:
+                producers[e.producer_id] = entry
+        self._producers = producers
+        self._map_end_offset = offset
+
+    def load(
+        self,
+        *,
+        log_start_offset: int,
+        log_end_offset: int,
+        headers_from: Callable[[int], Iterable[RecordBatchHeader]],
+        now_ms: int,
+    ) -> None:
+        """Rebuild the state of the log ``[log_start_offset, log_end_offset)`` (Kafka's ``truncateAndReload``
+        plus ``loadProducerState``): drop snapshots above the log end, read the latest good one at or below
+        it (a corrupt one is deleted and the next older tried), then replay ``headers_from(offset)`` (the
+        headers of every batch ending at or after ``offset``, in order) up to the log end."""
+        self.delete_snapshots_after(log_end_offset)
+        self._producers = {}
+        start = log_start_offset
+        for offset in reversed(self.snapshot_offsets()):
+            try:
+                self._read_snapshot(offset, now_ms)
+            except (CorruptSnapshotError, OSError) as exc:
+                logger.warning("%s: deleting producer snapshot at %d: %s", self._dir.name, offset, exc)
+                snapshot_file(self._dir, offset).unlink(missing_ok=True)
+                continue
+            start = offset
+            break
+        if start < log_end_offset:
+            for header in headers_from(start):
+                if header.base_offset >= log_end_offset:
+                    break
+                if header.last_offset >= start:
+                    self.replay(header)
+        self._map_end_offset = log_end_offset
+        self.remove_expired_producers(now_ms)
