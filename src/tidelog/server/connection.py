@@ -64,7 +64,7 @@ class Connection:
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_request_bytes)
+        self._decoder = FrameDecoder(max_request_bytes, writable_frames=True)
         self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
