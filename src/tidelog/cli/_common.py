@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, TypeVar, cast
 
 import click
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
+from rich.table import Table
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -31,12 +32,22 @@ __all__ = [
     "parse_key_values",
     "print_error",
     "print_warning",
+    "table",
 ]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
-out_console = Console(highlight=False, soft_wrap=True)
+# Piped output is not cut at 80 columns: tables get room, and cells fold instead of being ellipsized.
+out_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def table(*columns: str, title: str, title_justify: JustifyMethod = "center") -> Table:
+    """A rich table whose cells wrap (fold) rather than lose text."""
+    result = Table(title=title, title_justify=title_justify)
+    for column in columns:
+        result.add_column(column, overflow="fold")
+    return result
 
 
 def print_error(message: str) -> None:

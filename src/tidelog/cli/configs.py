@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import click
-from rich.table import Table
 
 from tidelog.cli._common import (
     ClientOptions,
@@ -21,6 +20,9 @@ from tidelog.cli._common import (
     out_console,
     parse_key_values,
     wait_result,
+)
+from tidelog.cli._common import (
+    table as make_table,
 )
 
 
@@ -116,7 +118,7 @@ def describe_command(
         out_console.print_json(json.dumps({"resource": kind, "name": name, "configs": rows}))
         return
     what = "all configs" if show_all else "overrides"
-    table = Table(
+    table = make_table(
         "Name", "Value", "Source", *(["Synonyms"] if synonyms else []), title=f"{kind} {name}: {what}"
     )
     for row in rows:

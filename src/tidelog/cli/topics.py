@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import click
-from rich.table import Table
 
 from tidelog.cli._common import (
     ClientOptions,
@@ -23,6 +22,9 @@ from tidelog.cli._common import (
     parse_key_values,
     print_warning,
     wait_result,
+)
+from tidelog.cli._common import (
+    table as make_table,
 )
 
 
@@ -116,7 +118,9 @@ def list_command(client: ClientOptions, include_internal: bool, fmt: str) -> Non
         for name, _ in topics:
             click.echo(name)
     else:
-        table = Table("Topic", "Partitions", title=f"{len(topics)} topic(s) on {client.bootstrap_server}")
+        table = make_table(
+            "Topic", "Partitions", title=f"{len(topics)} topic(s) on {client.bootstrap_server}"
+        )
         for name, count in topics:
             table.add_row(name, str(count))
         out_console.print(table)
@@ -233,7 +237,7 @@ def describe_command(client: ClientOptions, topics: tuple[str, ...], offsets: bo
             f"Configs: {config_text}"
         )
         columns = ["Partition", "Leader", "Replicas", "ISR"] + (["Log start", "Log end"] if offsets else [])
-        table = Table(*columns, title=title, title_justify="left")
+        table = make_table(*columns, title=title, title_justify="left")
         for p in parts:
             row = [
                 str(p["partition"]),
