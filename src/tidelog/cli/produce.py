@@ -195,7 +195,9 @@ def produce_command(
 
     delivery = _Delivery()
     stream: BinaryIO = input_file.open("rb") if input_file is not None else sys.stdin.buffer
-    show = progress if progress is not None else err_console.is_terminal
+    # By default a progress line only when stderr is a terminal and nobody is typing the input.
+    interactive = input_file is None and sys.stdin.isatty()
+    show = progress if progress is not None else (err_console.is_terminal and not interactive)
     total = input_file.stat().st_size if input_file is not None else None
     bar = Progress(
         SpinnerColumn(),
