@@ -16,7 +16,7 @@ lint:
 	.venv/bin/ruff format --check src tests tools bench
 
 typecheck:
-	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage
+	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage src/tidelog/coordinator
 
 pytest:
 	.venv/bin/python -m pytest

@@ -1,0 +1,245 @@
+"""The group coordinator of one broker: its shards, and the routing of requests to them.
+
+This is the object the server runtime talks to (Kafka's ``GroupCoordinatorService``, minus the
+threads: the runtime brings its own event loop and appends the records). A group lives on the shard
+of ``partition_for(group_id, offsets.topic.num.partitions)``; a broker has a shard for each
+``__consumer_offsets`` partition it leads.
+
+Lifecycle of a partition: :meth:`begin_loading` (requests get COORDINATOR_LOAD_IN_PROGRESS), feed
+every record of the partition's log to :meth:`replay` in order, :meth:`complete_loading`; later
+:meth:`unload` when leadership moves or the broker stops. Requests for groups on partitions this
+broker does not lead get NOT_COORDINATOR.
+
+Invariants: pure (time comes in as ``now_ms``; randomness only for new member ids, through
+``new_uuid``); every entry point returns a :class:`~tidelog.coordinator.result.CoordinatorResult`;
+multi-group requests (OffsetFetch v8+, DescribeGroups, ListGroups, DeleteGroups) are split per shard
+and merged in request order, with per-group errors where the response has room for them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from uuid import UUID
+
+from tidelog.coordinator.config import GroupCoordinatorConfig
+from tidelog.coordinator.partitioning import partition_for
+from tidelog.coordinator.responses import error_response, offset_fetch_error_group, offset_fetch_response
+from tidelog.coordinator.result import CoordinatorResult, TimerKey
+from tidelog.coordinator.shard import GroupCoordinatorShard
+from tidelog.coordinator.shard_state import NO_PRODUCER_ID
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from tidelog.protocol.schema import Request
+
+__all__ = ["GROUP_COORDINATOR_REQUESTS", "GroupCoordinator"]
+
+GROUP_COORDINATOR_REQUESTS: tuple[type[Request], ...] = (
+    JoinGroupRequest,
+    SyncGroupRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    OffsetDeleteRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    DeleteGroupsRequest,
+)
+"""The requests :meth:`GroupCoordinator.handle` takes."""
+
+
+class GroupCoordinator:
+    def __init__(
+        self, config: GroupCoordinatorConfig | None = None, *, new_uuid: Callable[[], UUID] = uuid.uuid4
+    ) -> None:
+        self.config = config or GroupCoordinatorConfig()
+        self._new_uuid = new_uuid
+        self._handle_ids = itertools.count(1)
+        self._shards: dict[int, GroupCoordinatorShard] = {}
+
+    # -- partitions ----------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    @property
+    def owned_partitions(self) -> list[int]:
+        return sorted(self._shards)
+
+    def shard(self, partition: int) -> GroupCoordinatorShard | None:
+        return self._shards.get(partition)
+
+    def is_loading(self, partition: int) -> bool:
+        shard = self._shards.get(partition)
+        return shard is not None and shard.loading
+
+    def begin_loading(self, partition: int) -> GroupCoordinatorShard:
+        """Become the coordinator of ``partition``: a fresh shard, loading until :meth:`complete_loading`."""
+        if partition in self._shards:
+            raise RuntimeError(f"__consumer_offsets-{partition} is already owned")
+        if not 0 <= partition < self.config.offsets_topic_num_partitions:
+            raise ValueError(f"no __consumer_offsets partition {partition}")
+        shard = GroupCoordinatorShard(
+            partition, self.config, new_uuid=self._new_uuid, next_handle_id=lambda: next(self._handle_ids)
+        )
+        self._shards[partition] = shard
+        return shard
+
+    def replay(
+        self,
+        partition: int,
+        key: bytes | memoryview,
+        value: bytes | memoryview | None,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+    ) -> None:
+        """Apply one record of ``partition``'s log while it loads."""
+        self._shards[partition].replay(key, value, producer_id=producer_id)
+
+    def complete_loading(self, partition: int, now_ms: int) -> CoordinatorResult:
+        return self._shards[partition].complete_loading(now_ms)
+
+    def unload(self, partition: int) -> CoordinatorResult:
+        """Stop coordinating ``partition``: its parked requests get NOT_COORDINATOR, its timers go."""
+        shard = self._shards.pop(partition, None)
+        return CoordinatorResult() if shard is None else shard.unload()
+
+    def _route(self, group_id: str) -> GroupCoordinatorShard | ErrorCode:
+        shard = self._shards.get(self.partition_for(group_id))
+        if shard is None:
+            return ErrorCode.NOT_COORDINATOR
+        if shard.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return shard
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def handle(
+        self, request: Request, api_version: int, *, now_ms: int, client_id: str = "", client_host: str = ""
+    ) -> CoordinatorResult:
+        """Serve one group coordinator request (any version's body, with that version).
+
+        ``client_id`` and ``client_host`` are the request header's client id and the peer's address
+        (Kafka stores ``/<ip>``); JoinGroup records them for DescribeGroups."""
+        if isinstance(request, OffsetFetchRequest) and api_version >= 8:
+            return self._fetch_offsets_multi(request, api_version)
+        if isinstance(request, DescribeGroupsRequest):
+            return self._describe_groups(request)
+        if isinstance(request, ListGroupsRequest):
+            return self._list_groups(request)
+        if isinstance(request, DeleteGroupsRequest):
+            return self._delete_groups(request)
+        if not isinstance(request, GROUP_COORDINATOR_REQUESTS):
+            raise TypeError(f"{type(request).__name__} is not a group coordinator request")
+        group_id: str = getattr(request, "group_id", "")
+        if not group_id:
+            return CoordinatorResult(
+                response=error_response(request, api_version, ErrorCode.INVALID_GROUP_ID)
+            )
+        shard = self._route(group_id)
+        if isinstance(shard, ErrorCode):
+            return CoordinatorResult(response=error_response(request, api_version, shard))
+        if isinstance(request, JoinGroupRequest):
+            return shard.join_group(
+                request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
+            )
+        if isinstance(request, SyncGroupRequest):
+            return shard.sync_group(request, api_version, now_ms=now_ms)
+        if isinstance(request, HeartbeatRequest):
+            return shard.heartbeat(request, now_ms=now_ms)
+        if isinstance(request, LeaveGroupRequest):
+            return shard.leave_group(request, api_version, now_ms=now_ms)
+        if isinstance(request, OffsetCommitRequest):
+            return shard.commit_offsets(request, api_version, now_ms=now_ms)
+        if isinstance(request, OffsetDeleteRequest):
+            return shard.delete_offsets(request)
+        assert isinstance(request, OffsetFetchRequest)
+        fetched = shard.offset_manager.fetch_offsets(request, api_version)
+        return CoordinatorResult(response=fetched)
+
+    def _fetch_offsets_multi(self, request: OffsetFetchRequest, api_version: int) -> CoordinatorResult:
+        groups = []
+        for group in request.groups:
+            if not group.group_id:
+                groups.append(offset_fetch_error_group(group, ErrorCode.INVALID_GROUP_ID))
+                continue
+            shard = self._route(group.group_id)
+            if isinstance(shard, ErrorCode):
+                groups.append(offset_fetch_error_group(group, shard))
+            else:
+                groups.append(shard.fetch_offsets(group, request.require_stable))
+        return CoordinatorResult(response=offset_fetch_response(api_version, groups))
+
+    def _describe_groups(self, request: DescribeGroupsRequest) -> CoordinatorResult:
+        described = []
+        for group_id in request.groups:
+            shard = self._route(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+            if isinstance(shard, ErrorCode):
+                described.append(DescribeGroupsResponse.DescribedGroup(group_id=group_id, error_code=shard))
+            else:
+                described.append(shard.describe_group(group_id))
+        return CoordinatorResult(response=DescribeGroupsResponse(groups=described))
+
+    def _list_groups(self, request: ListGroupsRequest) -> CoordinatorResult:
+        error = ErrorCode.NONE
+        listed = []
+        for partition in sorted(self._shards):
+            shard = self._shards[partition]
+            if shard.loading:
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            listed.extend(shard.list_groups(request.states_filter, request.types_filter))
+        return CoordinatorResult(response=ListGroupsResponse(error_code=error, groups=listed))
+
+    def _delete_groups(self, request: DeleteGroupsRequest) -> CoordinatorResult:
+        result = CoordinatorResult()
+        by_group: dict[str, DeleteGroupsResponse.DeletableGroupResult] = {}
+        by_shard: dict[int, list[str]] = {}
+        for group_id in dict.fromkeys(request.groups_names):
+            shard = self._route(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+            if isinstance(shard, ErrorCode):
+                by_group[group_id] = DeleteGroupsResponse.DeletableGroupResult(
+                    group_id=group_id, error_code=shard
+                )
+            else:
+                by_shard.setdefault(shard.partition, []).append(group_id)
+        for partition, group_ids in by_shard.items():
+            results, shard_result = self._shards[partition].delete_groups(group_ids)
+            by_group.update((r.group_id, r) for r in results)
+            result.merge(shard_result)
+        result.response = DeleteGroupsResponse(
+            results=[by_group[g] for g in dict.fromkeys(request.groups_names)]
+        )
+        return result
+
+    # -- time ----------------------------------------------------------------------------------------
+
+    def on_timeout(self, key: TimerKey, now_ms: int) -> CoordinatorResult:
+        """A timer the coordinator asked for has fired."""
+        shard = self._shards.get(key.partition)
+        return CoordinatorResult() if shard is None else shard.on_timeout(key, now_ms)
+
+    def expire_offsets(self, now_ms: int) -> CoordinatorResult:
+        """Run offset/group expiry on every loaded shard now (it also runs by itself on its timer)."""
+        result = CoordinatorResult()
+        for partition in sorted(self._shards):
+            shard = self._shards[partition]
+            if not shard.loading:
+                result.merge(shard.expire_offsets(now_ms))
+        return result

@@ -1,0 +1,244 @@
+"""The coordinator of one ``__consumer_offsets`` partition (Kafka's ``GroupCoordinatorShard``).
+
+A shard owns the groups that hash to its partition and their offsets. It is created *loading*: the
+runtime feeds it every record of the partition with :meth:`GroupCoordinatorShard.replay`, then calls
+:meth:`complete_loading`; requests before that are answered COORDINATOR_LOAD_IN_PROGRESS by
+:class:`~tidelog.coordinator.group_coordinator.GroupCoordinator`. Every method that changes anything
+returns a :class:`~tidelog.coordinator.result.CoordinatorResult`.
+
+Invariants: pure (no clock, no I/O: ``now_ms`` comes in); single-threaded; one call at a time (the
+runtime serialises events per shard); requests reach a loaded shard only; after :meth:`unload` the
+shard answers nothing and holds no timers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from uuid import UUID
+
+from tidelog.coordinator.classic_protocol import ClassicGroupManager
+from tidelog.coordinator.config import GroupCoordinatorConfig
+from tidelog.coordinator.errors import CoordinatorError
+from tidelog.coordinator.group_state import ClassicGroupState
+from tidelog.coordinator.offset_manager import OffsetManager
+from tidelog.coordinator.records import GroupMetadataKey, decode_key, decode_value
+from tidelog.coordinator.result import CoordinatorResult, TimerKey, TimerKind
+from tidelog.coordinator.shard_state import NO_PRODUCER_ID, JoinTimer, ShardState, SyncTimer
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+)
+
+__all__ = ["GroupCoordinatorShard"]
+
+_S = ClassicGroupState
+
+
+class GroupCoordinatorShard:
+    def __init__(
+        self,
+        partition: int,
+        config: GroupCoordinatorConfig,
+        *,
+        new_uuid: Callable[[], UUID],
+        next_handle_id: Callable[[], int],
+    ) -> None:
+        self.state = ShardState(partition, config, new_uuid=new_uuid, next_handle_id=next_handle_id)
+        self.classic = ClassicGroupManager(self.state)
+        self.offset_manager = OffsetManager(self.state)
+        self.loading = True
+
+    @property
+    def partition(self) -> int:
+        return self.state.partition
+
+    # -- loading -------------------------------------------------------------------------------------
+
+    def replay(
+        self, key: bytes | memoryview, value: bytes | memoryview | None, *, producer_id: int = NO_PRODUCER_ID
+    ) -> None:
+        """Apply one record of the partition's log (in log order; ``producer_id`` of its batch)."""
+        if not self.loading:
+            raise RuntimeError(
+                f"partition {self.partition} is loaded: live records are applied by the shard itself"
+            )
+        decoded_key = decode_key(key)
+        self.state.replay(decoded_key, decode_value(decoded_key, value), producer_id=producer_id)
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
+        """A transaction marker in the partition: settles that producer's pending offsets. Transactional
+        offsets are not implemented, so there is never anything pending (Kafka ignores such markers too)."""
+
+    def complete_loading(self, now_ms: int) -> CoordinatorResult:
+        """The whole partition has been replayed: start serving, arm heartbeats and the expiry job."""
+        self.state.begin()
+        self.loading = False
+        self.classic.on_loaded(now_ms)
+        self._schedule_expiration(now_ms)
+        return self.state.finish()
+
+    def unload(self) -> CoordinatorResult:
+        """The partition moves away (or the broker stops): answer parked requests, drop all timers."""
+        self.state.begin()
+        self.classic.on_unloaded()
+        for key in list(self.state.timers):
+            self.state.cancel(key)
+        self.loading = True
+        return self.state.finish()
+
+    def _schedule_expiration(self, now_ms: int) -> None:
+        interval = self.state.config.offsets_retention_check_interval_ms
+        self.state.schedule(self.state.timer_key(TimerKind.GROUP_EXPIRATION), now_ms + interval)
+
+    # -- single-group requests -----------------------------------------------------------------------
+
+    def join_group(
+        self, request: JoinGroupRequest, api_version: int, *, client_id: str, client_host: str, now_ms: int
+    ) -> CoordinatorResult:
+        self.state.begin()
+        response = self.classic.join_group(
+            request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
+        )
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    def sync_group(self, request: SyncGroupRequest, api_version: int, *, now_ms: int) -> CoordinatorResult:
+        self.state.begin()
+        response = self.classic.sync_group(request, api_version, now_ms=now_ms)
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    def heartbeat(self, request: HeartbeatRequest, *, now_ms: int) -> CoordinatorResult:
+        self.state.begin()
+        response = self.classic.heartbeat(request, now_ms=now_ms)
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    def leave_group(self, request: LeaveGroupRequest, api_version: int, *, now_ms: int) -> CoordinatorResult:
+        self.state.begin()
+        response = self.classic.leave_group(request, api_version, now_ms=now_ms)
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    def commit_offsets(
+        self, request: OffsetCommitRequest, api_version: int, *, now_ms: int
+    ) -> CoordinatorResult:
+        self.state.begin()
+        response, refresh = self.offset_manager.commit_offsets(request, api_version, now_ms=now_ms)
+        if refresh is not None:
+            # A classic member committing offsets is alive: the commit counts as a heartbeat.
+            self.classic.reschedule_heartbeat(refresh, refresh.member(request.member_id), now_ms)
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    def delete_offsets(self, request: OffsetDeleteRequest) -> CoordinatorResult:
+        self.state.begin()
+        response = self.offset_manager.delete_offsets(request)
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    # -- parts of multi-group requests (read-only unless said) ---------------------------------------
+
+    def fetch_offsets(
+        self, group: OffsetFetchRequest.OffsetFetchRequestGroup, require_stable: bool
+    ) -> OffsetFetchResponse.OffsetFetchResponseGroup:
+        return self.offset_manager.fetch_group(group, require_stable)
+
+    def describe_group(self, group_id: str) -> DescribeGroupsResponse.DescribedGroup:
+        group = self.state.groups.get(group_id)
+        if group is None:
+            return DescribeGroupsResponse.DescribedGroup(group_id=group_id, group_state=_S.DEAD.value)
+        if group.is_in_state(_S.STABLE):
+            members = [m.describe(group.protocol_name) for m in group.members.values()]
+            protocol_data = group.protocol_name or ""
+        else:
+            members = [m.describe_no_metadata() for m in group.members.values()]
+            protocol_data = ""
+        return DescribeGroupsResponse.DescribedGroup(
+            group_id=group_id,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=protocol_data,
+            members=members,
+        )
+
+    def list_groups(
+        self, states_filter: Iterable[str], types_filter: Iterable[str]
+    ) -> list[ListGroupsResponse.ListedGroup]:
+        """Groups matching both filters (case-insensitive; an empty filter matches everything)."""
+        states = {s.lower() for s in states_filter}
+        types = {t.lower() for t in types_filter}
+        return [
+            group.as_listed_group()
+            for group in self.state.groups.values()
+            if (not states or group.is_in_states(states)) and (not types or group.group_type.value in types)
+        ]
+
+    def delete_groups(
+        self, group_ids: Iterable[str]
+    ) -> tuple[list[DeleteGroupsResponse.DeletableGroupResult], CoordinatorResult]:
+        """Delete Empty groups: tombstones for all their offsets, then for the group itself."""
+        self.state.begin()
+        results = []
+        for group_id in group_ids:
+            error = ErrorCode.NONE
+            try:
+                group = self.state.groups.get(group_id)
+                if group is None:
+                    raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
+                group.validate_delete_group()
+                self.offset_manager.delete_all_offsets(group_id)
+                self.state.write(GroupMetadataKey(group=group_id), None, replay=True)
+            except CoordinatorError as exc:
+                error = exc.error_code
+            results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))
+        return results, self.state.finish()
+
+    # -- time ----------------------------------------------------------------------------------------
+
+    def on_timeout(self, key: TimerKey, now_ms: int) -> CoordinatorResult:
+        """A timer this shard scheduled has fired (stale or early firings are ignored)."""
+        self.state.begin()
+        timer = self.state.pop_due_timer(key, now_ms)
+        if timer is not None and not self.loading:
+            if key.kind is TimerKind.HEARTBEAT:
+                self.classic.on_heartbeat_expired(key.group_id, key.member_id, now_ms)
+            elif key.kind is TimerKind.JOIN:
+                assert isinstance(timer.payload, JoinTimer)
+                self.classic.on_join_timer(key.group_id, timer.payload, now_ms)
+            elif key.kind is TimerKind.SYNC:
+                assert isinstance(timer.payload, SyncTimer)
+                self.classic.on_sync_timer(key.group_id, timer.payload, now_ms)
+            else:
+                self._expire(now_ms)
+                self._schedule_expiration(now_ms)
+        return self.state.finish()
+
+    def expire_offsets(self, now_ms: int) -> CoordinatorResult:
+        """Kafka's ``cleanupGroupMetadata``: tombstone expired offsets, then delete Empty groups left
+        without offsets. Runs by itself every ``offsets.retention.check.interval.ms``."""
+        self.state.begin()
+        self._expire(now_ms)
+        return self.state.finish()
+
+    def _expire(self, now_ms: int) -> None:
+        for group in list(self.state.groups.values()):
+            all_expired = self.offset_manager.cleanup_expired_offsets(group, now_ms)
+            if all_expired and group.is_in_state(_S.EMPTY):
+                self.state.write(GroupMetadataKey(group=group.group_id), None, replay=True)

@@ -1,0 +1,214 @@
+"""Everything one ``__consumer_offsets`` partition's coordinator holds, and the one way records change it.
+
+A shard's state is its groups, its committed offsets and the timers it asked for. The durable part
+(offsets, groups' existence, the membership of loaded groups) changes only in :meth:`ShardState.replay`,
+which is fed either by loading (every record of the partition, in log order) or, live, by
+:meth:`ShardState.write` for the records the shard itself emits. Records are replayed live exactly as
+Kafka's runtime replays them: offset commits and all tombstones at once; a ``GroupMetadataValue``
+is only a snapshot of a live group (Kafka appends it with ``replayRecords=false``: the live group
+object is the authority for a classic group's in-flight rebalance, which no record describes), so
+it is applied when loading only.
+
+Invariants:
+
+- While a call is being handled, ``out`` collects its result; :meth:`begin` / :meth:`finish` bracket
+  every public entry point of the shard.
+- ``timers`` holds exactly the timers this shard scheduled and has not cancelled or fired; every
+  schedule/cancel here is also emitted in ``out.timers``.
+- Replaying a shard's own emitted records, in order, into an empty shard reproduces its durable
+  state: the same offsets, and every group that is Stable or Empty with the same generation,
+  protocol, leader, members and assignments (tested by property).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from tidelog.coordinator.config import GroupCoordinatorConfig
+from tidelog.coordinator.group import ClassicGroup
+from tidelog.coordinator.group_state import ClassicGroupState
+from tidelog.coordinator.member import ClassicGroupMember
+from tidelog.coordinator.offsets import OffsetAndMetadata, OffsetStore
+from tidelog.coordinator.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordKey,
+    RecordValue,
+    encode_key,
+    encode_value,
+)
+from tidelog.coordinator.result import (
+    CancelTimer,
+    CoordinatorResult,
+    DeferredResponse,
+    ScheduleTimer,
+    TimerKey,
+    TimerKind,
+)
+from tidelog.protocol.schema import Response
+
+__all__ = ["NO_PRODUCER_ID", "JoinTimer", "PendingTimer", "ShardState", "SyncTimer"]
+
+NO_PRODUCER_ID = -1
+"""``RecordBatch.NO_PRODUCER_ID``: records not written by a transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinTimer:
+    """Payload of a group's JOIN timer: the initial rebalance delay (with what is left of the group's
+    rebalance timeout) or, when ``initial`` is False, the end of the join phase."""
+
+    initial: bool
+    delay_ms: int = 0
+    remaining_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SyncTimer:
+    """Payload of a group's SYNC timer: the generation whose SyncGroups it waits for."""
+
+    generation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTimer:
+    deadline_ms: int
+    payload: JoinTimer | SyncTimer | None = None
+
+
+class ShardState:
+    def __init__(
+        self,
+        partition: int,
+        config: GroupCoordinatorConfig,
+        *,
+        new_uuid: Callable[[], UUID],
+        next_handle_id: Callable[[], int],
+    ) -> None:
+        self.partition = partition
+        self.config = config
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        self.timers: dict[TimerKey, PendingTimer] = {}
+        self.out = CoordinatorResult()
+        self._new_uuid = new_uuid
+        self._next_handle_id = next_handle_id
+
+    # -- call bracket --------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self.out = CoordinatorResult()
+
+    def finish(self) -> CoordinatorResult:
+        out, self.out = self.out, CoordinatorResult()
+        return out
+
+    # -- outputs -------------------------------------------------------------------------------------
+
+    def timer_key(self, kind: TimerKind, group_id: str = "", member_id: str = "") -> TimerKey:
+        return TimerKey(kind, self.partition, group_id, member_id)
+
+    def schedule(self, key: TimerKey, deadline_ms: int, payload: JoinTimer | SyncTimer | None = None) -> None:
+        self.timers[key] = PendingTimer(deadline_ms, payload)
+        self.out.timers.append(ScheduleTimer(key, deadline_ms))
+
+    def cancel(self, key: TimerKey) -> None:
+        if self.timers.pop(key, None) is not None:
+            self.out.timers.append(CancelTimer(key))
+
+    def cancel_group_timers(self, group_id: str) -> None:
+        for key in [
+            k for k in self.timers if k.group_id == group_id and k.kind is not TimerKind.GROUP_EXPIRATION
+        ]:
+            self.cancel(key)
+
+    def pop_due_timer(self, key: TimerKey, now_ms: int) -> PendingTimer | None:
+        """The timer for ``key`` if it is still scheduled and due (a stale firing gets ``None``)."""
+        timer = self.timers.get(key)
+        if timer is None or timer.deadline_ms > now_ms:
+            return None
+        del self.timers[key]
+        return timer
+
+    def complete(self, handle: DeferredResponse | None, response: Response) -> None:
+        if handle is not None:
+            self.out.completions.append((handle, response))
+
+    def new_handle(self, api_key: int, api_version: int, group_id: str, member_id: str) -> DeferredResponse:
+        return DeferredResponse(self._next_handle_id(), api_key, api_version, group_id, member_id)
+
+    def new_member_id(self, prefix: str) -> str:
+        """Kafka's member ids: ``<client id or group instance id>-<random UUID>``."""
+        return f"{prefix}-{self._new_uuid()}"
+
+    def write(self, key: RecordKey, value: RecordValue | None, *, replay: bool) -> None:
+        """Emit a record for this partition; ``replay`` applies it to this shard at once."""
+        encoded = encode_key(key), (None if value is None else encode_value(value))
+        self.out.records.setdefault(self.partition, []).append(CoordinatorRecord(*encoded))
+        if replay:
+            self.replay(key, value)
+
+    # -- replay --------------------------------------------------------------------------------------
+
+    def replay(self, key: RecordKey, value: RecordValue | None, *, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one decoded record. ``producer_id`` is the batch's: transactional offset commits
+        (pending until the transaction's marker) are not implemented yet and are refused."""
+        if producer_id != NO_PRODUCER_ID:
+            raise NotImplementedError("transactional offset commits (TxnOffsetCommit) are not supported yet")
+        if isinstance(key, OffsetCommitKey):
+            if value is None:
+                self.offsets.remove(key.group, key.topic, key.partition)
+            else:
+                assert isinstance(value, OffsetCommitValue)
+                if key.group not in self.groups:
+                    # Offsets committed without group membership: Kafka keeps a "simple" classic group.
+                    self.groups[key.group] = ClassicGroup(key.group)
+                self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_record(value))
+        elif value is None:
+            self.remove_group(key.group)
+        else:
+            assert isinstance(value, GroupMetadataValue)
+            self.load_group(key, value)
+
+    def load_group(self, key: GroupMetadataKey, value: GroupMetadataValue) -> None:
+        """Rebuild a group from its metadata record: Stable with its members, or Empty without."""
+        group = ClassicGroup(
+            key.group,
+            ClassicGroupState.STABLE if value.members else ClassicGroupState.EMPTY,
+            current_state_timestamp=None
+            if value.current_state_timestamp == -1
+            else value.current_state_timestamp,
+            generation_id=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol_name=value.protocol,
+            leader_id=value.leader,
+        )
+        for m in value.members:
+            group.add(
+                ClassicGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.session_timeout
+                    if m.rebalance_timeout == -1
+                    else m.rebalance_timeout,
+                    session_timeout_ms=m.session_timeout,
+                    protocol_type=value.protocol_type,
+                    supported_protocols=((value.protocol or "", bytes(m.subscription)),),
+                    assignment=bytes(m.assignment),
+                )
+            )
+        group.subscribed_topics = group.compute_subscribed_topics()
+        self.groups[key.group] = group
+
+    def remove_group(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.previous_state, group.state = group.state, ClassicGroupState.DEAD
+            self.cancel_group_timers(group_id)
