@@ -67,6 +67,12 @@ def main() -> None:
         producer = Producer(
             {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20, "acks": 1}
         )
+        failed: list[object] = []
+
+        def report(err: object, _msg: object) -> None:
+            if err is not None:
+                failed.append(err)
+
         value = os.urandom(args.size)
         total = int(args.gib * (1 << 30))
         marks = [m for m in (100 << 20, 500 << 20, 1 << 30, 2 << 30, 3 << 30, 4 << 30, 5 << 30) if m <= total]
@@ -79,7 +85,7 @@ def main() -> None:
         for mark in marks:
             while sent < mark:
                 try:
-                    producer.produce("rss-growth", value)
+                    producer.produce("rss-growth", value, on_delivery=report)
                 except BufferError:
                     producer.poll(0.005)
                     continue

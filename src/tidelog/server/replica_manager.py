@@ -86,6 +86,8 @@ class ReplicaManager:
         if existing is None:
             return None
         partition = Partition(topic, index, existing)
+        # The ISR is this broker alone: everything in the log is committed.
+        existing.update_high_watermark(existing.log_end_offset)
         self._partitions[(topic, index)] = partition
         return partition
 
