@@ -66,11 +66,13 @@ def read_everything(log: PartitionLog, start: int | None = None) -> bytes:
     offset = log.log_start_offset if start is None else start
     out = bytearray()
     while offset < log.log_end_offset:
-        data = log.read(offset, 1000).read_bytes()
+        result = log.read(offset, 1000)
+        data = result.read_bytes()
         hs = headers(data)
         assert hs, f"no progress at offset {offset}"
+        assert result.next_offset == hs[-1].next_offset
         out += data
-        offset = hs[-1].next_offset
+        offset = result.next_offset
     return bytes(out)
 
 

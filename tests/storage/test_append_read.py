@@ -107,11 +107,12 @@ def test_max_bytes_bounds_whole_batches(tmp_path: Path) -> None:
         (10 * size + 5, 10),
         (10**6, 29),
     ]:
-        data = log.read(3, max_bytes).read_bytes()
-        assert data == b"".join(written[1 : 1 + expected]), max_bytes
+        result = log.read(3, max_bytes)
+        assert result.read_bytes() == b"".join(written[1 : 1 + expected]), max_bytes
+        assert result.next_offset == 3 + 3 * expected
     assert log.read(3, size - 1).read_bytes() == written[1]  # min_one_batch: the first batch whole
     empty = log.read(3, size - 1, min_one_batch=False)
-    assert (empty.regions, empty.nbytes) == ((), 0)
+    assert (empty.regions, empty.nbytes, empty.next_offset) == ((), 0, 3)
     assert log.read(3, 0).read_bytes() == written[1]
     log.close()
 
@@ -143,6 +144,7 @@ def test_reads_continue_across_segments(tmp_path: Path) -> None:
     result = log.read(0, 10**9)
     assert len(result.regions) == len(segments)
     assert result.read_bytes() == everything
+    assert result.next_offset == log.log_end_offset == 180
     # From the middle of the second segment, through the third, stopping inside the fourth.
     second, fourth = segments[1], segments[3]
     fetch = second.base_offset + 4
@@ -168,6 +170,8 @@ def test_max_offset_excludes_batches_at_or_above_it(tmp_path: Path) -> None:
     assert log.read(0, 10**6, max_offset=1).read_bytes() == written[0]  # batch 0-2 straddles 1: included
     assert log.read(0, 10**6, max_offset=3).read_bytes() == written[0]
     assert log.read(0, 10**6, max_offset=4).read_bytes() == b"".join(written[:2])
+    assert log.read(0, 10**6, max_offset=4).next_offset == 6
+    assert log.read(0, 10**6, max_offset=3).next_offset == 3
     assert log.read(9, 10**6, max_offset=9).nbytes == 0
     for max_offset in (30, 31, 45, 88, 90):
         expected = b"".join(written[: -(-max_offset // 3)])

@@ -6,7 +6,8 @@ Invariants:
   whole record batches. It holds the segment's file object itself, so the descriptor stays open (even if
   the segment is deleted or released meanwhile) for as long as the region lives.
 * A :class:`FetchDataInfo` lists regions of consecutive segments in offset order; ``nbytes`` is their sum.
-  No region is empty.
+  No region is empty. ``next_offset`` is one past the last batch returned (``fetch_offset`` when none):
+  where the next read continues.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class FetchDataInfo:
     fetch_offset: int
     regions: tuple[FileRegion, ...]
     nbytes: int
+    next_offset: int
 
     def read_bytes(self) -> bytes:
         """All regions' bytes concatenated (tools and tests)."""

@@ -412,14 +412,14 @@ class PartitionLog:
         limit = log_end if max_offset is None else min(max_offset, log_end)
         regions: list[FileRegion] = []
         total = 0
+        next_offset = fetch_offset
         segments = self._segments
         index = self._segment_index(fetch_offset)
-        offset = fetch_offset
-        while fetch_offset < limit and index < len(segments):
+        while next_offset < limit and index < len(segments):
             segment = segments[index]
             upper = segments[index + 1].base_offset if index + 1 < len(segments) else log_end
             result = segment.read(
-                offset,
+                next_offset,
                 max_bytes - total,
                 max_offset=limit,
                 upper_bound_offset=upper,
@@ -427,15 +427,16 @@ class PartitionLog:
             )
             index += 1
             if result is None:
-                continue
-            region, reached_end = result
-            if region is not None:
-                regions.append(region)
-                total += region.nbytes
-            if region is None or not reached_end or total >= max_bytes:
+                if regions or segment.translate_offset(next_offset) is not None:
+                    break  # the next batch is excluded (max_offset or max_bytes)
+                continue  # nothing at/after next_offset in this segment
+            region, next_offset, reached_end = result
+            regions.append(region)
+            total += region.nbytes
+            if not reached_end or total >= max_bytes:
                 break
-            offset = upper
-        return FetchDataInfo(fetch_offset, tuple(regions), total)
+            next_offset = max(next_offset, upper)
+        return FetchDataInfo(fetch_offset, tuple(regions), total, next_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         """The first record at/after the log start whose timestamp is >= ``timestamp_ms`` (ListOffsets)."""

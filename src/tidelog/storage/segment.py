@@ -445,16 +445,22 @@ class LogSegment:
                 return position, header
         return None
 
-    def _last_boundary(self, start: int, limit: int) -> int:
-        """The largest batch end at or before ``limit``, scanning from ``start`` (a batch start)."""
+    def _last_boundary(self, start: int, limit: int) -> tuple[int, int]:
+        """The largest batch end at or before ``limit`` scanning from ``start`` (a batch start), and the
+        offset of the batch that starts there."""
         scan_from = self._checked_start(lambda: self.offset_index.lookup_by_position(limit), start)
         boundary = scan_from
+        next_offset: int | None = None
         for position, header in self._scan(scan_from):
             end = position + header.size_in_bytes
             if end > limit:
+                if next_offset is None:
+                    next_offset = header.base_offset
                 break
-            boundary = end
-        return boundary
+            boundary, next_offset = end, header.next_offset
+        if next_offset is None:
+            raise LogCorruptionError(f"{self._log_path}: no batch at position {scan_from}")
+        return boundary, next_offset
 
     def read(
         self,
@@ -464,41 +470,46 @@ class LogSegment:
         max_offset: int,
         upper_bound_offset: int,
         min_one_batch: bool,
-    ) -> tuple[FileRegion | None, bool] | None:
+    ) -> tuple[FileRegion, int, bool] | None:
         """Whole batches from the one holding ``start_offset``.
 
-        None: no batch here ends at/after ``start_offset`` (look in the next segment). Otherwise
-        ``(region, reached_end)``: the batches before the first one whose base offset is >= ``max_offset``,
-        at most ``max_bytes`` of them except that the first is always whole when ``min_one_batch``; region
-        None when even the first is excluded. ``reached_end``: the region ends at the end of the segment, so
-        a read may go on in the next one. ``upper_bound_offset`` (next segment's base offset, or the log
-        end) lets a read skip looking up ``max_offset`` when it lies beyond this segment.
+        None: nothing to return, either because no batch here ends at/after ``start_offset`` (look in the
+        next segment: check with :meth:`translate_offset`) or because the first batch is excluded. Otherwise
+        ``(region, next_offset, reached_end)``: the batches before the first one whose base offset is >=
+        ``max_offset``, at most ``max_bytes`` of them except that the first is always whole when
+        ``min_one_batch``; ``next_offset`` is one past the last batch in the region; ``reached_end`` says
+        the region ends at the end of the segment, so a read may go on in the next one.
+        ``upper_bound_offset`` (next segment's base offset, or the log end) is where offsets of this segment
+        end; it spares looking up ``max_offset`` when that lies beyond.
         """
         found = self.translate_offset(start_offset)
         if found is None:
             return None
         start, first = found
         if first.base_offset >= max_offset:
-            return None, False
-        end_limit = self._size
+            return None
+        end_limit, limit_next = self._size, upper_bound_offset
         if max_offset < upper_bound_offset:
             bound = self.translate_offset(max_offset, start)
             if bound is not None:
                 bound_position, bound_header = bound
-                end_limit = (
-                    bound_position
-                    if bound_header.base_offset >= max_offset
-                    else bound_position + bound_header.size_in_bytes
-                )
+                if bound_header.base_offset >= max_offset:
+                    end_limit, limit_next = bound_position, bound_header.base_offset
+                else:
+                    end_limit = bound_position + bound_header.size_in_bytes
+                    limit_next = bound_header.next_offset
+        if self._active and end_limit == self._size:
+            limit_next = self.next_offset
+        first_end = start + first.size_in_bytes
         if first.size_in_bytes > max_bytes:
             if not min_one_batch:
-                return None, False
-            end = start + first.size_in_bytes
+                return None
+            end, next_offset = first_end, first.next_offset
         elif start + max_bytes >= end_limit:
-            end = end_limit
+            end, next_offset = end_limit, limit_next
         else:
-            end = self._last_boundary(start, start + max_bytes)
-        return FileRegion(self._handle(), start, end - start), end == self._size
+            end, next_offset = self._last_boundary(start, start + max_bytes)
+        return FileRegion(self._handle(), start, end - start), next_offset, end == self._size
 
     def _first_record_at(
         self, position: int, header: RecordBatchHeader, *, min_offset: int, min_timestamp: int
