@@ -8,6 +8,7 @@ Invariants:
   connections, then flush every log, write checkpoints and the clean-shutdown marker (LogManager.shutdown).
 - Background work runs on this one event loop: the purgatory clock, retention every
   ``log.retention.check.interval.ms``, removal of ``.deleted`` files after ``file.delete.delay.ms``,
+  expiry of idle producer ids every ``producer.id.expiration.check.interval.ms``,
   time-based flushes and checkpoints, and closing idle connections after ``connections.max.idle.ms``.
 """
 
@@ -31,6 +32,7 @@ from .connection import Connection
 from .dispatch import Dispatcher, Route
 from .fetch_purgatory import FetchPurgatory
 from .metadata_store import MetadataStore, TopicMetadata
+from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from .replica_manager import ReplicaManager
 
 __all__ = ["Broker", "now_ms"]
@@ -61,6 +63,7 @@ class Broker:
             topic_config=self._topic_log_config,
         )
         self.cluster_id = self.logs.cluster_id
+        self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
         self.fetch_purgatory = FetchPurgatory()
         self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append)
         self._reconcile_topics()
@@ -165,6 +168,9 @@ class Broker:
                 self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
             ),
             loop.create_task(self._every(min(self.config.connections_max_idle_ms, 10_000), self._close_idle)),
+            loop.create_task(
+                self._every(self.config.producer_id_expiration_check_interval_ms, self._expire_producers)
+            ),
             loop.create_task(self.fetch_purgatory.run()),
         ]
         log.info(
@@ -241,6 +247,11 @@ class Broker:
         now = now_ms()
         for partition in self.replicas:
             partition.log.maybe_flush(now)
+
+    def _expire_producers(self) -> None:
+        now = now_ms()
+        for partition in self.replicas:
+            partition.log.remove_expired_producers(now, self.config.producer_id_expiration_ms)
 
     def _checkpoint(self) -> None:
         self.logs.checkpoint_recovery_points()

@@ -20,6 +20,7 @@ from .leader_epoch import handle_offset_for_leader_epoch
 from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_cluster, handle_metadata
 from .produce import handle_produce
+from .producer_id import handle_init_producer_id
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 __all__ = ["ROUTES"]
@@ -39,4 +40,5 @@ ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
     (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster),
+    (ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id),
 ]

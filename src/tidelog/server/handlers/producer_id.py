@@ -1,0 +1,48 @@
+"""InitProducerId (key 22): producer ids and epochs for idempotent producers.
+
+Invariants:
+
+* Without a transactional id (an idempotent producer) the answer is always a *new* producer id with epoch 0,
+  as Kafka's ``TransactionCoordinator.handleInitProducerId`` does, including for v3+ requests that carry
+  the producer's current id and epoch (KIP-360): for a non-transactional producer the broker cannot tell
+  that the requester owns that id, so it never bumps (or fences) someone else's epoch. Idempotent clients
+  bump their epoch locally or take the new id; every partition accepts a new producer at any sequence.
+* With a transactional id the answer is ``COORDINATOR_NOT_AVAILABLE`` (transactions are not implemented):
+  it is retriable, so clients back off and retry until their own timeout and then fail with a clear
+  "coordinator not available" error, instead of ``NOT_COORDINATOR``, which sends them rediscovering the
+  coordinator (this broker again) in a loop, or a non-retriable error that would read as a permission or
+  protocol problem.
+* Ids come from :class:`~tidelog.server.producer_id_manager.ProducerIdManager`, reserved on disk first.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+
+log = logging.getLogger("tidelog.producer_id")
+
+
+def handle_init_producer_id(
+    broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        return InitProducerIdResponse(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
+        )
+    try:
+        producer_id = broker.producer_ids.generate_producer_id()
+    except OSError:
+        log.exception("could not reserve a block of producer ids")
+        return InitProducerIdResponse(
+            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1
+        )
+    log.debug("producer id %d (epoch 0) for client %s", producer_id, ctx.client_id)
+    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
