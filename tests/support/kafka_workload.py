@@ -132,6 +132,33 @@ def verify_log(
     assert not spread, f"keys found in several partitions: {list(spread.items())[:5]}"
 
 
+def partition_timelines(
+    messages: Sequence[WorkMessage], deliveries: dict[int, Delivery]
+) -> dict[int, list[tuple[int, int]]]:
+    """{partition: [(offset, timestamp), ...] in offset order} of messages produced with explicit timestamps."""
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for m in messages:
+        assert m.timestamp_ms is not None
+        d = deliveries[m.seq]
+        out[d.partition].append((d.offset, m.timestamp_ms))
+    return {p: sorted(rows) for p, rows in out.items()}
+
+
+def expected_offset_for_time(timeline: Sequence[tuple[int, int]], timestamp: int) -> tuple[int, int] | None:
+    """Kafka's answer to ListOffsets(timestamp): the first record (in offset order) whose timestamp is >=
+    ``timestamp``, as (offset, its timestamp); None when there is none."""
+    for offset, ts in timeline:
+        if ts >= timestamp:
+            return offset, ts
+    return None
+
+
+def time_queries(timeline: Sequence[tuple[int, int]]) -> list[int]:
+    """Timestamps to look up: before everything, exact record timestamps, between records, after the end."""
+    stamps = [ts for _, ts in timeline]
+    return [stamps[0] - 5000, *stamps[::37], *(ts + 1 for ts in stamps[5::41]), stamps[-1], stamps[-1] + 1]
+
+
 def stored_codecs(data_dir: Path, topic: str) -> Counter[Compression]:
     """How many stored batches of ``topic`` use each codec (read straight from the segment files)."""
     counts: Counter[Compression] = Counter()
@@ -172,15 +199,16 @@ def confluent_produce(
     )
     deliveries: dict[int, Delivery] = {}
     errors: list[Any] = []
+    seq_by_value: dict[bytes, int] = {}
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             errors.append(err)
             return
-        seq = int(dict(msg.headers())["seq"])
-        deliveries[seq] = Delivery(msg.partition(), msg.offset())
+        deliveries[seq_by_value[msg.value()]] = Delivery(msg.partition(), msg.offset())
 
     for m in messages:
+        seq_by_value[m.value] = m.seq
         while True:
             try:
                 producer.produce(
@@ -280,6 +308,7 @@ def kafka_python_produce(
     compression: str = "none",
     acks: Any = "all",
     timeout: float = 120.0,
+    batch_bytes: int = 64 * 1024,
 ) -> dict[int, Delivery]:
     import kafka
 
@@ -288,8 +317,9 @@ def kafka_python_produce(
         compression_type=None if compression == "none" else compression,
         acks=acks,
         linger_ms=5,
-        batch_size=64 * 1024,
+        batch_size=batch_bytes,
         max_block_ms=60_000,
+        enable_idempotence=False,  # kafka-python 3 defaults to idempotence (needs InitProducerId, not yet served)
     )
     futures = []
     try:
@@ -345,6 +375,7 @@ async def aiokafka_produce(
     *,
     compression: str = "none",
     acks: Any = "all",
+    batch_bytes: int = 64 * 1024,
 ) -> dict[int, Delivery]:
     import aiokafka
 
@@ -353,7 +384,7 @@ async def aiokafka_produce(
         compression_type=None if compression == "none" else compression,
         acks=acks,
         linger_ms=5,
-        max_batch_size=64 * 1024,
+        max_batch_size=batch_bytes,
     )
     await producer.start()
     try:
