@@ -347,3 +347,39 @@ def test_producer_ids_survive_restarts(tmp_path: Path) -> None:
     finally:
         broker.stop(timeout=30)
         broker.close()
+
+
+@pytest.mark.parametrize("stop", ["graceful", "kill"])
+def test_producer_state_survives_a_restart(tmp_path: Path, stop: str) -> None:
+    """After a clean shutdown (snapshot at the log end) or a kill -9 (snapshot at the segment base plus
+    header replay) a retry of the last batch is still a duplicate and a gap is still refused."""
+    broker = Broker({}, data_dir=tmp_path / "data", run_dir=tmp_path / "run")
+    broker.start()
+    try:
+        create_topic(broker, "survivor", partitions=1)
+        wire = Wire(broker)
+        try:
+            pid = wire.init_producer_id().producer_id
+            offsets = [wire.produce("survivor", idem_batch(pid, 0, seq)).base_offset for seq in (0, 3, 6)]
+        finally:
+            wire.close()
+        assert offsets == [0, 3, 6]
+        if stop == "kill":
+            broker.kill()
+        else:
+            assert broker.stop(timeout=30) == 0
+        broker.start()
+        wire = Wire(broker)
+        try:
+            retry = wire.produce("survivor", idem_batch(pid, 0, 6))
+            assert (retry.error_code, retry.base_offset) == (ErrorCode.NONE, 6)
+            gap = wire.produce("survivor", idem_batch(pid, 0, 10))
+            assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            nxt = wire.produce("survivor", idem_batch(pid, 0, 9))
+            assert (nxt.error_code, nxt.base_offset) == (ErrorCode.NONE, 9)
+        finally:
+            wire.close()
+        assert [h.base_sequence for h in stored_batches(broker, "survivor", 0)] == [0, 3, 6, 9]
+    finally:
+        broker.stop(timeout=30)
+        broker.close()

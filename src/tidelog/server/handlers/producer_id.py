@@ -12,7 +12,9 @@ Invariants:
   "coordinator not available" error, instead of ``NOT_COORDINATOR``, which sends them rediscovering the
   coordinator (this broker again) in a loop, or a non-retriable error that would read as a permission or
   protocol problem.
-* Ids come from :class:`~tidelog.server.producer_id_manager.ProducerIdManager`, reserved on disk first.
+* Ids come from :class:`~tidelog.server.producer_id_manager.ProducerIdManager`, reserved on disk first; if
+  the block cannot be written the answer is the retriable ``COORDINATOR_LOAD_IN_PROGRESS`` (what Kafka
+  answers while it has no block) and no id is handed out.
 """
 
 from __future__ import annotations
