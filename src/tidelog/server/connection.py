@@ -114,6 +114,10 @@ class Connection:
 
     def close(self) -> None:
         self._closing = True
+        # shutdown first: under uvloop, close() alone leaves the connection up while a sock_recv is
+        # pending on it (the peer never sees EOF and the read never returns), e.g. for an idle close.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
 
