@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
-from tidelog.protocol.framing import FrameDecoder
+from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey
 
 from .dispatch import NO_RESPONSE, RequestContext
@@ -123,6 +123,7 @@ class Connection:
 
     async def _read_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         sock = self._sock
+        decoder = self._decoder
         while not self._closing:
             if not self._room.is_set():
                 await self._room.wait()
@@ -130,7 +131,10 @@ class Connection:
             if not data:
                 return
             self.last_active = time.monotonic()
-            for frame in self._decoder.feed(data):
+            # Frame by frame: a bad size prefix raises right after the frames before it were handled,
+            # not on the next recv (which may never come: the peer could wait for those answers).
+            decoder.receive_data(data)
+            while (frame := decoder.next_frame()) is not NEED_DATA:
                 self._handle_frame(frame)
                 if self._closing:
                     return
