@@ -346,7 +346,8 @@ def test_consume_from_timestamp(b: list[str]) -> None:
 
 
 @pytest.mark.xfail(
-    strict=True, reason="the group coordinator (FindCoordinator/JoinGroup) lands with the consumer-groups issue"
+    strict=True,
+    reason="the group coordinator (FindCoordinator/JoinGroup) lands with the consumer-groups issue",
 )
 def test_consume_as_a_group_commits_offsets(b: list[str]) -> None:
     ok(tidelog_cli("topics", "create", "grouped", *b))
