@@ -399,3 +399,20 @@ def test_high_watermark_is_bounded(tmp_path: Path) -> None:
     assert log.update_high_watermark(-5) == 0
     assert log.update_high_watermark(4) == 4
     log.close()
+
+
+def test_regions_go_out_with_sendfile(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", SMALL)
+    written = fill(log, 20)
+    result = log.read(4, 10**6)
+    assert len(result.regions) > 1
+    out_path = tmp_path / "sent"
+    with out_path.open("wb") as out:
+        for region in result.regions:
+            position, remaining = region.position, region.nbytes
+            while remaining:
+                sent = os.sendfile(out.fileno(), region.file.fileno(), position, remaining)
+                position += sent
+                remaining -= sent
+    assert out_path.read_bytes() == b"".join(written[1:])
+    log.close()
