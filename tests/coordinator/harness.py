@@ -121,7 +121,7 @@ class Harness:
             self.apply(self.coordinator.on_timeout(key, self.now))
         self.now = target
 
-    def response(self, answer: Any) -> Response:
+    def response(self, answer: Any) -> Any:
         """The response itself, or the completion of a parked request (which must have arrived)."""
         if isinstance(answer, DeferredResponse):
             return self.completed[answer.handle_id]

@@ -74,7 +74,7 @@ def test_two_members_join_leader_gets_member_list_and_sync_hands_out_assignment(
     assert h.response(b_sync) == SyncGroupResponse(
         protocol_type="consumer", protocol_name="range", assignment=b"B"
     )
-    assert group.state is S.STABLE
+    assert h.group("g").state is S.STABLE
     assert TimerKey(TimerKind.SYNC, 0, "g") not in h.timers
 
     snapshot = group_records(h, "g")[-1]
@@ -125,7 +125,7 @@ def test_third_member_joining_triggers_a_rebalance_that_completes_when_everyone_
     assert h.response(b_join).generation_id == gen + 1
     assert [m.member_id for m in h.response(a_join).members] == [a, b, c]
     assert h.response(c_join).leader == a
-    assert group.state is S.COMPLETING_REBALANCE
+    assert h.group("g").state is S.COMPLETING_REBALANCE
     assert TimerKey(TimerKind.JOIN, 0, "g") not in h.timers
 
 
@@ -156,7 +156,7 @@ def test_leave_triggers_a_rebalance_without_the_leaver() -> None:
     assert group.state is S.PREPARING_REBALANCE
     rejoin = h.response(h.join("g", a))
     assert (rejoin.generation_id, [m.member_id for m in rejoin.members]) == (gen + 1, [a])
-    assert group.state is S.COMPLETING_REBALANCE
+    assert h.group("g").state is S.COMPLETING_REBALANCE
 
 
 def test_last_member_leaving_empties_the_group_and_writes_it() -> None:

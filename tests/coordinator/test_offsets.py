@@ -10,6 +10,8 @@ from tidelog.coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
+    RecordKey,
+    RecordValue,
     decode_key,
     decode_value,
     encode_key,
@@ -33,7 +35,7 @@ E = ErrorCode
 RETENTION_MS = 7 * 24 * 3600 * 1000  # offsets.retention.minutes default
 
 
-def decoded(h: Harness, start: int = 0) -> list[tuple[object, object]]:
+def decoded(h: Harness, start: int = 0) -> list[tuple[RecordKey, RecordValue | None]]:
     out = []
     for record in h.records[start:]:
         key = decode_key(record.key)
