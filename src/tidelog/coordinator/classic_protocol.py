@@ -1,22 +1,21 @@
-"""The classic group membership protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers.
+"""The classic group membership requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
 
-A port of the classic-group half of Kafka's ``GroupMetadataManager`` (its ``classicGroup*`` handlers,
-``prepareRebalance``, ``completeClassicGroupJoin``, the heartbeat / join / sync expirations). Requests
-come in decoded at any version with the version beside them; answers go out through the shard's
+A port of the ``classicGroup*`` request handlers of Kafka's ``GroupMetadataManager``. Requests come in
+decoded at any version, with the version beside them; the rebalance they start or finish is
+:mod:`tidelog.coordinator.rebalance`; answers go out through the shard's
 :class:`~tidelog.coordinator.shard_state.ShardState` (responses to parked requests, records, timers).
 
 Invariants:
 
 - A JoinGroup or SyncGroup that cannot be answered yet is parked on its member (``awaiting_join`` /
-  ``awaiting_sync``) under a :class:`~tidelog.coordinator.result.DeferredResponse`; every path that
-  takes a member out of the group, supersedes a parked request or fences a static member answers
-  the parked request, so no handle is ever forgotten.
-- A GroupMetadata record is written when a generation gets its assignment (the leader's SyncGroup),
-  when a rebalance ends with no members (the group is Empty), when a static member is replaced in a
-  Stable group, and when a JoinGroup creates a group — the same moments, and the same bytes, as Kafka.
-- Heartbeat deadlines are ``now + session timeout`` (``group_new_member_join_timeout_ms`` for a member
-  whose first JoinGroup is parked); the JOIN timer runs the initial rebalance delay and then the
-  rebalance timeout; the SYNC timer gives members the rebalance timeout to send SyncGroup.
+  ``awaiting_sync``) under a :class:`~tidelog.coordinator.result.DeferredResponse` and returned as
+  such; if it is answered within the same call, the response itself is returned instead.
+- A parked request superseded by a newer one from the same member is answered REBALANCE_IN_PROGRESS
+  (Kafka drops it silently; a runtime would then hold it forever); a static member replaced by a new
+  incarnation has its parked requests answered FENCED_INSTANCE_ID.
+- GroupMetadata records are written when the leader's SyncGroup brings the assignment, when a static
+  member is replaced in a Stable group, and when a JoinGroup creates a group (Kafka's empty-group
+  record) — the same moments, and the same bytes, as Kafka.
 """
 
 from __future__ import annotations
@@ -25,10 +24,11 @@ from tidelog.coordinator.errors import CoordinatorError
 from tidelog.coordinator.group import ClassicGroup
 from tidelog.coordinator.group_state import ClassicGroupState
 from tidelog.coordinator.member import ClassicGroupMember, protocols_from_request
-from tidelog.coordinator.records import GroupMetadataKey, GroupMetadataValue
+from tidelog.coordinator.rebalance import Rebalancer, group_metadata_value_empty
+from tidelog.coordinator.records import GroupMetadataKey
 from tidelog.coordinator.responses import join_group_response, leave_group_response, sync_group_response
 from tidelog.coordinator.result import DeferredResponse, TimerKind
-from tidelog.coordinator.shard_state import JoinTimer, ShardState, SyncTimer
+from tidelog.coordinator.shard_state import ShardState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ApiKey,
@@ -42,7 +42,7 @@ from tidelog.protocol.messages import (
     SyncGroupResponse,
 )
 
-__all__ = ["UNKNOWN_MEMBER_ID", "ClassicGroupManager", "group_metadata_value"]
+__all__ = ["UNKNOWN_MEMBER_ID", "ClassicGroupManager"]
 
 UNKNOWN_MEMBER_ID = ""
 """The member id of a member that has none yet (Kafka's ``JoinGroupRequest.UNKNOWN_MEMBER_ID``)."""
@@ -60,83 +60,10 @@ def _supports_skipping_assignment(api_version: int) -> bool:
     return api_version >= 9
 
 
-def group_metadata_value(group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataValue:
-    """Kafka's ``newGroupMetadataRecord`` value: the group's generation with ``assignment`` per member."""
-    members = []
-    for member in group.members.values():
-        if group.protocol_name is None:
-            raise RuntimeError(f"group {group.group_id} has members but no protocol")
-        members.append(
-            GroupMetadataValue.MemberMetadata(
-                member_id=member.member_id,
-                group_instance_id=member.group_instance_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                rebalance_timeout=member.rebalance_timeout_ms,
-                session_timeout=member.session_timeout_ms,
-                subscription=member.metadata(group.protocol_name),
-                assignment=assignment[member.member_id],
-            )
-        )
-    return GroupMetadataValue(
-        protocol_type=group.protocol_type or "",
-        generation=group.generation_id,
-        protocol=group.protocol_name,
-        leader=group.leader_id,
-        current_state_timestamp=-1
-        if group.current_state_timestamp is None
-        else group.current_state_timestamp,
-        members=members,
-    )
-
-
 class ClassicGroupManager:
     def __init__(self, state: ShardState) -> None:
         self.s = state
-
-    # -- shared helpers ------------------------------------------------------------------------------
-
-    def reschedule_heartbeat(
-        self, group: ClassicGroup, member: ClassicGroupMember, now_ms: int, timeout_ms: int | None = None
-    ) -> None:
-        key = self.s.timer_key(TimerKind.HEARTBEAT, group.group_id, member.member_id)
-        self.s.schedule(key, now_ms + (member.session_timeout_ms if timeout_ms is None else timeout_ms))
-
-    def _cancel_heartbeat(self, group: ClassicGroup, member_id: str) -> None:
-        self.s.cancel(self.s.timer_key(TimerKind.HEARTBEAT, group.group_id, member_id))
-
-    def _write_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
-        self.s.write(
-            GroupMetadataKey(group=group.group_id), group_metadata_value(group, assignment), replay=False
-        )
-
-    def _answer_join(self, handle: DeferredResponse | None, error: ErrorCode, member_id: str = "") -> None:
-        if handle is not None:
-            self.s.complete(handle, join_group_response(handle.api_version, error=error, member_id=member_id))
-
-    def _answer_sync(self, handle: DeferredResponse | None, error: ErrorCode) -> None:
-        self.s.complete(handle, sync_group_response(error=error))
-
-    def _remove_member(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
-        """Take a member out, answering its parked requests (UNKNOWN_MEMBER_ID: the client rejoins)."""
-        self._answer_join(group.take_join_handle(member), ErrorCode.UNKNOWN_MEMBER_ID)
-        self._answer_sync(group.take_sync_handle(member), ErrorCode.UNKNOWN_MEMBER_ID)
-        group.remove(member.member_id)
-        self._cancel_heartbeat(group, member.member_id)
-
-    def _join_response_for(
-        self, group: ClassicGroup, member: ClassicGroupMember, api_version: int
-    ) -> JoinGroupResponse:
-        """The JoinGroup answer of the current generation (the leader also gets the member list)."""
-        return join_group_response(
-            api_version,
-            member_id=member.member_id,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader=group.leader_id,
-            members=group.current_members_for_join() if group.is_leader(member.member_id) else (),
-        )
+        self.r = Rebalancer(state)
 
     # -- JoinGroup -----------------------------------------------------------------------------------
 
@@ -177,21 +104,21 @@ class ClassicGroupManager:
         member_id = request.member_id
         config = self.s.config
         if not request.group_id:
-            self._answer_join(handle, ErrorCode.INVALID_GROUP_ID, member_id)
+            self.r.answer_join(handle, ErrorCode.INVALID_GROUP_ID, member_id)
             return
         if (
             not config.group_min_session_timeout_ms
             <= request.session_timeout_ms
             <= config.group_max_session_timeout_ms
         ):
-            self._answer_join(handle, ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+            self.r.answer_join(handle, ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
             return
         is_unknown_member = member_id == UNKNOWN_MEMBER_ID
         group = self.s.groups.get(request.group_id)
         is_new_group = group is None
         if group is None:
             if not is_unknown_member:
-                self._answer_join(handle, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+                self.r.answer_join(handle, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
                 return
             group = self.s.groups[request.group_id] = ClassicGroup(
                 request.group_id, current_state_timestamp=now_ms
@@ -199,10 +126,10 @@ class ClassicGroupManager:
         records_before = len(self.s.out.records.get(self.s.partition, ()))
         if not self._accept_joining_member(group, member_id):
             if group.has_member(member_id):
-                self._remove_member(group, group.member(member_id))
+                self.r.remove_member(group, group.member(member_id))
             else:
                 group.remove(member_id)
-            self._answer_join(handle, ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
+            self.r.answer_join(handle, ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
         elif is_unknown_member:
             self._join_new_member(request, api_version, group, handle, client_id, client_host, now_ms)
         else:
@@ -237,9 +164,9 @@ class ClassicGroupManager:
     ) -> None:
         protocols = protocols_from_request(request.protocols)
         if group.is_in_state(_S.DEAD):
-            self._answer_join(handle, ErrorCode.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
+            self.r.answer_join(handle, ErrorCode.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
         elif not group.supports_protocols(request.protocol_type, {name for name, _ in protocols}):
-            self._answer_join(handle, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
+            self.r.answer_join(handle, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
         elif request.group_instance_id is not None:
             new_member_id = self.s.new_member_id(request.group_instance_id)
             existing = group.static_member_id(request.group_instance_id)
@@ -258,7 +185,7 @@ class ClassicGroupManager:
                 self.s.timer_key(TimerKind.HEARTBEAT, group.group_id, new_member_id),
                 now_ms + request.session_timeout_ms,
             )
-            self._answer_join(handle, ErrorCode.MEMBER_ID_REQUIRED, new_member_id)
+            self.r.answer_join(handle, ErrorCode.MEMBER_ID_REQUIRED, new_member_id)
         else:
             new_member_id = self.s.new_member_id(client_id)
             self._add_member_then_rebalance_or_complete_join(
@@ -278,15 +205,15 @@ class ClassicGroupManager:
         member_id = request.member_id
         protocols = protocols_from_request(request.protocols)
         if group.is_in_state(_S.DEAD):
-            self._answer_join(handle, ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+            self.r.answer_join(handle, ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
             return
         if not group.supports_protocols(request.protocol_type, {name for name, _ in protocols}):
-            self._answer_join(handle, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            self.r.answer_join(handle, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
             return
         if group.is_pending_member(member_id):
             if request.group_instance_id is not None:
                 # Pending members are dynamic by construction: a client bug (Kafka: IllegalStateException).
-                self._answer_join(handle, ErrorCode.UNKNOWN_SERVER_ERROR, member_id)
+                self.r.answer_join(handle, ErrorCode.UNKNOWN_SERVER_ERROR, member_id)
                 return
             self._add_member_then_rebalance_or_complete_join(
                 request, group, member_id, handle, client_id, client_host, now_ms
@@ -295,7 +222,7 @@ class ClassicGroupManager:
         try:
             group.validate_member(member_id, request.group_instance_id)
         except CoordinatorError as exc:
-            self._answer_join(handle, exc.error_code, member_id)
+            self.r.answer_join(handle, exc.error_code, member_id)
             return
         member = group.member(member_id)
         if group.is_in_state(_S.PREPARING_REBALANCE):
@@ -303,7 +230,7 @@ class ClassicGroupManager:
         elif group.is_in_state(_S.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # Same metadata (it probably missed the JoinGroup response): answer this generation again.
-                self.s.complete(handle, self._join_response_for(group, member, api_version))
+                self.s.complete(handle, self.r.join_response_for(group, member, api_version))
             else:
                 self._update_member_then_rebalance_or_complete_join(request, group, member, handle, now_ms)
         elif group.is_in_state(_S.STABLE):
@@ -311,12 +238,12 @@ class ClassicGroupManager:
                 # The leader rejoining forces a rebalance (e.g. topic metadata changed); so does new metadata.
                 self._update_member_then_rebalance_or_complete_join(request, group, member, handle, now_ms)
             else:
-                response = self._join_response_for(group, member, api_version)
+                response = self.r.join_response_for(group, member, api_version)
                 response.members = []
                 self.s.complete(handle, response)
         else:
             # Empty: the member is stale; let it reset its generation and rejoin.
-            self._answer_join(handle, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            self.r.answer_join(handle, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
     def _add_member_then_rebalance_or_complete_join(
         self,
@@ -343,8 +270,8 @@ class ClassicGroupManager:
             group.new_member_added = True  # extends the initial rebalance delay once more
         group.add(member, handle)
         # A new member cannot heartbeat while its JoinGroup is parked; drop it if it never gets answered.
-        self.reschedule_heartbeat(group, member, now_ms, self.s.config.group_new_member_join_timeout_ms)
-        self.maybe_prepare_rebalance_or_complete_join(group, now_ms)
+        self.r.reschedule_heartbeat(group, member, now_ms, self.s.config.group_new_member_join_timeout_ms)
+        self.r.maybe_prepare_rebalance_or_complete_join(group, now_ms)
 
     def _update_member_then_rebalance_or_complete_join(
         self,
@@ -361,8 +288,8 @@ class ClassicGroupManager:
             request.session_timeout_ms,
             handle,
         )
-        self._answer_join(superseded, ErrorCode.REBALANCE_IN_PROGRESS, member.member_id)
-        self.maybe_prepare_rebalance_or_complete_join(group, now_ms)
+        self.r.answer_join(superseded, ErrorCode.REBALANCE_IN_PROGRESS, member.member_id)
+        self.r.maybe_prepare_rebalance_or_complete_join(group, now_ms)
 
     def _update_static_member_then_rebalance_or_complete_join(
         self,
@@ -389,9 +316,9 @@ class ClassicGroupManager:
                     member_id=old_member_id,
                 ),
             )
-        self._answer_sync(old_member.awaiting_sync, ErrorCode.FENCED_INSTANCE_ID)
-        self._cancel_heartbeat(group, old_member_id)
-        self.reschedule_heartbeat(group, new_member, now_ms)
+        self.r.answer_sync(old_member.awaiting_sync, ErrorCode.FENCED_INSTANCE_ID)
+        self.r.cancel_heartbeat(group, old_member_id)
+        self.r.reschedule_heartbeat(group, new_member, now_ms)
         group.update_member(
             new_member,
             protocols_from_request(request.protocols),
@@ -403,7 +330,7 @@ class ClassicGroupManager:
             if group.protocol_name == group.select_protocol():
                 # The selected protocol stays: persist the new member id and hand back the old assignment,
                 # no rebalance (KIP-345).
-                self._write_group(group, group.group_assignment())
+                self.r.write_group(group, group.group_assignment())
                 group.take_join_handle(new_member)
                 is_leader = group.is_leader(new_member_id)
                 if _supports_skipping_assignment(api_version):
@@ -430,148 +357,16 @@ class ClassicGroupManager:
                     )
                 self.s.complete(handle, response)
             else:
-                self.maybe_prepare_rebalance_or_complete_join(group, now_ms)
+                self.r.maybe_prepare_rebalance_or_complete_join(group, now_ms)
         elif group.is_in_state(_S.COMPLETING_REBALANCE):
             # The leader may already have been sent the old member id: rebalance so the ids match.
-            self.prepare_rebalance(group, now_ms)
+            self.r.prepare_rebalance(group, now_ms)
         elif group.is_in_state(_S.PREPARING_REBALANCE):
-            self.maybe_complete_join_phase(group, now_ms)
+            self.r.maybe_complete_join_phase(group, now_ms)
         else:
             raise RuntimeError(
                 f"group {group.group_id} cannot be {group.state.value} with a known static member"
             )
-
-    # -- rebalance machinery -------------------------------------------------------------------------
-
-    def maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
-        if group.can_rebalance():
-            self.prepare_rebalance(group, now_ms)
-        else:
-            self.maybe_complete_join_phase(group, now_ms)
-
-    def maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int) -> None:
-        """Complete the join phase if everyone rejoined, except during the initial (delayed) rebalance."""
-        if (
-            group.is_in_state(_S.PREPARING_REBALANCE)
-            and group.has_all_members_joined()
-            and group.previous_state is not _S.EMPTY
-        ):
-            self.complete_join(group, now_ms)
-
-    def prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> None:
-        if group.is_in_state(_S.COMPLETING_REBALANCE):
-            # Members waiting for the leader's assignment must rejoin instead.
-            self._reset_and_propagate_assignment_with_error(group, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
-        group.clear_pending_sync_members()
-        self.s.cancel(self.s.timer_key(TimerKind.SYNC, group.group_id))
-        is_initial_rebalance = group.is_in_state(_S.EMPTY)
-        if is_initial_rebalance:
-            # A new group: give more members the chance to join before the first generation.
-            delay_ms = self.s.config.group_initial_rebalance_delay_ms
-            remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
-            self.s.schedule(
-                self.s.timer_key(TimerKind.JOIN, group.group_id),
-                now_ms + delay_ms,
-                JoinTimer(initial=True, delay_ms=delay_ms, remaining_ms=remaining_ms),
-            )
-        group.transition_to(_S.PREPARING_REBALANCE, now_ms)
-        if not is_initial_rebalance:
-            self._maybe_complete_join_else_schedule(group, now_ms)
-
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup, now_ms: int) -> None:
-        if group.has_all_members_joined():
-            self.complete_join(group, now_ms)
-        else:
-            self.s.schedule(
-                self.s.timer_key(TimerKind.JOIN, group.group_id),
-                now_ms + group.rebalance_timeout_ms(),
-                JoinTimer(initial=False),
-            )
-
-    def _try_complete_initial_rebalance_else_schedule(
-        self, group: ClassicGroup, delay_ms: int, remaining_ms: int, now_ms: int
-    ) -> None:
-        if group.new_member_added and remaining_ms != 0:
-            group.new_member_added = False
-            new_delay_ms = min(self.s.config.group_initial_rebalance_delay_ms, remaining_ms)
-            new_remaining_ms = max(remaining_ms - delay_ms, 0)
-            self.s.schedule(
-                self.s.timer_key(TimerKind.JOIN, group.group_id),
-                now_ms + new_delay_ms,
-                JoinTimer(initial=True, delay_ms=new_delay_ms, remaining_ms=new_remaining_ms),
-            )
-        else:
-            self.complete_join(group, now_ms)
-
-    def complete_join(self, group: ClassicGroup, now_ms: int) -> None:
-        """End the join phase: drop dynamic members that did not rejoin, start the next generation,
-        answer every parked JoinGroup (the leader gets the member list) and wait for SyncGroups."""
-        self.s.cancel(self.s.timer_key(TimerKind.JOIN, group.group_id))
-        for member in group.not_yet_rejoined_members():
-            if not member.is_static:
-                self._remove_member(group, member)
-        if group.is_in_state(_S.DEAD):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Nobody rejoined (only static members that have not come back): wait another round, until
-            # session expiry removes the silent ones.
-            self.s.schedule(
-                self.s.timer_key(TimerKind.JOIN, group.group_id),
-                now_ms + group.rebalance_timeout_ms(),
-                JoinTimer(initial=False),
-            )
-            return
-        group.init_next_generation(now_ms)
-        if group.is_in_state(_S.EMPTY):
-            self._write_group(group, {})
-            return
-        for member in group.members.values():
-            handle = group.take_join_handle(member)
-            if handle is not None:
-                self.s.complete(handle, self._join_response_for(group, member, handle.api_version))
-            self.reschedule_heartbeat(group, member, now_ms)
-            member.is_new = False
-            group.add_pending_sync_member(member.member_id)
-        self.s.schedule(
-            self.s.timer_key(TimerKind.SYNC, group.group_id),
-            now_ms + group.rebalance_timeout_ms(),
-            SyncTimer(group.generation_id),
-        )
-
-    def _reset_and_propagate_assignment_with_error(
-        self, group: ClassicGroup, error: ErrorCode, now_ms: int
-    ) -> None:
-        if not group.is_in_state(_S.COMPLETING_REBALANCE):
-            raise RuntimeError(f"group {group.group_id} must be CompletingRebalance, not {group.state.value}")
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error, now_ms)
-
-    def _set_and_propagate_assignment(
-        self, group: ClassicGroup, assignment: dict[str, bytes], now_ms: int
-    ) -> None:
-        if not group.is_in_state(_S.COMPLETING_REBALANCE):
-            raise RuntimeError(f"group {group.group_id} must be CompletingRebalance, not {group.state.value}")
-        for member in group.members.values():
-            member.assignment = assignment.get(member.member_id, b"")
-        self._propagate_assignment(group, ErrorCode.NONE, now_ms)
-
-    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode, now_ms: int) -> None:
-        ok = error == ErrorCode.NONE
-        for member in group.members.values():
-            handle = group.take_sync_handle(member)
-            if handle is not None:
-                self.s.complete(
-                    handle,
-                    sync_group_response(
-                        error=error,
-                        protocol_type=group.protocol_type if ok else None,
-                        protocol_name=group.protocol_name if ok else None,
-                        assignment=member.assignment,
-                    ),
-                )
-                # The session may have lapsed while the member waited: expect heartbeats from now on.
-                self.reschedule_heartbeat(group, member, now_ms)
 
     # -- SyncGroup -----------------------------------------------------------------------------------
 
@@ -594,7 +389,7 @@ class ClassicGroupManager:
             return sync_group_response(error=ErrorCode.REBALANCE_IN_PROGRESS)
         member = group.member(member_id)
         if group.is_in_state(_S.STABLE):
-            self._remove_pending_sync_member(group, member_id)
+            self.r.remove_pending_sync_member(group, member_id)
             return sync_group_response(
                 protocol_type=group.protocol_type,
                 protocol_name=group.protocol_name,
@@ -602,16 +397,16 @@ class ClassicGroupManager:
             )
         # CompletingRebalance: park until the leader's assignment is stored.
         handle = self.s.new_handle(ApiKey.SYNC_GROUP, api_version, request.group_id, member_id)
-        self._answer_sync(member.awaiting_sync, ErrorCode.REBALANCE_IN_PROGRESS)
+        self.r.answer_sync(member.awaiting_sync, ErrorCode.REBALANCE_IN_PROGRESS)
         member.awaiting_sync = handle
-        self._remove_pending_sync_member(group, member_id)
+        self.r.remove_pending_sync_member(group, member_id)
         if group.is_leader(member_id):
             assignment = {m.member_id: m.assignment for m in request.assignments}
             full = {mid: assignment.get(mid, b"") for mid in group.members}
             # Kafka writes the record while CompletingRebalance (its state timestamp included) and moves
             # to Stable once it is appended; the runtime sends nothing before the append, so we move now.
-            self._write_group(group, full)
-            self._set_and_propagate_assignment(group, full, now_ms)
+            self.r.write_group(group, full)
+            self.r.set_and_propagate_assignment(group, full, now_ms)
             group.transition_to(_S.STABLE, now_ms)
         for i, (completed, response) in enumerate(self.s.out.completions):
             if completed == handle:
@@ -631,14 +426,6 @@ class ClassicGroupManager:
         ):
             raise CoordinatorError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
 
-    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
-        group.remove_pending_sync_member(member_id)
-        if (
-            group.state in (_S.DEAD, _S.EMPTY, _S.PREPARING_REBALANCE)
-            or group.has_received_sync_from_all_members()
-        ):
-            self.s.cancel(self.s.timer_key(TimerKind.SYNC, group.group_id))
-
     # -- Heartbeat -----------------------------------------------------------------------------------
 
     def heartbeat(self, request: HeartbeatRequest, *, now_ms: int) -> HeartbeatResponse:
@@ -657,7 +444,7 @@ class ClassicGroupManager:
             return HeartbeatResponse(error_code=exc.error_code)
         if group.is_in_state(_S.EMPTY):
             return HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
-        self.reschedule_heartbeat(group, group.member(request.member_id), now_ms)
+        self.r.reschedule_heartbeat(group, group.member(request.member_id), now_ms)
         if group.is_in_state(_S.PREPARING_REBALANCE):
             return HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS)
         # CompletingRebalance (members may heartbeat right after their JoinGroup response) or Stable.
@@ -692,16 +479,16 @@ class ClassicGroupManager:
                 # Admin tools remove static members by instance id alone.
                 static_id = group.static_member_id(instance_id) if instance_id is not None else None
                 if static_id is not None:
-                    self._remove_member(group, group.member(static_id))
+                    self.r.remove_member(group, group.member(static_id))
                 else:
                     error = ErrorCode.UNKNOWN_MEMBER_ID
             elif group.is_pending_member(member_id):
                 group.remove(member_id)
-                self._cancel_heartbeat(group, member_id)
+                self.r.cancel_heartbeat(group, member_id)
             else:
                 try:
                     group.validate_member(member_id, instance_id)
-                    self._remove_member(group, group.member(member_id))
+                    self.r.remove_member(group, group.member(member_id))
                 except CoordinatorError as exc:
                     error = exc.error_code
             responses.append(
@@ -711,92 +498,11 @@ class ClassicGroupManager:
             )
         if any(r.error_code == ErrorCode.NONE for r in responses):
             if group.state in (_S.STABLE, _S.COMPLETING_REBALANCE):
-                self.maybe_prepare_rebalance_or_complete_join(group, now_ms)
+                self.r.maybe_prepare_rebalance_or_complete_join(group, now_ms)
             elif group.is_in_state(_S.PREPARING_REBALANCE):
-                self.maybe_complete_join_phase(group, now_ms)
+                self.r.maybe_complete_join_phase(group, now_ms)
         return leave_group_response(api_version, responses)
-
-    # -- timers --------------------------------------------------------------------------------------
-
-    def on_heartbeat_expired(self, group_id: str, member_id: str, now_ms: int) -> None:
-        group = self.s.groups.get(group_id)
-        if group is None or group.is_in_state(_S.DEAD):
-            return
-        if group.is_pending_member(member_id):
-            group.remove(member_id)
-            if group.is_in_state(_S.PREPARING_REBALANCE) and group.has_all_members_joined():
-                self.complete_join(group, now_ms)
-            return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return
-        self._remove_member(group, member)
-        if group.state in (_S.STABLE, _S.COMPLETING_REBALANCE):
-            self.maybe_prepare_rebalance_or_complete_join(group, now_ms)
-        elif group.is_in_state(_S.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self.complete_join(group, now_ms)
-
-    def on_join_timer(self, group_id: str, timer: JoinTimer, now_ms: int) -> None:
-        group = self.s.groups.get(group_id)
-        if group is None:
-            return
-        if timer.initial:
-            self._try_complete_initial_rebalance_else_schedule(
-                group, timer.delay_ms, timer.remaining_ms, now_ms
-            )
-        else:
-            self.complete_join(group, now_ms)
-
-    def on_sync_timer(self, group_id: str, timer: SyncTimer, now_ms: int) -> None:
-        """Members of the generation that never sent SyncGroup are removed and the group rebalances."""
-        group = self.s.groups.get(group_id)
-        if group is None or timer.generation_id != group.generation_id:
-            return
-        if (
-            group.state not in (_S.COMPLETING_REBALANCE, _S.STABLE)
-            or group.has_received_sync_from_all_members()
-        ):
-            return
-        for member_id in sorted(group.pending_sync_members):
-            member = group.members.get(member_id)
-            if member is not None:
-                self._remove_member(group, member)
-            else:
-                group.remove(member_id)
-        self.prepare_rebalance(group, now_ms)
-
-    # -- loading -------------------------------------------------------------------------------------
-
-    def on_loaded(self, now_ms: int) -> None:
-        """After a partition is loaded: expect heartbeats from every member; rebalance oversized groups."""
-        for group in list(self.s.groups.values()):
-            for member in group.members.values():
-                self.reschedule_heartbeat(group, member, now_ms)
-            if group.size > self.s.config.group_max_size:
-                # group.max.size may have been lowered: rebalance so members can commit, then shrink.
-                self.prepare_rebalance(group, now_ms)
-
-    def on_unloaded(self) -> None:
-        """The partition moves away: every parked request gets NOT_COORDINATOR."""
-        for group in self.s.groups.values():
-            for member in group.members.values():
-                self._answer_join(group.take_join_handle(member), ErrorCode.NOT_COORDINATOR, member.member_id)
-                self._answer_sync(group.take_sync_handle(member), ErrorCode.NOT_COORDINATOR)
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
-
-
-def group_metadata_value_empty(group: ClassicGroup) -> GroupMetadataValue:
-    """Kafka's ``newEmptyGroupMetadataRecord`` value: the group's type and generation, no members."""
-    return GroupMetadataValue(
-        protocol_type=group.protocol_type or "",
-        generation=0,
-        protocol=None,
-        leader=None,
-        current_state_timestamp=-1
-        if group.current_state_timestamp is None
-        else group.current_state_timestamp,
-        members=[],
-    )

@@ -83,14 +83,14 @@ class GroupCoordinatorShard:
         """The whole partition has been replayed: start serving, arm heartbeats and the expiry job."""
         self.state.begin()
         self.loading = False
-        self.classic.on_loaded(now_ms)
+        self.classic.r.on_loaded(now_ms)
         self._schedule_expiration(now_ms)
         return self.state.finish()
 
     def unload(self) -> CoordinatorResult:
         """The partition moves away (or the broker stops): answer parked requests, drop all timers."""
         self.state.begin()
-        self.classic.on_unloaded()
+        self.classic.r.on_unloaded()
         for key in list(self.state.timers):
             self.state.cancel(key)
         self.loading = True
@@ -141,7 +141,7 @@ class GroupCoordinatorShard:
         response, refresh = self.offset_manager.commit_offsets(request, api_version, now_ms=now_ms)
         if refresh is not None:
             # A classic member committing offsets is alive: the commit counts as a heartbeat.
-            self.classic.reschedule_heartbeat(refresh, refresh.member(request.member_id), now_ms)
+            self.classic.r.reschedule_heartbeat(refresh, refresh.member(request.member_id), now_ms)
         result = self.state.finish()
         result.response = response
         return result
@@ -218,13 +218,13 @@ class GroupCoordinatorShard:
         timer = self.state.pop_due_timer(key, now_ms)
         if timer is not None and not self.loading:
             if key.kind is TimerKind.HEARTBEAT:
-                self.classic.on_heartbeat_expired(key.group_id, key.member_id, now_ms)
+                self.classic.r.on_heartbeat_expired(key.group_id, key.member_id, now_ms)
             elif key.kind is TimerKind.JOIN:
                 assert isinstance(timer.payload, JoinTimer)
-                self.classic.on_join_timer(key.group_id, timer.payload, now_ms)
+                self.classic.r.on_join_timer(key.group_id, timer.payload, now_ms)
             elif key.kind is TimerKind.SYNC:
                 assert isinstance(timer.payload, SyncTimer)
-                self.classic.on_sync_timer(key.group_id, timer.payload, now_ms)
+                self.classic.r.on_sync_timer(key.group_id, timer.payload, now_ms)
             else:
                 self._expire(now_ms)
                 self._schedule_expiration(now_ms)
