@@ -85,6 +85,8 @@ class Harness:
             self.records.extend(result.records[partition])
         for handle, response in result.completions:
             assert handle.handle_id not in self.completed, f"{handle} completed twice"
+            assert handle.api_key == response.API_KEY
+            codec.encode(response, handle.api_version)  # every answer must go on the wire as is
             self.completed[handle.handle_id] = response
         for op in result.timers:
             if isinstance(op, ScheduleTimer):
