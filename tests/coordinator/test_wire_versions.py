@@ -122,7 +122,8 @@ def _sample_request(cls: type[Request]) -> Request:
     if cls is DeleteGroupsRequest:
         return DeleteGroupsRequest(groups_names=["g"])
     factory: Any = cls
-    return factory(group_id="g") if any(f.name == "group_id" for f in cls.FIELDS) else factory()
+    request: Request = factory(group_id="g") if any(f.name == "group_id" for f in cls.FIELDS) else factory()
+    return request
 
 
 @pytest.mark.parametrize(
