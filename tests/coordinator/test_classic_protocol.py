@@ -498,3 +498,83 @@ def test_unload_answers_parked_requests_with_not_coordinator() -> None:
     assert h.timers == {}
     assert result.records == {}
     assert h.response(h.join("g")).error_code == E.NOT_COORDINATOR
+
+
+# -- parked requests and their edge cases --------------------------------------------------------------
+
+
+def test_duplicate_join_supersedes_the_parked_one() -> None:
+    h = Harness()
+    (a, b), gen = h.form_group("g", ["a", "b"])
+    first = h.join("g", a)
+    second = h.join("g", a)  # the client gave up on the first (request timeout) and retried
+    assert h.response(first).error_code == E.REBALANCE_IN_PROGRESS
+    assert h.is_parked(second)
+    h.join("g", b)
+    assert h.response(second).generation_id == gen + 1
+    assert h.group("g").num_members_awaiting_join == 0
+
+
+def test_duplicate_sync_supersedes_the_parked_one() -> None:
+    h = Harness()
+    (a, b), gen = h.form_group("g", ["a", "b"])
+    h.join("g", a)
+    h.join("g", b)
+    first, second = h.sync("g", b, gen + 1), h.sync("g", b, gen + 1)
+    assert h.response(first).error_code == E.REBALANCE_IN_PROGRESS
+    h.sync("g", a, gen + 1, {a: b"A", b: b"B"})
+    assert h.response(second).assignment == b"B"
+
+
+def test_static_member_replaced_while_completing_rebalance_fences_the_old_sync_and_rebalances() -> None:
+    h = Harness()
+    joins = [h.join("g", instance_id=i, client_id=i) for i in ("ia", "ib")]
+    h.advance(6000)
+    a, b = (h.response(j).member_id for j in joins)
+    old_sync = h.sync("g", b, 1, instance_id="ib")  # b waits for the leader's assignment...
+    restarted = h.join("g", instance_id="ib", client_id="ib")  # ...and restarts meanwhile
+    assert h.response(old_sync).error_code == E.FENCED_INSTANCE_ID
+    assert h.group("g").state is S.PREPARING_REBALANCE
+    assert h.is_parked(restarted)
+    h.join("g", a, instance_id="ia")
+    response = h.response(restarted)
+    assert (response.error_code, response.generation_id) == (0, 2)
+    assert response.member_id not in (a, b)
+
+
+def test_join_v0_uses_session_timeout_as_rebalance_timeout() -> None:
+    h = Harness()
+    answer = h.join("g", version=0, session_ms=7000, rebalance_ms=99_999)
+    h.advance(3000)
+    member = h.group("g").members[h.response(answer).member_id]
+    assert (member.session_timeout_ms, member.rebalance_timeout_ms) == (7000, 7000)
+
+
+def test_initial_rebalance_delay_extends_only_up_to_the_rebalance_timeout() -> None:
+    h = Harness()
+    start = h.now
+    joins = [h.join_new("g", client_id="c0", rebalance_ms=7000)[1]]
+    join_key = TimerKey(TimerKind.JOIN, 0, "g")
+    # delay 3000 (4000 of the rebalance timeout left); a member arrives during each delay
+    for i, expected_deadline in ((1, 6000), (2, 7000)):
+        h.advance(start + (i * 3000 - 1) - h.now)
+        joins.append(h.join_new("g", client_id=f"c{i}", rebalance_ms=7000)[1])
+        h.advance(1)
+        assert h.timers[join_key] == start + expected_deadline  # 3000 more, then only the 1000 left
+    h.advance(start + 7000 - h.now)
+    assert [h.response(j).generation_id for j in joins] == [1, 1, 1]
+
+
+def test_new_member_whose_join_stays_parked_is_dropped_after_the_new_member_timeout() -> None:
+    h = Harness(
+        GroupCoordinatorConfig(offsets_topic_num_partitions=1, group_new_member_join_timeout_ms=30_000)
+    )
+    (a, b), gen = h.form_group("g", ["a", "b"])
+    h.join("g", a, rebalance_ms=60_000)  # rebalance; b never rejoins: the join phase lasts 60 s
+    c, c_join = h.join_new("g", client_id="c", rebalance_ms=60_000)
+    assert h.timers[TimerKey(TimerKind.HEARTBEAT, 0, "g", c)] == h.now + 30_000
+    for _ in range(6):  # b stays alive without rejoining: the join phase lasts the 60 s rebalance timeout
+        h.advance(SESSION_MS // 2)
+        assert h.heartbeat("g", b, gen) == E.REBALANCE_IN_PROGRESS
+    assert h.response(c_join).error_code == E.UNKNOWN_MEMBER_ID
+    assert c not in h.group("g").members
