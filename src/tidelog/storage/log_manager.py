@@ -132,7 +132,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir / layout.RECOVERY_POINT_CHECKPOINT_FILE)
         start_offsets = self._read_checkpoint(log_dir / layout.LOG_START_OFFSET_CHECKPOINT_FILE)
         high_watermarks = self._read_checkpoint(log_dir / layout.REPLICATION_OFFSET_CHECKPOINT_FILE)
-        if not clean and not recovery_points:
+        if not clean and not recovery_points and any(child.is_dir() for child in log_dir.iterdir()):
             logger.info("%s: no clean shutdown; recovering every log from its start", log_dir)
         for child in sorted(log_dir.iterdir()):
             if not child.is_dir():
