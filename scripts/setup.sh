@@ -8,7 +8,7 @@ mode="${1:-run}"
 
 apt_packages=()
 if [ "$mode" = test ]; then
-  apt_packages+=(kcat)
+  apt_packages+=(kcat openjdk-17-jre-headless)  # Java 17: the Spark tests (tidelog.spark) run a local JVM
 fi
 
 missing=()
@@ -35,7 +35,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 extras=""
-[ "$mode" = test ] && extras="[dev]"
+[ "$mode" = test ] && extras="[dev,spark]"
 stamp=".venv/.installed-${mode}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing tidelog${extras} into .venv"

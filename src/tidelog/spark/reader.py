@@ -1,0 +1,176 @@
+"""Batch and streaming readers of the ``tidelog`` data source.
+
+Invariants:
+
+- Reader objects hold only the parsed options (immutable) plus, in the process that plans micro-batches,
+  a cached :class:`~tidelog.spark.cluster.ClusterView` and the ``availableNow`` target: Spark runs the
+  offset methods, ``read()`` and the writers in different Python processes, so nothing else may be
+  carried between calls. Everything a task needs travels in its :class:`RangePartition`.
+- Streaming offsets are Spark's Kafka JSON (``{"topic": {"0": 42}}``) and are the next offset to read
+  per partition; a micro-batch reads ``[start, end)`` of every partition in ``end``.
+- ``latestOffset`` answers the high watermark (the last stable offset under ``read_committed``) of every
+  partition the subscription covers now; partitions that appear later (new partitions, new topics
+  matching ``subscribePattern``) start at offset 0, i.e. from their earliest record. With a
+  :class:`ReadMaxRows` limit (``maxOffsetsPerTrigger``) the end is
+  :func:`~tidelog.spark.offsets.rate_limit` of it; with ``ReadAllAvailable`` the options' limit is
+  ignored, as Spark requires. After ``prepareForTriggerAvailableNow`` no end passes the latest offsets
+  of that moment.
+- A partition whose start offset is below its log start offset, or that vanished, is data loss:
+  raised (:class:`~tidelog.spark.fetch.DataLossError`) if ``failOnDataLoss``, else skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from tidelog.spark.cluster import ClusterView
+from tidelog.spark.fetch import DataLossError, read_range
+from tidelog.spark.offsets import (
+    OffsetRange,
+    Position,
+    position_from_json,
+    position_to_json,
+    rate_limit,
+    split_ranges,
+)
+from tidelog.spark.options import ReaderOptions
+
+__all__ = ["BatchReader", "RangePartition", "StreamReader"]
+
+
+class RangePartition(InputPartition):  # type: ignore[misc]
+    """One Spark task: one offset range of one topic-partition."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.range = offset_range
+
+
+def _partitions(ranges: list[OffsetRange], options: ReaderOptions) -> list[RangePartition]:
+    return [RangePartition(r) for r in split_ranges(ranges, options.min_partitions)]
+
+
+class BatchReader(DataSourceReader):  # type: ignore[misc]
+    """``spark.read.format("tidelog")``: offsets fixed when the plan is made."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with ClusterView(self.options) as cluster:
+            tps = cluster.partitions()
+            watermarks = cluster.watermarks(tps)
+            start = cluster.resolve(self.options.starting, tps, watermarks, option="startingOffsets")
+            end = cluster.resolve(self.options.ending, tps, watermarks, option="endingOffsets")
+        ranges = []
+        for tp in tps:
+            if end[tp] < start[tp]:
+                raise ValueError(
+                    f"{tp[0]}:{tp[1]}: ending offset {end[tp]} is before starting offset {start[tp]}"
+                )
+            ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
+        parts = _partitions(ranges, self.options)
+        return parts or [RangePartition(OffsetRange("", -1, 0, 0))]  # Spark wants at least one
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition.range)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """``spark.readStream.format("tidelog")``."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._cluster: ClusterView | None = None
+        self._available_now: Position | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_cluster": None, "_available_now": self._available_now}
+
+    # ---- driver side (the planner process) ----
+
+    def _view(self) -> ClusterView:
+        if self._cluster is None:
+            self._cluster = ClusterView(self.options)
+        return self._cluster
+
+    def _latest(self) -> Position:
+        cluster = self._view()
+        tps = cluster.partitions()
+        return {tp: high for tp, (_low, high) in cluster.watermarks(tps).items()}
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        cluster = self._view()
+        tps = cluster.partitions()
+        watermarks = cluster.watermarks(tps)
+        start = cluster.resolve(self.options.starting, tps, watermarks, option="startingOffsets")
+        return position_to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self._latest()
+
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        begin = position_from_json(start)
+        latest = self._available_now if self._available_now is not None else self._latest()
+        for tp in sorted(set(begin) - set(latest)):
+            if self.options.fail_on_data_loss:
+                raise DataLossError(
+                    f"{tp[0]}:{tp[1]} is gone (its topic was deleted). Set failOnDataLoss=false to go on."
+                )
+        for tp, offset in begin.items():  # never go back (a partition's end can only grow)
+            if tp in latest and latest[tp] < offset:
+                latest[tp] = offset
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin, latest, limit.max_rows)
+        elif isinstance(limit, ReadMinRows) and self._available_now is None:
+            available = sum(latest[tp] - begin.get(tp, 0) for tp in latest)
+            end = latest if available >= limit.min_rows else dict(begin)
+        else:
+            end = latest
+        return position_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return position_to_json(self._latest())
+
+    def partitions(
+        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+    ) -> Sequence[InputPartition]:
+        begin = position_from_json(start)
+        until = position_from_json(end)
+        ranges = [
+            OffsetRange(tp[0], tp[1], begin.get(tp, 0), offset)
+            for tp, offset in sorted(until.items())
+            if offset > begin.get(tp, 0)
+        ]
+        return _partitions(ranges, self.options)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Offsets live in Spark's checkpoint; nothing is committed to the broker."""
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    # ---- executor side ----
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition.range)

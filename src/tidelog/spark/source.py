@@ -1,0 +1,57 @@
+"""The ``tidelog`` PySpark data source: Spark's Kafka connector options and schema, in pure Python.
+
+Invariants:
+
+- ``DataSource.name()`` is ``"tidelog"``; a session knows it after :func:`tidelog.spark.register`.
+- Options are parsed when Spark asks for a reader or writer, so a bad option fails the query at plan
+  time with an :class:`~tidelog.spark.options.OptionError` naming it.
+- The schema is fixed (Spark's Kafka source row); a user-given schema is refused.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from tidelog.spark.exactly_once import refuse_exactly_once
+from tidelog.spark.options import OptionError, parse_reader_options, parse_writer_options
+from tidelog.spark.reader import BatchReader, StreamReader
+from tidelog.spark.schema import ddl
+from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
+
+__all__ = ["TidelogDataSource"]
+
+
+class TidelogDataSource(DataSource):  # type: ignore[misc]
+    @classmethod
+    def name(cls) -> str:
+        return "tidelog"
+
+    def _include_headers(self) -> bool:
+        raw = {str(k).lower(): str(v) for k, v in self.options.items()}.get("includeheaders", "false")
+        return raw.strip().lower() == "true"
+
+    def schema(self) -> str:
+        return ddl(self._include_headers())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(parse_reader_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(parse_reader_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        if overwrite:
+            raise OptionError("the tidelog sink only appends (save mode append), like Spark's Kafka sink")
+        options = parse_writer_options(self.options)
+        if options.exactly_once:
+            refuse_exactly_once()
+        check_input_schema(schema, options)
+        return BatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        options = parse_writer_options(self.options)
+        if options.exactly_once:
+            refuse_exactly_once()
+        check_input_schema(schema, options)
+        return StreamWriter(options)
