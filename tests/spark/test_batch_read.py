@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
-
 from tests.spark.conftest import Kafka, spark_rows
 
 pytestmark = pytest.mark.clients

@@ -158,8 +158,8 @@ def test_rate_limit_admits_exactly_min_of_limit_and_backlog(ranges: dict, max_ro
     latest = {tp: a + b for tp, (a, b) in ranges.items()}
     end = rate_limit(start, latest, max_rows)
     assert set(end) == set(latest)
-    for tp in latest:
-        assert start[tp] <= end[tp] <= latest[tp]
+    for tp, offset in latest.items():
+        assert start[tp] <= end[tp] <= offset
     total = sum(latest[tp] - start[tp] for tp in latest)
     assert sum(end[tp] - start[tp] for tp in latest) == min(max_rows, total)
 

@@ -13,7 +13,6 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
-
 from tests.spark.conftest import Kafka
 
 pytestmark = pytest.mark.clients
