@@ -18,6 +18,8 @@ Client-specific produce/consume code lives here too, so each client's test modul
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidelog.protocol.records import Compression, iter_batch_headers
+from tidelog.protocol.records import Compression, RecordBatchHeader, iter_batch_headers
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 GROUP_ID_UNUSED = "tidelog-tests-assign-only"  # confluent-kafka requires one; never joined or committed
@@ -159,16 +161,52 @@ def time_queries(timeline: Sequence[tuple[int, int]]) -> list[int]:
     return [stamps[0] - 5000, *stamps[::37], *(ts + 1 for ts in stamps[5::41]), stamps[-1], stamps[-1] + 1]
 
 
-def stored_codecs(data_dir: Path, topic: str) -> Counter[Compression]:
-    """How many stored batches of ``topic`` use each codec (read straight from the segment files)."""
-    counts: Counter[Compression] = Counter()
+def stored_batches(data_dir: Path, topic: str) -> list[RecordBatchHeader]:
+    """The headers of every stored batch of ``topic``, read straight from the segment files."""
+    out: list[RecordBatchHeader] = []
     for segment in sorted(data_dir.glob(f"{topic}-*/*.log")):
         if segment.parent.name.rpartition("-")[0] != topic:
             continue
-        buf = segment.read_bytes()
-        for _pos, header in iter_batch_headers(buf):
-            counts[header.compression] += 1
+        out.extend(header for _pos, header in iter_batch_headers(segment.read_bytes()))
+    return out
+
+
+def stored_codecs(data_dir: Path, topic: str) -> Counter[Compression]:
+    """How many stored *records* of ``topic`` sit in batches of each codec."""
+    counts: Counter[Compression] = Counter()
+    for header in stored_batches(data_dir, topic):
+        counts[header.compression] += header.records_count
     return counts
+
+
+def assert_codec_used(data_dir: Path, topic: str, codec: str) -> None:
+    """The topic's records are stored compressed with ``codec``. All the clients (like Kafka's Java producer)
+    send a batch uncompressed when compressing would not make it smaller (a tiny tail batch), so NONE may
+    appear too, but only for a minority of the records."""
+    stored = stored_codecs(data_dir, topic)
+    wanted = Compression[codec.upper()]
+    assert set(stored) <= {wanted, Compression.NONE}, stored
+    assert stored[wanted] > stored[Compression.NONE] or wanted == Compression.NONE, stored
+
+
+FIND_COORDINATOR = 10
+
+
+def advertised_api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} from an ApiVersions v0 request on a raw socket."""
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        request = struct.pack(">hhih", 18, 0, 1, 0)
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "broker closed the connection during ApiVersions"
+            data += chunk
+    correlation_id, error_code, count = struct.unpack(">ihi", data[4:14])
+    assert (correlation_id, error_code) == (1, 0)
+    entries = (struct.unpack(">hhh", data[14 + 6 * i : 20 + 6 * i]) for i in range(count))
+    return {key: (lo, hi) for key, lo, hi in entries}
 
 
 # -- confluent-kafka -------------------------------------------------------------------------------------
@@ -251,19 +289,21 @@ def confluent_consume(
         while len(got) < count and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=10_000, timeout=0.2):
                 assert message.error() is None, message.error()
-                got.append(
-                    Consumed(
-                        message.partition(),
-                        message.offset(),
-                        message.key(),
-                        message.value(),
-                        tuple(message.headers() or ()),
-                        message.timestamp()[1],
-                    )
-                )
+                got.append(_from_confluent(message))
     finally:
         consumer.close()
     return got
+
+
+def _from_confluent(message: Any) -> Consumed:
+    return Consumed(
+        message.partition(),
+        message.offset(),
+        message.key(),
+        message.value(),
+        tuple(message.headers() or ()),
+        message.timestamp()[1],
+    )
 
 
 def confluent_high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
@@ -290,7 +330,8 @@ def confluent_high_watermarks(bootstrap: str, topic: str, partitions: int) -> di
 def confluent_create_topic(
     bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
 ) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, config=config or {})])
