@@ -162,9 +162,20 @@ def test_increment_epoch_with_expected_epoch(
         assert (new.producer_epoch, new.last_producer_epoch) == outcome
 
 
-def test_increment_refuses_an_exhausted_epoch() -> None:
+def test_increment_refuses_to_bump_an_exhausted_epoch() -> None:
+    exhausted = metadata(S.EMPTY, epoch=32766)
     with pytest.raises(IllegalTransitionError, match="no epochs left"):
-        metadata(S.EMPTY, epoch=32766).prepare_increment_producer_epoch(1000, None, 1)
+        exhausted.prepare_increment_producer_epoch(1000, None, 1)
+    with pytest.raises(IllegalTransitionError, match="no epochs left"):
+        exhausted.prepare_increment_producer_epoch(1000, 32766, 1)
+    last_bump = metadata(S.EMPTY, epoch=32765).prepare_increment_producer_epoch(1000, 32765, 1)
+    assert isinstance(last_bump, TransactionMetadata)
+    assert (last_bump.producer_epoch, last_bump.is_producer_epoch_exhausted) == (32766, True)
+    # Requests that do not bump are still answered at the limit: a lost-response retry, a fenced one.
+    retried = last_bump.prepare_increment_producer_epoch(1000, 32765, 2)
+    assert isinstance(retried, TransactionMetadata)
+    assert (retried.producer_epoch, retried.last_producer_epoch) == (32766, 32765)
+    assert last_bump.prepare_increment_producer_epoch(1000, 7, 2) is ErrorCode.PRODUCER_FENCED
 
 
 def test_rotation_fields() -> None:

@@ -169,11 +169,9 @@ class TransactionMetadata:
 
         With a KIP-360 expected epoch: bump if it is the current epoch (or the id is new); answer the
         current epoch again if it is the last epoch (a retry whose response was lost); else
-        PRODUCER_FENCED."""
-        if self.is_producer_epoch_exhausted:
-            raise IllegalTransitionError(
-                f"{self.transactional_id}: producer {self.producer_id} has no epochs left"
-            )
+        PRODUCER_FENCED. The caller rotates the producer id instead when the epoch is exhausted and
+        the expected epoch (if any) is the current one; the other cases never bump, so they are
+        answered here even then (where Kafka would fail the request with an IllegalStateException)."""
         bumped = self.producer_epoch + 1
         if expected_producer_epoch is None:
             epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
@@ -183,6 +181,10 @@ class TransactionMetadata:
             epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
         else:
             return ErrorCode.PRODUCER_FENCED
+        if epoch > MAX_PRODUCER_EPOCH - 1:
+            raise IllegalTransitionError(
+                f"{self.transactional_id}: producer {self.producer_id} has no epochs left"
+            )
         return self._transit(
             _S.EMPTY,
             producer_epoch=epoch,
