@@ -18,6 +18,13 @@ Invariants:
   (``LogAppendInfo.duplicate``); a sequence or epoch error raises before the write. The state is
   snapshotted (``<offset>.snapshot``) at every roll and by :meth:`take_producer_snapshot` (clean shutdown),
   rebuilt on open and after truncation, and old snapshots go with their segments.
+* Transactions: the producer state tracks open transactions; :meth:`append_control_marker` (or any leader
+  append of a COMMIT/ABORT control batch) closes one. ``last_stable_offset`` = min(first offset of the
+  oldest transaction open or completed above the high watermark, raised to the log start offset; high
+  watermark): read_committed consumers read below it. An ABORT marker adds an entry to the active
+  segment's ``.txnindex`` (:mod:`.txn_index`). Replaying the producer state (open, truncation) adds the
+  entries a recovered or truncated segment lacks: on open, the replay starts at or below the first segment
+  that recovery revalidated, so its index is rebuilt.
 * Time comes in as ``now_ms``; nothing here reads a clock. Not thread-safe: one caller at a time.
 """
 
@@ -30,9 +37,14 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from tidelog.protocol.records import (
+    ControlRecordType,
     InvalidTimestampError,
     RecordBatchHeader,
+    RecordError,
     TimestampType,
+    decode_batch,
+    decode_control_record,
+    encode_control_batch,
     iter_batch_headers,
     read_batch_header,
     set_log_append_time,
@@ -49,9 +61,16 @@ from tidelog.storage.errors import (
 )
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
-from tidelog.storage.producer_state import AppendStatus, BatchMetadata, ProducerStateManager
+from tidelog.storage.producer_state import (
+    AppendStatus,
+    BatchMetadata,
+    CompletedTxn,
+    EndTxnMarker,
+    ProducerStateManager,
+)
 from tidelog.storage.recovery import load_log
 from tidelog.storage.segment import LogSegment
+from tidelog.storage.txn_index import AbortedTransaction, AbortedTxn
 
 __all__ = ["OffsetAndTimestamp", "PartitionLog"]
 
@@ -147,6 +166,10 @@ class PartitionLog:
             high_watermark=high_watermark,
             now_ms=now_ms,
         )
+        if loaded.recovered_from is not None:
+            # Kafka's recoverSegment: the state is rebuilt from at most the first revalidated segment on,
+            # which restores that segment's transaction index (recovery emptied it).
+            log.producer_state.delete_snapshots_after(loaded.recovered_from)
         log.load_producer_state(now_ms)
         return log
 
@@ -206,7 +229,22 @@ class PartitionLog:
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction open or completed above the high watermark, at least the
+        log start offset; None if there is none (Kafka's ``firstUnstableOffset``)."""
+        first = self.producer_state.first_unstable_offset
+        return None if first is None else max(first, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed reads stop: the first unstable offset if it is below the high watermark,
+        else the high watermark (Kafka's ``lastStableOffset``)."""
+        first = self.first_unstable_offset
+        return self._high_watermark if first is None else min(first, self._high_watermark)
 
     def update_config(self, config: LogConfig) -> None:
         """New topic configs (AlterConfigs); index sizes apply to segments created from now on."""
@@ -254,9 +292,10 @@ class PartitionLog:
             )
         log_end = self.log_end_offset
         producer_info = None
+        markers = self._end_txn_markers(buf, batches)
         if assign_offsets:
             self._check_timestamps(batches, now_ms)
-            producer_info = self.producer_state.prepare([header for _, header in batches])
+            producer_info = self.producer_state.prepare([header for _, header in batches], markers)
             if producer_info.status is AppendStatus.DUPLICATE:
                 assert producer_info.duplicate is not None
                 return self._duplicate_info(producer_info.duplicate, batches)
@@ -287,10 +326,16 @@ class PartitionLog:
         active.append(memoryview(buf), batches, now_ms=now_ms)
         if producer_info is not None:
             log_append_time = now_ms if config.log_append_time else -1
-            self.producer_state.commit(producer_info, first_offset, log_append_time=log_append_time)
+            completed = self.producer_state.commit(
+                producer_info, first_offset, log_append_time=log_append_time
+            )
         else:
-            for _, header in batches:
-                self.producer_state.replay(header)
+            replayed = (
+                self.producer_state.replay(h, markers[i] if markers else None)
+                for i, (_, h) in enumerate(batches)
+            )
+            completed = [txn for txn in replayed if txn is not None]
+        self._index_completed_transactions(completed)
 
         if (
             self.unflushed_messages >= config.flush_messages
@@ -308,6 +353,88 @@ class PartitionLog:
             records_count=sum(header.records_count for _, header in batches),
             valid_bytes=total,
         )
+
+    def append_control_marker(
+        self,
+        kind: ControlRecordType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> LogAppendInfo:
+        """Append a transaction marker as leader (Kafka's WriteTxnMarkers -> ``appendAsLeader`` with origin
+        COORDINATOR): a control batch of one COMMIT or ABORT record stamped ``now_ms``.
+
+        It closes the producer's open transaction (an ABORT gets a ``.txnindex`` entry), or completes nothing
+        if the producer has none here. Raises ``InvalidProducerEpochError`` (INVALID_PRODUCER_EPOCH) for a
+        ``producer_epoch`` below the producer's current one and ``TransactionCoordinatorFencedError``
+        (TRANSACTION_COORDINATOR_FENCED) for a ``coordinator_epoch`` below the last marker's; nothing is
+        written then. The caller advances the high watermark afterwards, as for :meth:`append`.
+        """
+        batch = encode_control_batch(
+            kind,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            base_offset=self.log_end_offset,
+            timestamp_ms=now_ms,
+            partition_leader_epoch=leader_epoch,
+        )
+        return self.append(bytearray(batch), leader_epoch=leader_epoch, now_ms=now_ms)
+
+    @staticmethod
+    def _end_txn_markers(
+        buf: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]]
+    ) -> list[EndTxnMarker | None] | None:
+        """The end marker of each control batch (None elsewhere); None when there is no control batch."""
+        if not any(header.is_control for _, header in batches):
+            return None
+        markers: list[EndTxnMarker | None] = []
+        for position, header in batches:
+            marker = None
+            if header.is_control and header.records_count > 0:
+                _, records = decode_batch(buf, position)
+                if records:
+                    try:
+                        marker = EndTxnMarker(*decode_control_record(records[0]))
+                    except RecordError:
+                        marker = None
+            markers.append(marker)
+        return markers
+
+    def _index_completed_transactions(self, completed: Sequence[CompletedTxn]) -> None:
+        """Add each aborted transaction to the ``.txnindex`` of the segment holding its marker, unless that
+        index has it already (a replay over a segment whose index survived)."""
+        for txn in completed:
+            if not txn.is_aborted:
+                continue
+            index = self._segments[self._segment_index(txn.last_offset)].txn_index
+            last = index.last_offset
+            if last is None or last < txn.last_offset:
+                index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+                )
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTransaction]:
+        """``(producer_id, first_offset)`` of the aborted transactions that overlap ``[start_offset,
+        upper_bound_offset)`` (what a read_committed fetch of that range answers with), in marker order.
+
+        Kafka's ``collectAbortedTransactions``: the ``.txnindex`` files from the segment holding
+        ``start_offset`` on, until an entry's last stable offset reaches the upper bound.
+        """
+        found: list[AbortedTransaction] = []
+        if upper_bound_offset <= start_offset:
+            return found
+        for segment in self._segments[self._segment_index(start_offset) :]:
+            entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            found.extend(entry.aborted_transaction for entry in entries)
+            if complete:
+                break
+        return found
 
     def _duplicate_info(
         self, original: BatchMetadata, batches: Sequence[tuple[int, RecordBatchHeader]]
@@ -509,6 +636,7 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset
+            self.producer_state.on_log_start_offset_incremented(offset)
             self._delete_old_segments(self._start_offset_breached, now)
         return self._log_start_offset
 
@@ -568,6 +696,7 @@ class PartitionLog:
             self.roll(now_ms)
         self._delete_segments(deletable, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
         self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
         return len(deletable)
 
@@ -597,20 +726,26 @@ class PartitionLog:
 
     # ---- producer state ---------------------------------------------------------------------------
 
-    def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:
+    def _batches_from(self, offset: int) -> Iterator[tuple[RecordBatchHeader, EndTxnMarker | None]]:
         for segment in self._segments[self._segment_index(offset) :]:
-            for _, header in segment.batches():
+            for position, header in segment.batches():
                 if header.last_offset >= offset:
-                    yield header
+                    found = segment.end_txn_marker(position, header) if header.is_control else None
+                    yield header, EndTxnMarker(*found) if found is not None else None
 
     def load_producer_state(self, now_ms: int) -> None:
-        """Rebuild the producer state: latest snapshot at or below the log end, then batch headers."""
-        self.producer_state.load(
+        """Rebuild the producer state: latest snapshot at or below the log end, then a replay of the batch
+        headers (and end markers) after it, which also restores the ``.txnindex`` entries of the replayed
+        range that are missing."""
+        completed = self.producer_state.load(
             log_start_offset=self._log_start_offset,
             log_end_offset=self.log_end_offset,
-            headers_from=self._headers_from,
+            batches_from=self._batches_from,
             now_ms=now_ms,
         )
+        self._index_completed_transactions(completed)
+        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def take_producer_snapshot(self) -> None:
         """Snapshot the producer state at the log end (clean shutdown), durably."""

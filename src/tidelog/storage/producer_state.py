@@ -21,7 +21,23 @@ Rules (Kafka 3.x ``ProducerAppendInfo`` for appends from clients):
 * Batches without a producer id are not tracked. Control batches (transaction markers, written only by
   the broker) move the epoch forward but carry no sequences.
 * The producer's state is *not* dropped when the log start offset passes its batches (Kafka 3.x); only
-  ``producer.id.expiration.ms`` after its last batch's timestamp (:meth:`remove_expired_producers`).
+  ``producer.id.expiration.ms`` after its last batch's timestamp (:meth:`remove_expired_producers`), and
+  never while it has a transaction open.
+
+Transactions (Kafka's ``ProducerAppendInfo.appendDataBatch`` / ``appendEndTxnMarker``):
+
+* A transactional batch of a producer with no open transaction starts one at the batch's first offset; a
+  non-transactional batch while one is open -> ``INVALID_TXN_STATE``.
+* An end marker (COMMIT/ABORT control batch, :class:`EndTxnMarker`) with an epoch below the producer's ->
+  ``INVALID_PRODUCER_EPOCH``; with a coordinator epoch below the last one seen ->
+  ``TRANSACTION_COORDINATOR_FENCED``. It closes the open transaction, if any (a marker for a partition the
+  producer never wrote to is legal and completes nothing), producing a :class:`CompletedTxn` whose
+  ``last_stable_offset`` is the first offset of the oldest transaction of *another* producer still open,
+  else the marker's offset + 1 (what the aborted-transaction index stores).
+* The *first unstable offset* is the first offset of the oldest transaction that is open, or completed
+  with its marker not yet below the high watermark (:meth:`on_high_watermark_updated`).
+* Snapshots carry each producer's open transaction's first offset and coordinator epoch, so loading one
+  restores the open transactions.
 
 Snapshots: :meth:`take_snapshot` writes the state as of ``map_end_offset`` to ``<offset>.snapshot``
 (:mod:`tidelog.storage.producer_snapshot`); :meth:`load` rebuilds the state from the latest snapshot at
@@ -38,10 +54,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Final, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
+from tidelog.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, ControlRecordType, RecordBatchHeader
 from tidelog.storage.checkpoint import atomic_write, fsync_dir
 from tidelog.storage.errors import StorageError
 from tidelog.storage.producer_snapshot import (
@@ -58,11 +74,15 @@ __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "AppendStatus",
     "BatchMetadata",
+    "CompletedTxn",
+    "EndTxnMarker",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
     "OutOfOrderSequenceError",
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
     "in_sequence",
 ]
 
@@ -97,6 +117,38 @@ class InvalidProducerEpochError(StorageError):
     error_code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer whose transaction is open (Kafka's InvalidTxnStateException)."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """An end marker from an older coordinator epoch than the last marker's (Kafka's
+    TransactionCoordinatorFencedException)."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class EndTxnMarker(NamedTuple):
+    """The record of a transaction marker (control batch): COMMIT or ABORT, and the coordinator's epoch."""
+
+    kind: ControlRecordType
+    coordinator_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction closed by a marker at ``last_offset`` (Kafka's ``CompletedTxn``), with the partition's
+    last stable offset as of that marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
+
+
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     """One appended batch of a producer (Kafka's ``BatchMetadata``)."""
@@ -124,6 +176,8 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
     coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    """First offset of the producer's open transaction, -1 when none is open."""
 
     @property
     def last_sequence(self) -> int:
@@ -140,6 +194,7 @@ class ProducerStateEntry:
             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
             self.last_timestamp,
             self.coordinator_epoch,
+            self.current_txn_first_offset,
         )
 
     def find_duplicate(
@@ -170,6 +225,8 @@ class AppendStatus(Enum):
     DUPLICATE = "duplicate"
     OUT_OF_ORDER_SEQUENCE = "out_of_order_sequence"
     INVALID_PRODUCER_EPOCH = "invalid_producer_epoch"
+    INVALID_TXN_STATE = "invalid_txn_state"
+    TRANSACTION_COORDINATOR_FENCED = "transaction_coordinator_fenced"
 
     @property
     def error_code(self) -> ErrorCode:
@@ -181,6 +238,15 @@ _STATUS_ERRORS: Final = {
     AppendStatus.DUPLICATE: ErrorCode.NONE,
     AppendStatus.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     AppendStatus.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    AppendStatus.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE,
+    AppendStatus.TRANSACTION_COORDINATOR_FENCED: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+}
+
+_STATUS_EXCEPTIONS: Final[dict[AppendStatus, type[StorageError]]] = {
+    AppendStatus.OUT_OF_ORDER_SEQUENCE: OutOfOrderSequenceError,
+    AppendStatus.INVALID_PRODUCER_EPOCH: InvalidProducerEpochError,
+    AppendStatus.INVALID_TXN_STATE: InvalidTxnStateError,
+    AppendStatus.TRANSACTION_COORDINATOR_FENCED: TransactionCoordinatorFencedError,
 }
 
 
@@ -193,6 +259,16 @@ class _PendingBatch:
     """Offset of the batch's first record relative to the append's first offset."""
     offset_delta: int
     timestamp: int
+    starts_transaction: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingMarker:
+    producer_id: int
+    producer_epoch: int
+    relative_offset: int
+    marker: EndTxnMarker
+    timestamp: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +280,7 @@ class ProducerAppendInfo:
     message: str = ""
     duplicate: BatchMetadata | None = None
     pending: tuple[_PendingBatch, ...] = ()
+    markers: tuple[_PendingMarker, ...] = ()
 
     @property
     def error_code(self) -> ErrorCode:
@@ -211,10 +288,9 @@ class ProducerAppendInfo:
 
     def raise_for_error(self) -> None:
         """Raise the typed error of an error status (nothing for OK and DUPLICATE)."""
-        if self.status is AppendStatus.OUT_OF_ORDER_SEQUENCE:
-            raise OutOfOrderSequenceError(self.message)
-        if self.status is AppendStatus.INVALID_PRODUCER_EPOCH:
-            raise InvalidProducerEpochError(self.message)
+        error = _STATUS_EXCEPTIONS.get(self.status)
+        if error is not None:
+            raise error(self.message)
 
 
 _OK_EMPTY: Final = ProducerAppendInfo(AppendStatus.OK)
@@ -230,6 +306,11 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._map_end_offset = 0
+        self._ongoing: dict[int, int] = {}
+        """Open transactions: first offset -> producer id."""
+        self._unreplicated: dict[int, tuple[int, int]] = {}
+        """Completed transactions whose marker is not below the high watermark yet: first offset ->
+        (producer id, marker offset)."""
 
     # ---- state ------------------------------------------------------------------------------------
 
@@ -249,17 +330,85 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    # ---- transactions -----------------------------------------------------------------------------
+
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Open transactions: producer id -> first offset, oldest first."""
+        return {pid: first for first, pid in sorted(self._ongoing.items())}
+
+    @property
+    def first_undecided_offset(self) -> int | None:
+        """First offset of the oldest open transaction (no marker yet), None if none is open."""
+        return min(self._ongoing) if self._ongoing else None
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction either open or completed by a marker that is not below
+        the high watermark yet (Kafka's ``firstUnstableOffset``); None if there is none."""
+        candidates = [*self._ongoing, *self._unreplicated]
+        return min(candidates) if candidates else None
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is now below the high watermark are stable."""
+        self._remove_unreplicated_before(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Completed transactions whose marker is below the log start offset are gone with their data."""
+        self._remove_unreplicated_before(log_start_offset)
+        self._map_end_offset = max(self._map_end_offset, log_start_offset)
+
+    def _remove_unreplicated_before(self, offset: int) -> None:
+        if self._unreplicated:
+            self._unreplicated = {f: v for f, v in self._unreplicated.items() if v[1] >= offset}
+
+    def _complete(self, entry: ProducerStateEntry, marker: EndTxnMarker, offset: int) -> CompletedTxn | None:
+        """Close ``entry``'s open transaction (if any) at the marker ``offset``."""
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        pid = entry.producer_id
+        others = [f for f, p in self._ongoing.items() if p != pid]
+        completed = CompletedTxn(
+            pid,
+            first,
+            offset,
+            is_aborted=marker.kind == ControlRecordType.ABORT,
+            last_stable_offset=min(others) if others else offset + 1,
+        )
+        if self._ongoing.get(first) == pid:
+            del self._ongoing[first]
+        self._unreplicated[first] = (pid, offset)
+        entry.current_txn_first_offset = -1
+        return completed
+
+    def _start(self, entry: ProducerStateEntry, first_offset: int) -> None:
+        entry.current_txn_first_offset = first_offset
+        self._ongoing[first_offset] = entry.producer_id
+
     # ---- leader appends ---------------------------------------------------------------------------
 
-    def prepare(self, headers: Sequence[RecordBatchHeader]) -> ProducerAppendInfo:
-        """Validate the batches of one client append (in order, offsets not yet assigned); changes nothing."""
+    def prepare(
+        self,
+        headers: Sequence[RecordBatchHeader],
+        markers: Sequence[EndTxnMarker | None] | None = None,
+    ) -> ProducerAppendInfo:
+        """Validate the batches of one append (in order, offsets not yet assigned); changes nothing.
+
+        ``markers`` gives, position by position, the end marker of each control batch among ``headers``
+        (None for data batches, and for control batches without one: those are skipped).
+        """
         working: dict[int, ProducerStateEntry] = {}
         pending: list[_PendingBatch] = []
+        pending_markers: list[_PendingMarker] = []
         relative = 0
-        for header in headers:
+        for index, header in enumerate(headers):
             batch_relative = relative
             relative += header.last_offset_delta + 1
             if not header.has_producer_id:
+                continue
+            marker = markers[index] if markers is not None else None
+            if header.is_control and marker is None:
                 continue
             pid = header.producer_id
             epoch = header.producer_epoch
@@ -277,8 +426,19 @@ class ProducerStateManager:
                     AppendStatus.INVALID_PRODUCER_EPOCH,
                     f"epoch {epoch} of producer {pid} is smaller than the last seen epoch {entry.producer_epoch}",
                 )
-            if header.is_control:
+            if marker is not None:
+                if marker.coordinator_epoch < entry.coordinator_epoch:
+                    return ProducerAppendInfo(
+                        AppendStatus.TRANSACTION_COORDINATOR_FENCED,
+                        f"{marker.kind.name} marker for producer {pid} from coordinator epoch "
+                        f"{marker.coordinator_epoch}, older than the last seen {entry.coordinator_epoch}",
+                    )
                 entry.maybe_update_epoch(epoch)
+                entry.coordinator_epoch = marker.coordinator_epoch
+                entry.current_txn_first_offset = -1
+                pending_markers.append(
+                    _PendingMarker(pid, epoch, batch_relative, marker, header.max_timestamp)
+                )
                 continue
             first_seq = header.base_sequence
             if epoch != entry.producer_epoch:
@@ -295,6 +455,15 @@ class ProducerStateManager:
                     f"out of order sequence from producer {pid} (epoch {epoch}): {first_seq} "
                     f"does not follow {entry.last_sequence}",
                 )
+            in_transaction = entry.current_txn_first_offset >= 0
+            if in_transaction and not header.is_transactional:
+                return ProducerAppendInfo(
+                    AppendStatus.INVALID_TXN_STATE,
+                    f"non-transactional batch from producer {pid} while its transaction is open",
+                )
+            starts = header.is_transactional and not in_transaction
+            if starts:
+                entry.current_txn_first_offset = batch_relative  # any value >= 0: open from here on
             item = _PendingBatch(
                 pid,
                 epoch,
@@ -302,43 +471,78 @@ class ProducerStateManager:
                 batch_relative,
                 header.last_offset_delta,
                 header.max_timestamp,
+                starts,
             )
             entry.add_batch(epoch, BatchMetadata(item.last_sequence, -1, item.offset_delta, item.timestamp))
             pending.append(item)
         if not working:
             return _OK_EMPTY
-        return ProducerAppendInfo(AppendStatus.OK, pending=tuple(pending))
+        return ProducerAppendInfo(AppendStatus.OK, pending=tuple(pending), markers=tuple(pending_markers))
 
-    def commit(self, info: ProducerAppendInfo, first_offset: int, *, log_append_time: int = -1) -> None:
+    def commit(
+        self, info: ProducerAppendInfo, first_offset: int, *, log_append_time: int = -1
+    ) -> list[CompletedTxn]:
         """Apply an OK ``info`` once its batches are in the log from ``first_offset`` on (contiguously).
-        ``log_append_time`` (>= 0) replaces the batches' timestamps (LogAppendTime topics)."""
+        ``log_append_time`` (>= 0) replaces the batches' timestamps (LogAppendTime topics). Returns the
+        transactions its markers completed (their ``last_stable_offset`` computed before completion)."""
         if info.status is not AppendStatus.OK:
             raise ValueError(f"cannot commit an append whose status is {info.status.name}")
         for item in info.pending:
             entry = self._producers.get(item.producer_id)
             if entry is None:
                 entry = self._producers[item.producer_id] = ProducerStateEntry(item.producer_id)
-            last_offset = first_offset + item.relative_offset + item.offset_delta
+            batch_first = first_offset + item.relative_offset
+            last_offset = batch_first + item.offset_delta
             timestamp = log_append_time if log_append_time >= 0 else item.timestamp
             entry.add_batch(
                 item.producer_epoch,
                 BatchMetadata(item.last_sequence, last_offset, item.offset_delta, timestamp),
             )
+            if item.starts_transaction:
+                self._start(entry, batch_first)
             self._map_end_offset = max(self._map_end_offset, last_offset + 1)
+        completed: list[CompletedTxn] = []
+        for marker in info.markers:
+            offset = first_offset + marker.relative_offset
+            timestamp = log_append_time if log_append_time >= 0 else marker.timestamp
+            done = self._apply_marker(
+                marker.producer_id, marker.producer_epoch, marker.marker, offset, timestamp
+            )
+            if done is not None:
+                completed.append(done)
+            self._map_end_offset = max(self._map_end_offset, offset + 1)
+        return completed
+
+    def _apply_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
+        completed = self._complete(entry, marker, offset)
+        entry.maybe_update_epoch(producer_epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = timestamp
+        return completed
 
     # ---- replay (loading, followers) --------------------------------------------------------------
 
-    def replay(self, header: RecordBatchHeader) -> None:
-        """Apply a batch already in the log without checks (Kafka's REPLICATION origin)."""
+    def replay(self, header: RecordBatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        """Apply a batch already in the log without checks (Kafka's REPLICATION origin). ``marker`` is the
+        end marker of a control batch (a control batch without one changes nothing but the map end offset).
+        Returns the transaction a marker completed, if any."""
+        completed = None
         if header.has_producer_id:
             pid = header.producer_id
             entry = self._producers.get(pid)
-            if entry is None:
-                entry = self._producers[pid] = ProducerStateEntry(pid)
             if header.is_control:
-                entry.maybe_update_epoch(header.producer_epoch)
-                entry.last_timestamp = header.max_timestamp
+                if marker is not None:
+                    completed = self._apply_marker(
+                        pid, header.producer_epoch, marker, header.base_offset, header.max_timestamp
+                    )
             else:
+                if entry is None:
+                    entry = self._producers[pid] = ProducerStateEntry(pid)
                 entry.add_batch(
                     header.producer_epoch,
                     BatchMetadata(
@@ -348,15 +552,22 @@ class ProducerStateManager:
                         header.max_timestamp,
                     ),
                 )
+                if header.is_transactional and entry.current_txn_first_offset < 0:
+                    self._start(entry, header.base_offset)
         self._map_end_offset = max(self._map_end_offset, header.next_offset)
+        return completed
 
     # ---- expiry -----------------------------------------------------------------------------------
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int | None = None) -> int:
-        """Forget producers whose last batch is ``producer.id.expiration.ms`` or more before ``now_ms``;
-        returns how many."""
+        """Forget producers whose last batch is ``producer.id.expiration.ms`` or more before ``now_ms`` and
+        that have no transaction open; returns how many."""
         limit = self.producer_id_expiration_ms if expiration_ms is None else expiration_ms
-        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= limit]
+        expired = [
+            pid
+            for pid, e in self._producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= limit
+        ]
         for pid in expired:
             del self._producers[pid]
         return len(expired)
@@ -377,6 +588,7 @@ class ProducerStateManager:
                 e.batches[-1].offset_delta if e.batches else 0,
                 e.last_timestamp,
                 e.coordinator_epoch,
+                e.current_txn_first_offset,
             )
             for e in sorted(self._producers.values(), key=lambda e: e.producer_id)
         ]
@@ -400,15 +612,20 @@ class ProducerStateManager:
         """Remove the snapshots above ``offset`` (truncated away); returns how many."""
         return self._delete_snapshots(lambda o: o > offset)
 
+    def _clear(self) -> None:
+        self._producers = {}
+        self._ongoing = {}
+        self._unreplicated = {}
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """The log starts over empty at ``offset``: no producers, no snapshots."""
-        self._producers.clear()
+        """The log starts over empty at ``offset``: no producers, no transactions, no snapshots."""
+        self._clear()
         self._delete_snapshots(lambda _o: True)
         self._map_end_offset = offset
 
     def _read_snapshot(self, offset: int, now_ms: int) -> None:
         entries = decode_snapshot(snapshot_file(self._dir, offset).read_bytes())
-        producers: dict[int, ProducerStateEntry] = {}
+        self._clear()
         for e in entries:
             entry = ProducerStateEntry(e.producer_id, e.producer_epoch, coordinator_epoch=e.coordinator_epoch)
             if e.last_offset >= 0:
@@ -416,9 +633,11 @@ class ProducerStateManager:
                     BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp)
                 )
             entry.last_timestamp = e.timestamp
-            if now_ms - entry.last_timestamp < self.producer_id_expiration_ms:
-                producers[e.producer_id] = entry
-        self._producers = producers
+            if e.current_txn_first_offset >= 0:
+                self._start(entry, e.current_txn_first_offset)
+            elif now_ms - entry.last_timestamp >= self.producer_id_expiration_ms:
+                continue
+            self._producers[e.producer_id] = entry
         self._map_end_offset = offset
 
     def load(
@@ -426,15 +645,17 @@ class ProducerStateManager:
         *,
         log_start_offset: int,
         log_end_offset: int,
-        headers_from: Callable[[int], Iterable[RecordBatchHeader]],
+        batches_from: Callable[[int], Iterable[tuple[RecordBatchHeader, EndTxnMarker | None]]],
         now_ms: int,
-    ) -> None:
+    ) -> list[CompletedTxn]:
         """Rebuild the state of the log ``[log_start_offset, log_end_offset)`` (Kafka's ``truncateAndReload``
         plus ``loadProducerState``): drop snapshots above the log end, read the latest good one at or below
-        it (a corrupt one is deleted and the next older tried), then replay ``headers_from(offset)`` (the
-        headers of every batch ending at or after ``offset``, in order) up to the log end."""
+        it (a corrupt one is deleted and the next older tried),
+        then replay ``batches_from(offset)`` (the header and, for a control batch, the end marker of every
+        batch ending at or after ``offset``, in order) up to the log end. Returns the transactions the
+        replayed markers completed."""
         self.delete_snapshots_after(log_end_offset)
-        self._producers = {}
+        self._clear()
         start = log_start_offset
         for offset in reversed(self.snapshot_offsets()):
             try:
@@ -442,14 +663,20 @@ class ProducerStateManager:
             except (CorruptSnapshotError, OSError) as exc:
                 logger.warning("%s: deleting producer snapshot at %d: %s", self._dir.name, offset, exc)
                 snapshot_file(self._dir, offset).unlink(missing_ok=True)
+                self._clear()
                 continue
             start = offset
             break
+        self._map_end_offset = start
+        completed: list[CompletedTxn] = []
         if start < log_end_offset:
-            for header in headers_from(start):
+            for header, marker in batches_from(start):
                 if header.base_offset >= log_end_offset:
                     break
                 if header.last_offset >= start:
-                    self.replay(header)
+                    done = self.replay(header, marker)
+                    if done is not None:
+                        completed.append(done)
         self._map_end_offset = log_end_offset
         self.remove_expired_producers(now_ms)
+        return completed

@@ -20,7 +20,9 @@ Kafka's ``LogLoader``. In order:
 5. A log whose end is below the checkpointed log start offset starts over, empty, at that offset.
 
 Invariant: the loaded log is a prefix of what was appended; nothing before the recovery point is dropped
-unless its own bytes are invalid. After an unclean shutdown the recovery point does not advance (the
+unless its own bytes are invalid. Every segment revalidated in step 3 or 4 has lost its transaction index;
+``LoadedLog.recovered_from`` (the first such segment's base offset) tells the log where the producer state
+replay that rebuilds it must start at the latest. After an unclean shutdown the recovery point does not advance (the
 revalidated data is not known to be on disk); after a clean one it is the log end offset.
 """
 
@@ -52,6 +54,8 @@ class LoadedLog:
     segments: list[LogSegment]
     log_start_offset: int
     recovery_point: int
+    recovered_from: int | None = None
+    """Base offset of the first segment revalidated (its transaction index emptied), None if none was."""
 
 
 def _segment_suffix(name: str) -> str:
@@ -201,12 +205,15 @@ def load_log(
     first_unflushed = (
         len(segments) if clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
     )
+    recovered_from: int | None = None
     for i, segment in enumerate(segments[:first_unflushed]):
         try:
             segment.check_against_log(cut_torn_tail=i == len(segments) - 1)
         except (CorruptIndexError, LogCorruptionError) as exc:
             logger.warning("%s: %s; revalidating %s", directory.name, exc, segment.log_path.name)
             segment.recover(contiguous=contiguous)
+            if recovered_from is None:
+                recovered_from = segment.base_offset
 
     if not clean_shutdown:
         for i in range(first_unflushed, len(segments)):
@@ -214,6 +221,8 @@ def load_log(
             if i > 0 and not _follows(segments[i - 1], segment, contiguous=contiguous):
                 _delete_from(directory, segments, i)
                 break
+            if recovered_from is None:
+                recovered_from = segment.base_offset
             if segment.recover(contiguous=contiguous) > 0 and i + 1 < len(segments):
                 _delete_from(directory, segments, i + 1)
                 break
@@ -245,4 +254,4 @@ def load_log(
         if clean_shutdown
         else min(max(recovery_point, segments[0].base_offset), log_end_offset)
     )
-    return LoadedLog(segments, start, point)
+    return LoadedLog(segments, start, point, recovered_from)

@@ -10,6 +10,9 @@ Invariants:
   written since the last offset index entry, the batch gets an entry ``(last_offset, position)`` and the time
   index gets ``(max timestamp so far, last offset of the batch that reached it)`` if that timestamp grew.
   When the segment rolls or closes, the time index gets its final entry and both files are trimmed.
+* The aborted-transaction index (:mod:`.txn_index`) holds the transactions whose ABORT marker lies in
+  the segment; it goes with the segment (rename, delete, truncation), is emptied by :meth:`recover` (the
+  log rebuilds it from the markers) and checked against the log at load.
 * Reads never load payloads: headers are read with ``os.pread`` (a small window) starting from an index
   entry, and whole-batch :class:`FileRegion` s are returned. Every index entry used is checked against the
   header it points at; a mismatch rebuilds the indexes from the log.
@@ -32,10 +35,12 @@ from typing import Final
 from tidelog.protocol.records import (
     LOG_OVERHEAD,
     RECORD_BATCH_HEADER_SIZE,
+    ControlRecordType,
     CorruptRecordError,
     RecordBatchHeader,
     RecordError,
     decode_batch,
+    decode_control_record,
     read_batch_header,
     validate_batch,
 )
@@ -45,6 +50,7 @@ from tidelog.storage.errors import CorruptIndexError, KafkaStorageError, LogCorr
 from tidelog.storage.fetch_data import FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter, SegmentFile
 from tidelog.storage.index import OffsetIndex, OffsetPosition, TimeIndex
+from tidelog.storage.txn_index import TransactionIndex
 
 __all__ = ["LogSegment"]
 
@@ -85,7 +91,9 @@ class LogSegment:
         self._config = config
         self._limiter = limiter
         self._log_path = layout.log_file(directory, base_offset, extra_suffix)
-        self._txn_index_path = layout.txn_index_file(directory, base_offset, extra_suffix)
+        self.txn_index = TransactionIndex(
+            layout.txn_index_file(directory, base_offset, extra_suffix), base_offset
+        )
         self.offset_index = OffsetIndex(
             layout.offset_index_file(directory, base_offset, extra_suffix),
             base_offset,
@@ -228,6 +236,7 @@ class LogSegment:
         self._file = None
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.release()
 
     def mark_active(self) -> None:
         """This segment is now the log's last one: keep it open, preallocate its indexes for appends."""
@@ -259,6 +268,7 @@ class LogSegment:
         os.fsync(self._handle().fileno())
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Finish the indexes (if active) and release every handle."""
@@ -282,9 +292,7 @@ class LogSegment:
         self._log_path = Path(f"{self._log_path}{deleted}")
         self.offset_index.rename_to(Path(f"{self.offset_index.path}{deleted}"))
         self.time_index.rename_to(Path(f"{self.time_index.path}{deleted}"))
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(self._txn_index_path, f"{self._txn_index_path}{deleted}")
-        self._txn_index_path = Path(f"{self._txn_index_path}{deleted}")
+        self.txn_index.rename_to(Path(f"{self.txn_index.path}{deleted}"))
 
     def delete_files(self) -> None:
         """Release handles and unlink every file of the segment (whatever its current names)."""
@@ -295,7 +303,7 @@ class LogSegment:
         self._log_path.unlink(missing_ok=True)
         self.offset_index.delete_file()
         self.time_index.delete_file()
-        self._txn_index_path.unlink(missing_ok=True)
+        self.txn_index.delete_file()
 
     # ---- scanning ---------------------------------------------------------------------------------
 
@@ -338,6 +346,21 @@ class LogSegment:
         try:
             return read_batch_header(data)
         except CorruptRecordError:
+            return None
+
+    def end_txn_marker(
+        self, position: int, header: RecordBatchHeader
+    ) -> tuple[ControlRecordType, int] | None:
+        """``(COMMIT or ABORT, coordinator_epoch)`` of the control batch at ``position``; None when it holds no
+        record (cleaned away) or a control record that is no transaction marker."""
+        if not header.is_control or header.records_count == 0:
+            return None
+        _, records = decode_batch(self._read_exact(position, header.size_in_bytes))
+        if not records:
+            return None
+        try:
+            return decode_control_record(records[0])
+        except RecordError:
             return None
 
     def _read_exact(self, position: int, nbytes: int) -> bytes:
@@ -581,7 +604,8 @@ class LogSegment:
         Besides :meth:`sanity_check`: the time index's last entry must describe a real batch (last offset
         and max timestamp), and neither the first batch nor any batch after the last offset index entry
         may carry a larger timestamp than that entry (a rolled or closed segment's time index ends with its
-        largest timestamp). Also learns the next offset. A tail that is not whole is cut when
+        largest timestamp), and the transaction index must be ordered with its markers inside the segment.
+        Also learns the next offset. A tail that is not whole is cut when
         ``cut_torn_tail`` (the last segment), else it is corruption.
         """
         self.sanity_check()
@@ -603,6 +627,7 @@ class LogSegment:
                 )
             logger.warning("%s: cutting %d bytes of torn tail", self._log_path, self._size - end)
             self.truncate_file(end)
+        self.txn_index.sanity_check(self.next_offset)
         indexed_max = last_time.timestamp if last_time is not None else _NO_TIMESTAMP
         first = self._header_at(0) if self._size else None
         if self._max_timestamp > indexed_max or (first is not None and first.max_timestamp > indexed_max):
@@ -673,13 +698,15 @@ class LogSegment:
         A batch is valid if :func:`~tidelog.protocol.records.validate_batch` accepts it (length, magic, CRC32C,
         counts, timestamps), its last offset fits the segment, and its base offset is at least the previous
         batch's next offset (the segment's base offset for the first) — exactly that offset when
-        ``contiguous``. Returns the number of bytes cut.
+        ``contiguous``. Returns the number of bytes cut. The transaction index is emptied: the log rebuilds
+        it by replaying the producer state over this segment.
         """
         handle = self._handle()
         fd = handle.fileno()
         size = os.fstat(fd).st_size
         self._size = size
         self._reset_index_state()
+        self.txn_index.reset()
         chunk = b""
         chunk_start = 0
         position = 0
@@ -738,6 +765,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         cut = self.truncate_file(found[0]) if found is not None else 0
         end = self.load_tail()
         if end != self._size:
