@@ -19,10 +19,13 @@ the schema body in Kafka's message encoding. The schemas below are Kafka's
   group_instance_id string? (v3+), client_id, client_host, rebalance_timeout int32 (v1+),
   session_timeout int32, subscription bytes, assignment bytes. Kafka writes v3.
 
+- record types 3-8: KIP-848 consumer groups, schemas in
+  :mod:`tidelog.coordinator.consumer_group_records` (keys and values at version 0).
+
 Invariants: ``decode_key(encode_key(k)) == k`` and ``decode_value(k, encode_value(v, n)) == v`` for
 every field present in version ``n``; decoding never accepts a record type or value version Kafka
-does not define; record types 3+ (KIP-848 consumer groups, share groups ...) are named in
-:class:`CoordinatorRecordType` but raise :class:`UnsupportedRecordTypeError` until they are built.
+does not define; record types Kafka defines beyond 8 (share and streams groups ...) raise
+:class:`UnsupportedRecordTypeError`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ from dataclasses import field as _field
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
+from tidelog.coordinator.consumer_group_records import (
+    CONSUMER_GROUP_RECORD_SCHEMAS,
+    ConsumerGroupRecordKey,
+    ConsumerGroupRecordValue,
+)
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.primitives import RemoteProtocolError
@@ -74,6 +82,12 @@ class CoordinatorRecordType(IntEnum):
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+    SHARE_GROUP_PARTITION_METADATA = 9
+    SHARE_GROUP_MEMBER_METADATA = 10
+    SHARE_GROUP_METADATA = 11
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
 
 
 OFFSET_COMMIT_KEY_TYPE = CoordinatorRecordType.OFFSET_COMMIT
@@ -217,8 +231,14 @@ class GroupMetadataValue(Message):
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
 
 
-RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey
-RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue
+RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey
+RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue | ConsumerGroupRecordValue
+
+_VALUE_CLASS_BY_KEY_CLASS: dict[type[RecordKey], type[RecordValue]] = {
+    OffsetCommitKey: OffsetCommitValue,
+    GroupMetadataKey: GroupMetadataValue,
+    **dict(CONSUMER_GROUP_RECORD_SCHEMAS.values()),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +259,13 @@ def offset_commit_value_version(value: OffsetCommitValue) -> int:
 
 def encode_key(key: RecordKey) -> bytes:
     """Record type + key body (schema version 0), as Kafka's ``CoordinatorRecordSerde`` writes it."""
-    record_type = OFFSET_COMMIT_KEY_TYPE if isinstance(key, OffsetCommitKey) else GROUP_METADATA_KEY_TYPE
+    record_type: int
+    if isinstance(key, OffsetCommitKey):
+        record_type = OFFSET_COMMIT_KEY_TYPE
+    elif isinstance(key, GroupMetadataKey):
+        record_type = GROUP_METADATA_KEY_TYPE
+    else:
+        record_type = key.RECORD_TYPE
     return _INT16.pack(record_type) + codec.encode(key, 0)
 
 
@@ -248,8 +274,10 @@ def encode_value(value: RecordValue, version: int | None = None) -> bytes:
     if version is None:
         if isinstance(value, OffsetCommitValue):
             version = offset_commit_value_version(value)
-        else:
+        elif isinstance(value, GroupMetadataValue):
             version = GROUP_METADATA_VALUE_VERSION
+        else:
+            version = 0
     return _INT16.pack(version) + codec.encode(value, version)
 
 
@@ -263,15 +291,17 @@ def _read_int16(buf: bytes | memoryview, what: str) -> int:
 
 
 def decode_key(buf: bytes | memoryview) -> RecordKey:
-    """Parse a key; raises :class:`UnsupportedRecordTypeError` for types 3+ and
-    :class:`CoordinatorRecordError` for anything else that is not a Kafka key."""
+    """Parse a key; raises :class:`UnsupportedRecordTypeError` for types Kafka defines that tidelog
+    does not read and :class:`CoordinatorRecordError` for anything else that is not a Kafka key."""
     record_type = _read_int16(buf, "key")
     body = memoryview(buf)[2:]
-    cls: type[OffsetCommitKey] | type[GroupMetadataKey]
+    cls: type[RecordKey]
     if record_type in (CoordinatorRecordType.LEGACY_OFFSET_COMMIT, CoordinatorRecordType.OFFSET_COMMIT):
         cls = OffsetCommitKey
     elif record_type == CoordinatorRecordType.GROUP_METADATA:
         cls = GroupMetadataKey
+    elif record_type in CONSUMER_GROUP_RECORD_SCHEMAS:
+        cls = CONSUMER_GROUP_RECORD_SCHEMAS[record_type][0]
     elif record_type in _KNOWN_RECORD_TYPES:
         raise UnsupportedRecordTypeError(record_type)
     else:
@@ -287,8 +317,7 @@ def decode_value(key: RecordKey, buf: bytes | memoryview | None) -> RecordValue 
     if buf is None:
         return None
     version = _read_int16(buf, "value")
-    cls: type[OffsetCommitValue] | type[GroupMetadataValue]
-    cls = OffsetCommitValue if isinstance(key, OffsetCommitKey) else GroupMetadataValue
+    cls = _VALUE_CLASS_BY_KEY_CLASS[type(key)]
     if not cls.supports(version):
         raise CoordinatorRecordError(f"{cls.NAME} has no version {version}")
     try:
