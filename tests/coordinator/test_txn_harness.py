@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tidelog.coordinator.records import CoordinatorRecord
@@ -19,6 +19,7 @@ from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
 from tidelog.coordinator.txn_coordinator import TransactionCoordinator
 from tidelog.coordinator.txn_metadata import TransactionMetadata
 from tidelog.coordinator.txn_partition import TxnPartition
+from tidelog.coordinator.txn_records import decode_key, decode_value, partitions_of
 from tidelog.coordinator.txn_result import (
     CancelTxnTimer,
     ScheduleTxnTimer,
@@ -26,6 +27,7 @@ from tidelog.coordinator.txn_result import (
     TxnTimerKey,
     WriteTxnMarkers,
 )
+from tidelog.coordinator.txn_state import TransactionState
 from tidelog.protocol import codec
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -39,6 +41,7 @@ from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Request
 from tidelog.storage import TopicPartition
 
+COMMIT = ControlRecordType.COMMIT
 START_MS = 1_700_000_000_000
 TIMEOUT_MS = 60_000
 
@@ -76,6 +79,8 @@ class TxnHarness:
         self.timers: dict[TxnTimerKey, int] = {}
         self.in_flight: list[WriteTxnMarkers] = []
         self.written: list[WrittenMarker] = []
+        self.events: list[tuple[str, str | None, object]] = []
+        """Everything the "runtime" did, in order: ("record", id, value or None), ("marker", id, WrittenMarker)."""
         self.coordinator_epoch = 0
         for partition in range(self.config.transaction_state_log_num_partitions):
             self.coordinator.begin_loading(partition, self.coordinator_epoch)
@@ -96,6 +101,9 @@ class TxnHarness:
     def apply(self, result: TxnCoordinatorResult, version: int | None = None) -> TxnCoordinatorResult:
         for partition in sorted(result.records):
             self.log.setdefault(partition, []).extend(result.records[partition])
+            for record in result.records[partition]:
+                transactional_id = decode_key(record.key)
+                self.events.append(("record", transactional_id, decode_value(record.value)))
         if result.response is not None:
             assert version is not None
             codec.encode(result.response, version)  # every answer must go on the wire as is
@@ -115,13 +123,40 @@ class TxnHarness:
         todo = self.in_flight if count is None else self.in_flight[:count]
         self.in_flight = [] if count is None else self.in_flight[count:]
         for markers in todo:
-            self.written.extend(
-                WrittenMarker(
-                    tp, markers.result, markers.producer_id, markers.producer_epoch, markers.coordinator_epoch
-                )
-                for tp in markers.partitions
-            )
+            self._write(markers, markers.partitions)
             self.apply(self.coordinator.on_markers_written(markers, self.now))
+
+    def write_some_markers(self, n: int) -> None:
+        """Write the first ``n`` partitions' markers of the first instruction in flight and report just
+        those; the rest stays in flight."""
+        markers = self.in_flight.pop(0)
+        done, rest = markers.partitions[:n], markers.partitions[n:]
+        if rest:
+            self.in_flight.insert(0, replace(markers, partitions=rest))
+        self._write(markers, done)
+        self.apply(self.coordinator.on_markers_written(markers, self.now, done))
+
+    def _write(self, markers: WriteTxnMarkers, partitions: tuple[TopicPartition, ...]) -> None:
+        # The runtime's ordering duty: a marker only after the Prepare record that decided it is in the log.
+        records = self.records_of(markers.transactional_id)
+        assert records, markers
+        latest = decode_value(records[-1].value)
+        assert latest is not None
+        prepared = (
+            TransactionState.PREPARE_COMMIT if markers.result is COMMIT else TransactionState.PREPARE_ABORT
+        )
+        assert (latest.transaction_status, latest.producer_id, latest.producer_epoch) == (
+            prepared,
+            markers.producer_id,
+            markers.producer_epoch,
+        ), (latest, markers)
+        assert set(partitions) <= partitions_of(latest)
+        for tp in partitions:
+            marker = WrittenMarker(
+                tp, markers.result, markers.producer_id, markers.producer_epoch, markers.coordinator_epoch
+            )
+            self.written.append(marker)
+            self.events.append(("marker", markers.transactional_id, marker))
 
     def send(self, request: Request, version: int) -> Any:
         return self.apply(self.coordinator.handle(request, version, now_ms=self.now), version).response
@@ -171,8 +206,6 @@ class TxnHarness:
         return owned
 
     def records_of(self, transactional_id: str) -> list[CoordinatorRecord]:
-        from tidelog.coordinator.txn_records import decode_key
-
         partition = self.coordinator.partition_for(transactional_id)
         return [r for r in self.log.get(partition, []) if decode_key(r.key) == transactional_id]
 
