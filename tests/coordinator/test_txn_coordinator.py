@@ -727,6 +727,9 @@ def test_verify_partitions_and_is_partition_in_transaction() -> None:
     assert not c.is_partition_in_transaction(pid, epoch, "a", 1)
     assert not c.is_partition_in_transaction(pid, epoch + 1, "a", 0)
     assert not c.is_partition_in_transaction(pid + 1, epoch, "a", 0)
+    assert c.verify_partition("tx", pid, epoch, "a", 0) is E.NONE
+    assert c.verify_partition("tx", pid, epoch, "a", 1) is E.INVALID_TXN_STATE
+    assert c.verify_partition(None, pid, epoch, "a", 0) is E.INVALID_REQUEST
     h.end("tx", pid, epoch, commit=True)
     assert c.verify_partitions("tx", pid, epoch, [a0]) == {a0: E.CONCURRENT_TRANSACTIONS}
     assert not c.is_partition_in_transaction(pid, epoch, "a", 0)
@@ -886,3 +889,48 @@ def test_unknown_request_type_is_a_bug() -> None:
         coordinator.handle(HeartbeatRequest(), 0, now_ms=0)
     with pytest.raises(TypeError):
         error_response(HeartbeatRequest(), 0, E.NOT_COORDINATOR)
+
+
+def test_public_surface_is_pinned() -> None:
+    from tidelog.coordinator import txn_coordinator, txn_records, txn_responses, txn_result, txn_state
+
+    assert sorted(txn_coordinator.__all__) == [
+        "GROUP_METADATA_TOPIC_NAME",
+        "TRANSACTION_COORDINATOR_REQUESTS",
+        "TRANSACTION_STATE_TOPIC_NAME",
+        "TransactionCoordinator",
+    ]
+    assert sorted(txn_result.__all__) == [
+        "CancelTxnTimer",
+        "ScheduleTxnTimer",
+        "TxnCoordinatorResult",
+        "TxnTimerKey",
+        "TxnTimerKind",
+        "TxnTimerOp",
+        "WriteTxnMarkers",
+    ]
+    assert sorted(txn_state.__all__) == ["TransactionState", "VALID_PREVIOUS_STATES"]
+    assert "error_response" in txn_responses.__all__
+    assert "append_error_to_response_error" in txn_responses.__all__
+    assert {"encode_key", "decode_key", "encode_value", "decode_value", "txn_record"} <= set(
+        txn_records.__all__
+    )
+    public = {name for name in dir(txn_coordinator.TransactionCoordinator) if not name.startswith("_")}
+    assert public == {
+        "begin_loading",
+        "complete_loading",
+        "expire_transactional_ids",
+        "handle",
+        "is_loading",
+        "is_partition_in_transaction",
+        "on_markers_written",
+        "on_timeout",
+        "owned_partitions",
+        "partition_for",
+        "replay",
+        "transaction",
+        "txn_partition",
+        "unload",
+        "verify_partition",
+        "verify_partitions",
+    }

@@ -379,6 +379,14 @@ class TransactionCoordinator:
             return dict.fromkeys(wanted, owned)
         return owned.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
 
+    def verify_partition(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> ErrorCode:
+        """:meth:`verify_partitions` for one partition, in the shape of the server's
+        ``TransactionVerifier`` (a missing transactional id is INVALID_REQUEST, as in Kafka)."""
+        tp = TopicPartition(topic, partition)
+        return self.verify_partitions(transactional_id or "", producer_id, producer_epoch, [tp])[tp]
+
     def is_partition_in_transaction(
         self, producer_id: int, producer_epoch: int, topic: str, partition: int
     ) -> bool:
