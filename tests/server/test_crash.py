@@ -179,7 +179,9 @@ def verify(sent: list[Sent], log: dict[tuple[int, int], tuple[bytes | None, byte
     assert not duplicated_quiet, (
         f"{len(duplicated_quiet)} messages with no crash in their lifetime are not stored exactly once, e.g. {duplicated_quiet[:5]}"
     )
-    assert len(quiet) > len(sent) // 2
+    assert len(quiet) > 10_000, (
+        f"only {len(quiet)} messages lived between two crashes: the uniqueness check is too thin"
+    )
     # every crash interrupted traffic
     for crash in range(CRASHES):
         odd = 2 * crash + 1  # the epoch during crash number `crash`
