@@ -279,6 +279,33 @@ def test_create_topics_validate_only(broker: Broker, client: str) -> None:
     assert topics_on_broker(bootstrap)[f"{prefix}-would-work"] == 3
 
 
+def test_create_topics_with_replica_assignments(broker: Broker) -> None:
+    """kafka-python can send explicit assignments: only this broker (node 1) may hold replicas."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        result = admin.create_topics(
+            {
+                "assigned-ok": {"assignments": {0: [1], 1: [1], 2: [1]}},
+                "assigned-other-broker": {"assignments": {0: [1], 1: [2]}},
+                "assigned-two-replicas": {"assignments": {0: [1, 2]}},
+            },
+            raise_errors=False,
+        )
+    finally:
+        admin.close()
+    assert {t["name"]: t["error_code"] for t in result["topics"]} == {
+        "assigned-ok": 0,
+        "assigned-other-broker": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "assigned-two-replicas": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    }
+    listed = topics_on_broker(broker.bootstrap_servers)
+    assert listed["assigned-ok"] == 3
+    assert "assigned-other-broker" not in listed
+    assert "assigned-two-replicas" not in listed
+
+
 def test_create_topic_with_broker_defaults(broker: Broker, topic: str) -> None:
     """num_partitions=-1 and replication_factor=-1 take num.partitions (3 here) and 1."""
     assert ck_create(broker.bootstrap_servers, [Spec(topic, -1, -1)]) == {topic: 0}

@@ -214,3 +214,40 @@ def test_delete_records(broker: Broker, topic: str) -> None:
     ).values()
     assert future.result(timeout=30).low_watermark == 1000
     assert confluent_high_watermarks(bootstrap, topic, 1) == {0: (1000, 1000)}
+
+
+def test_large_records_through_small_fetch_limits(broker: Broker, topic: str) -> None:
+    """Records near the 1 MB default limit round trip, also when the consumer's fetch limits are far below
+    their size: the first batch of a fetch is always returned whole (KIP-74)."""
+    bootstrap = broker.bootstrap_servers
+    confluent_create_topic(bootstrap, topic, 1)
+    values = [bytes([i]) * (900_000 + i) for i in range(3)]
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "compression.type": "none", "log_level": 3}
+    )
+    offsets: list[int] = []
+    for value in values:
+        producer.produce(topic, value=value, partition=0, on_delivery=lambda e, m: offsets.append(m.offset()))
+        assert producer.flush(30) == 0
+    assert offsets == [0, 1, 2]
+    consumer = _consumer(
+        bootstrap,
+        **{
+            "fetch.max.bytes": 1024,
+            "max.partition.fetch.bytes": 1024,
+            "message.max.bytes": 1000,
+            "receive.message.max.bytes": 4_000_000,
+        },
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert got == list(enumerate(values))

@@ -182,3 +182,34 @@ def test_delete_records(broker: Broker, topic: str) -> None:
         assert first == [400]
     finally:
         consumer.close()
+
+
+def test_large_records_through_small_fetch_limits(broker: Broker, topic: str) -> None:
+    """Records near the 1 MB default limit round trip, also when the consumer's fetch limits are far below
+    their size: the first batch of a fetch is always returned whole (KIP-74)."""
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 1)
+    values = [bytes([i]) * (900_000 + i) for i in range(3)]
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=False, max_request_size=2_000_000, linger_ms=0
+    )
+    try:
+        offsets = [producer.send(topic, value=v, partition=0).get(timeout=30).offset for v in values]
+    finally:
+        producer.close(timeout=10)
+    assert offsets == [0, 1, 2]
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, fetch_max_bytes=1024, max_partition_fetch_bytes=1024
+    )
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend((r.offset, r.value) for r in records)
+    finally:
+        consumer.close()
+    assert got == list(enumerate(values))
