@@ -6,9 +6,13 @@ Invariants:
   (acks=1 and acks=-1 both complete at once); replication (wave 2) moves it only as followers catch up.
 - Batches are validated whole (CRC, sizes, counts) before anything is written; a bad batch fails its own
   partition with a Kafka error code and nothing of that partition's payload is appended.
-- Consumers read only below the high watermark; the last stable offset equals it until transactions land.
-- After every append the watchers of that partition in the fetch purgatory are checked, so a long-poll
-  fetch completes as soon as enough data has arrived.
+- Consumers read only below the high watermark; read_committed consumers only below the last stable
+  offset (the log's: the first offset of the oldest open transaction, else the high watermark).
+- After every append, transaction markers included, the watchers of that partition in the fetch purgatory
+  are checked, so a long-poll fetch completes as soon as enough data has arrived or the last stable offset
+  has moved past it.
+- Transactional produce is verified (KIP-890) through ``transaction_verifier``, which rejects everything
+  until the transaction coordinator registers its own (:mod:`tidelog.server.txn_verification`).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
-from tidelog.protocol.records import validate_batches
+from tidelog.protocol.records import ControlRecordType, validate_batches
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.partition_log import PartitionLog
+
+from .txn_verification import TransactionVerifier, reject_unverified
 
 __all__ = ["Partition", "RegionList", "ReplicaManager"]
 
@@ -56,13 +62,34 @@ class Partition:
         self.log.update_high_watermark(self.log.log_end_offset)
         return info
 
+    def append_control_marker(
+        self,
+        kind: ControlRecordType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker as leader (WriteTxnMarkers); raises the storage's typed errors."""
+        info = self.log.append_control_marker(
+            kind,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
+        )
+        self.log.update_high_watermark(self.log.log_end_offset)
+        return info
+
     @property
     def high_watermark(self) -> int:
         return int(self.log.high_watermark)
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        return int(self.log.last_stable_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -80,6 +107,11 @@ class ReplicaManager:
         self._logs = log_manager
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._on_append = on_append
+        self.transaction_verifier: TransactionVerifier = reject_unverified
+
+    def set_transaction_verifier(self, verifier: TransactionVerifier | None) -> None:
+        """Register the transaction coordinator's check of transactional produce (None: reject all)."""
+        self.transaction_verifier = verifier if verifier is not None else reject_unverified
 
     def load(self, topic: str, index: int) -> Partition | None:
         existing = self._logs.get(topic, index)
@@ -121,6 +153,40 @@ class ReplicaManager:
             return exc.error_code, None, str(exc)
         except OSError:
             log.exception("append to %s-%s failed", topic, index)
+            return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
+        self._on_append((topic, index))
+        return ErrorCode.NONE, info, None
+
+    def write_txn_marker(
+        self,
+        topic: str,
+        index: int,
+        kind: ControlRecordType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> tuple[ErrorCode, LogAppendInfo | None, str | None]:
+        """Write a transaction marker to one partition (what WriteTxnMarkers does per partition); returns
+        (error, append info or None, error message): INVALID_PRODUCER_EPOCH for an older producer epoch,
+        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION,
+        KAFKA_STORAGE_ERROR. Long-poll fetches of the partition are checked afterwards (the LSO may move)."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
+        try:
+            info = partition.append_control_marker(
+                kind,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                now_ms=now_ms,
+            )
+        except KafkaProtocolError as exc:
+            return exc.error_code, None, str(exc)
+        except OSError:
+            log.exception("transaction marker to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
         self._on_append((topic, index))
         return ErrorCode.NONE, info, None

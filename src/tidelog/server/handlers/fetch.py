@@ -1,7 +1,10 @@
 """Fetch (key 1): record data served from the segment files, with long polling.
 
 Invariants:
-- Consumers read only below the high watermark (or the last stable offset under read_committed).
+- Consumers read only below the high watermark (or the last stable offset under read_committed). Every
+  answer carries the partition's last stable offset; a read_committed one also the aborted transactions
+  overlapping the returned batches (Kafka's rule: marker at or after the fetch offset, first offset before
+  the end of the data), so the client drops their records; read_uncommitted gets null there.
 - Record bytes are never pulled into Python: each partition's data is a list of file regions that the
   connection writes with ``os.sendfile``.
 - ``partition_max_bytes`` bounds each partition and ``max_bytes`` (v3+) the whole response, except that the
@@ -135,6 +138,13 @@ def _read(
                 records = regions[0] if len(regions) == 1 else RegionList(list(regions))
                 result.records = records
                 total += records.nbytes
+                if committed:
+                    result.aborted_transactions = [
+                        FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
+                        for pid, first in partition.log.collect_aborted_transactions(
+                            p.fetch_offset, data.next_offset
+                        )
+                    ]
         response.responses.append(
             FetchResponse.FetchableTopicResponse(
                 topic=topic.name or "", topic_id=topic.topic_id, partitions=results

@@ -3,6 +3,8 @@
 Special timestamps as Kafka defines them: -1 latest (the high watermark, or the last stable offset under
 read_committed), -2 earliest (log start offset), -3 the record with the largest timestamp, -4 earliest
 local (same as earliest: no tiered storage). v0 answers in the old ``old_style_offsets`` list form.
+A lookup by timestamp finds nothing at or above the latest offset the caller may read (Kafka's
+``lastFetchableOffset``: the last stable offset under read_committed, else the high watermark).
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def handle_list_offsets(
             timestamp = wanted.timestamp
             offset: int | None
             found_ts = -1
+            committed = ctx.api_version >= 2 and request.isolation_level == _READ_COMMITTED
+            fetchable = partition.last_stable_offset if committed else partition.high_watermark
             if timestamp == LATEST:
-                committed = ctx.api_version >= 2 and request.isolation_level == _READ_COMMITTED
-                offset = partition.last_stable_offset if committed else partition.high_watermark
+                offset = fetchable
             elif timestamp in (EARLIEST, EARLIEST_LOCAL):
                 offset = partition.log_start_offset
             elif timestamp == MAX_TIMESTAMP:
@@ -62,7 +65,7 @@ def handle_list_offsets(
             else:
                 found = partition.log.offset_for_timestamp(timestamp)
                 offset, found_ts = (found[0], found[1]) if found else (-1, -1)
-                if offset is not None and offset >= partition.high_watermark:
+                if offset is not None and offset >= fetchable:
                     offset, found_ts = -1, -1
             result.offset = offset
             result.timestamp = found_ts

@@ -3,6 +3,9 @@
 Invariants: each partition succeeds or fails on its own (one bad partition never fails another);
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition); acks=0 gets no response at all;
 on a single node acks=-1 is satisfied as soon as the append returns (the ISR is this broker).
+A partition's transactional batches are appended only after the transaction coordinator verified that the
+partition is in the producer's transaction (KIP-890, :mod:`tidelog.server.txn_verification`), in the
+same synchronous step as the append.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.server.dispatch import NO_RESPONSE
+from tidelog.server.txn_verification import transactional_producer, verification_error
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
@@ -43,6 +47,17 @@ def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest)
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.error_message = f"Cannot append to internal topic {name}"
                 continue
+            producer = transactional_producer(data.records)
+            if producer is not None and broker.replicas.get(name, data.index) is not None:
+                if request.transactional_id is None:
+                    result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    continue
+                verdict = broker.replicas.transaction_verifier(
+                    request.transactional_id, producer[0], producer[1], name, data.index
+                )
+                if verdict != ErrorCode.NONE:
+                    result.error_code, result.error_message = verification_error(verdict, ctx.api_version)
+                    continue
             error, info, message = broker.replicas.append(name, data.index, data.records, now_ms=now)
             result.error_code = error
             result.error_message = message
