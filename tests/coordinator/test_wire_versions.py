@@ -15,6 +15,7 @@ from tidelog.coordinator import GROUP_COORDINATOR_REQUESTS, error_response
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
@@ -121,6 +122,8 @@ def _sample_request(cls: type[Request]) -> Request:
         return DescribeGroupsRequest(groups=["g", "h"])
     if cls is DeleteGroupsRequest:
         return DeleteGroupsRequest(groups_names=["g"])
+    if cls is ConsumerGroupDescribeRequest:
+        return ConsumerGroupDescribeRequest(group_ids=["g"])
     factory: Any = cls
     request: Request = factory(group_id="g") if any(f.name == "group_id" for f in cls.FIELDS) else factory()
     return request
@@ -145,6 +148,8 @@ def test_public_surface_is_pinned() -> None:
         "CancelTimer",
         "ClassicGroup",
         "ClassicGroupState",
+        "ConsumerGroup",
+        "ConsumerGroupState",
         "CoordinatorRecord",
         "CoordinatorRecordError",
         "CoordinatorResult",
@@ -157,6 +162,8 @@ def test_public_surface_is_pinned() -> None:
         "TimerKey",
         "TimerKind",
         "TimerOp",
+        "TopicImage",
+        "TopicsImage",
         "UnsupportedRecordTypeError",
         "append_error_to_response_error",
         "error_response",

@@ -5,12 +5,15 @@ Requests and time go in; responses, records to append and timer requests come ou
 emits them, and when the runtime loads a partition. Nothing here does I/O or reads a clock.
 
 The server runtime's entry point is :class:`GroupCoordinator`; the record formats (Kafka's bytes)
-are in :mod:`tidelog.coordinator.records`.
+are in :mod:`tidelog.coordinator.records`. Classic groups (JoinGroup/SyncGroup) and KIP-848 consumer
+groups (ConsumerGroupHeartbeat, server-side assignment from the :class:`TopicsImage` the runtime
+provides) live side by side, never under the same group id.
 """
 
 from __future__ import annotations
 
 from tidelog.coordinator.config import GroupCoordinatorConfig
+from tidelog.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
 from tidelog.coordinator.group import ClassicGroup
 from tidelog.coordinator.group_coordinator import GROUP_COORDINATOR_REQUESTS, GroupCoordinator
 from tidelog.coordinator.group_state import ClassicGroupState
@@ -28,12 +31,15 @@ from tidelog.coordinator.result import (
     TimerOp,
 )
 from tidelog.coordinator.shard import GroupCoordinatorShard
+from tidelog.coordinator.topics_image import TopicImage, TopicsImage
 
 __all__ = [
     "GROUP_COORDINATOR_REQUESTS",
     "CancelTimer",
     "ClassicGroup",
     "ClassicGroupState",
+    "ConsumerGroup",
+    "ConsumerGroupState",
     "CoordinatorRecord",
     "CoordinatorRecordError",
     "CoordinatorResult",
@@ -46,6 +52,8 @@ __all__ = [
     "TimerKey",
     "TimerKind",
     "TimerOp",
+    "TopicImage",
+    "TopicsImage",
     "UnsupportedRecordTypeError",
     "append_error_to_response_error",
     "error_response",

@@ -26,6 +26,13 @@ class GroupCoordinatorConfig:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    group_consumer_session_timeout_ms: int = 45_000
+    """``group.consumer.session.timeout.ms``: a KIP-848 member that does not heartbeat this long is fenced."""
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    """``group.consumer.heartbeat.interval.ms``: how often KIP-848 members are told to heartbeat."""
+    group_consumer_max_size: int = _INT32_MAX
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """``group.consumer.assignors``: server assignors by name (or Kafka class name), the first the default."""
     group_new_member_join_timeout_ms: int = 300_000
     """Kafka's internal ``GROUP_COORDINATOR_NEW_MEMBER_JOIN_TIMEOUT_MS``: a new member's parked JoinGroup
     is dropped after this long (it cannot heartbeat yet, and a client that gave up would linger)."""

@@ -12,8 +12,10 @@ broker does not lead get NOT_COORDINATOR.
 
 Invariants: pure (time comes in as ``now_ms``; randomness only for new member ids, through
 ``new_uuid``); every entry point returns a :class:`~tidelog.coordinator.result.CoordinatorResult`;
-multi-group requests (OffsetFetch v8+, DescribeGroups, ListGroups, DeleteGroups) are split per shard
-and merged in request order, with per-group errors where the response has room for them.
+multi-group requests (OffsetFetch v8+, DescribeGroups, ConsumerGroupDescribe, ListGroups, DeleteGroups)
+are split per shard and merged in request order, with per-group errors where the response has room for
+them. KIP-848 consumer groups assign partitions of the topics in :attr:`GroupCoordinator.topics_image`,
+which the runtime keeps current with :meth:`GroupCoordinator.set_topics_image`.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ from tidelog.coordinator.responses import error_response, offset_fetch_error_gro
 from tidelog.coordinator.result import CoordinatorResult, TimerKey
 from tidelog.coordinator.shard import GroupCoordinatorShard
 from tidelog.coordinator.shard_state import NO_PRODUCER_ID
+from tidelog.coordinator.topics_image import TopicsImage
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -60,6 +66,8 @@ GROUP_COORDINATOR_REQUESTS: tuple[type[Request], ...] = (
     DescribeGroupsRequest,
     ListGroupsRequest,
     DeleteGroupsRequest,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupDescribeRequest,
 )
 """The requests :meth:`GroupCoordinator.handle` takes."""
 
@@ -72,6 +80,14 @@ class GroupCoordinator:
         self._new_uuid = new_uuid
         self._handle_ids = itertools.count(1)
         self._shards: dict[int, GroupCoordinatorShard] = {}
+        self.topics_image = TopicsImage.EMPTY
+
+    def set_topics_image(self, image: TopicsImage) -> None:
+        """The cluster's topics changed (created, deleted, partitions added): consumer groups assign
+        from ``image`` from now on (each group notices at its members' next heartbeat)."""
+        self.topics_image = image
+        for shard in self._shards.values():
+            shard.consumer.topics = image
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -98,6 +114,7 @@ class GroupCoordinator:
         shard = GroupCoordinatorShard(
             partition, self.config, new_uuid=self._new_uuid, next_handle_id=lambda: next(self._handle_ids)
         )
+        shard.consumer.topics = self.topics_image
         self._shards[partition] = shard
         return shard
 
@@ -145,6 +162,8 @@ class GroupCoordinator:
             return self._list_groups(request)
         if isinstance(request, DeleteGroupsRequest):
             return self._delete_groups(request)
+        if isinstance(request, ConsumerGroupDescribeRequest):
+            return self._consumer_group_describe(request)
         if not isinstance(request, GROUP_COORDINATOR_REQUESTS):
             raise TypeError(f"{type(request).__name__} is not a group coordinator request")
         group_id: str = getattr(request, "group_id", "")
@@ -161,6 +180,10 @@ class GroupCoordinator:
             )
         if isinstance(request, SyncGroupRequest):
             return shard.sync_group(request, api_version, now_ms=now_ms)
+        if isinstance(request, ConsumerGroupHeartbeatRequest):
+            return shard.consumer_group_heartbeat(
+                request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
+            )
         if isinstance(request, HeartbeatRequest):
             return shard.heartbeat(request, now_ms=now_ms)
         if isinstance(request, LeaveGroupRequest):
@@ -195,6 +218,18 @@ class GroupCoordinator:
             else:
                 described.append(shard.describe_group(group_id))
         return CoordinatorResult(response=DescribeGroupsResponse(groups=described))
+
+    def _consumer_group_describe(self, request: ConsumerGroupDescribeRequest) -> CoordinatorResult:
+        described = []
+        for group_id in request.group_ids:
+            shard = self._route(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+            if isinstance(shard, ErrorCode):
+                described.append(
+                    ConsumerGroupDescribeResponse.DescribedGroup(group_id=group_id, error_code=shard)
+                )
+            else:
+                described.append(shard.consumer_group_describe(group_id))
+        return CoordinatorResult(response=ConsumerGroupDescribeResponse(groups=described))
 
     def _list_groups(self, request: ListGroupsRequest) -> CoordinatorResult:
         error = ErrorCode.NONE

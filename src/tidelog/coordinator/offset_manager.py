@@ -7,6 +7,8 @@ Invariants:
 - A commit with generation -1 and no member id (group-less consumers, admin tools) is accepted when
   the group is Empty or does not exist; a group that does not exist is then created as a "simple"
   group by the replay of the first offset record.
+- A KIP-848 consumer group's members commit (OffsetCommit v9+) and fetch (OffsetFetch v9+) with their
+  member epoch instead of a generation (STALE_MEMBER_EPOCH when it is not the current one).
 - An offset without an explicit expire timestamp expires ``offsets.retention.minutes`` after its
   group became Empty (or after the commit, for simple groups and for stable consumer groups no
   longer subscribed to the topic); offsets of a topic a consumer group subscribes to never expire.
@@ -17,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+from tidelog.coordinator.consumer_group import ConsumerGroup
 from tidelog.coordinator.errors import CoordinatorError
 from tidelog.coordinator.group import ClassicGroup
 from tidelog.coordinator.group_state import ClassicGroupState
@@ -98,7 +101,14 @@ class OffsetManager:
     # -- OffsetCommit --------------------------------------------------------------------------------
 
     def _validate_commit(self, request: OffsetCommitRequest, api_version: int) -> ClassicGroup | None:
-        """The group the commit goes to (``None``: it does not exist yet and the commit is group-less)."""
+        """The classic group the commit goes to (``None``: it does not exist yet and the commit is
+        group-less, or it goes to a consumer group)."""
+        consumer_group = self.s.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            consumer_group.validate_offset_commit(
+                request.member_id, request.generation_id_or_member_epoch, api_version
+            )
+            return None
         group = self.s.groups.get(request.group_id)
         if group is None:
             if request.generation_id_or_member_epoch < 0:
@@ -182,7 +192,13 @@ class OffsetManager:
         if not request.group_id:
             return offset_fetch_error_group(request, ErrorCode.INVALID_GROUP_ID)
         group = self.s.groups.get(request.group_id)
-        known = group is not None and not group.is_in_state(_S.DEAD)
+        consumer_group = self.s.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            try:
+                consumer_group.validate_offset_fetch(request.member_id, request.member_epoch)
+            except CoordinatorError as exc:
+                return offset_fetch_error_group(request, exc.error_code)
+        known = consumer_group is not None or (group is not None and not group.is_in_state(_S.DEAD))
         group_id = request.group_id
         topics: list[_FetchedTopic] = []
         if request.topics is None:
@@ -233,7 +249,9 @@ class OffsetManager:
     def delete_offsets(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
         if not request.group_id:
             return OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID)
-        group = self.s.groups.get(request.group_id)
+        group: ClassicGroup | ConsumerGroup | None = self.s.consumer_groups.get(request.group_id)
+        if group is None:
+            group = self.s.groups.get(request.group_id)
         try:
             if group is None:
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
@@ -278,7 +296,7 @@ class OffsetManager:
 
     # -- expiry --------------------------------------------------------------------------------------
 
-    def cleanup_expired_offsets(self, group: ClassicGroup, now_ms: int) -> bool:
+    def cleanup_expired_offsets(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> bool:
         """Tombstone the group's expired offsets; True when it has none left (it may then be deleted)."""
         if not self.s.offsets.has_offsets(group.group_id):
             return True

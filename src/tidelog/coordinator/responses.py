@@ -15,6 +15,10 @@ from collections.abc import Sequence
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -210,6 +214,15 @@ def error_response(request: Request, api_version: int, error: ErrorCode) -> Resp
         )
     if isinstance(request, ListGroupsRequest):
         return ListGroupsResponse(error_code=error)
+    if isinstance(request, ConsumerGroupHeartbeatRequest):
+        return ConsumerGroupHeartbeatResponse(error_code=error)
+    if isinstance(request, ConsumerGroupDescribeRequest):
+        return ConsumerGroupDescribeResponse(
+            groups=[
+                ConsumerGroupDescribeResponse.DescribedGroup(group_id=g, error_code=error)
+                for g in request.group_ids
+            ]
+        )
     if isinstance(request, DeleteGroupsRequest):
         return DeleteGroupsResponse(
             results=[

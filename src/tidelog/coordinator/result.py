@@ -68,6 +68,11 @@ class TimerKind(Enum):
     """A group's sync phase: members that have not sent SyncGroup by the rebalance timeout are removed."""
     GROUP_EXPIRATION = "group-expiration"
     """A partition's periodic expiry of old offsets and empty groups (``offsets.retention.check.interval.ms``)."""
+    CONSUMER_SESSION = "consumer-session"
+    """A consumer-group (KIP-848) member's session: it is fenced unless it heartbeats in time."""
+    CONSUMER_REBALANCE = "consumer-rebalance"
+    """A consumer-group member revoking partitions: it is fenced unless it revokes within its rebalance
+    timeout."""
 
 
 @dataclass(frozen=True, slots=True)

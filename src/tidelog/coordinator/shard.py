@@ -18,18 +18,31 @@ from uuid import UUID
 
 from tidelog.coordinator.classic_protocol import ClassicGroupManager
 from tidelog.coordinator.config import GroupCoordinatorConfig
+from tidelog.coordinator.consumer_group import ConsumerGroup
+from tidelog.coordinator.consumer_protocol import ConsumerGroupManager
 from tidelog.coordinator.errors import CoordinatorError
+from tidelog.coordinator.group import ClassicGroup
 from tidelog.coordinator.group_state import ClassicGroupState
 from tidelog.coordinator.offset_manager import OffsetManager
 from tidelog.coordinator.records import GroupMetadataKey, decode_key, decode_value
-from tidelog.coordinator.result import CoordinatorResult, TimerKey, TimerKind
-from tidelog.coordinator.shard_state import NO_PRODUCER_ID, JoinTimer, ShardState, SyncTimer
+from tidelog.coordinator.responses import join_group_response
+from tidelog.coordinator.result import CoordinatorResult, DeferredResponse, TimerKey, TimerKind
+from tidelog.coordinator.shard_state import (
+    NO_PRODUCER_ID,
+    JoinTimer,
+    MemberRebalanceTimer,
+    ShardState,
+    SyncTimer,
+)
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsResponse,
     DescribeGroupsResponse,
     HeartbeatRequest,
     JoinGroupRequest,
+    JoinGroupResponse,
     LeaveGroupRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
@@ -55,6 +68,7 @@ class GroupCoordinatorShard:
     ) -> None:
         self.state = ShardState(partition, config, new_uuid=new_uuid, next_handle_id=next_handle_id)
         self.classic = ClassicGroupManager(self.state)
+        self.consumer = ConsumerGroupManager(self.state, new_uuid=new_uuid)
         self.offset_manager = OffsetManager(self.state)
         self.loading = True
 
@@ -84,6 +98,7 @@ class GroupCoordinatorShard:
         self.state.begin()
         self.loading = False
         self.classic.r.on_loaded(now_ms)
+        self.consumer.on_loaded(now_ms)
         self._schedule_expiration(now_ms)
         return self.state.finish()
 
@@ -106,9 +121,20 @@ class GroupCoordinatorShard:
         self, request: JoinGroupRequest, api_version: int, *, client_id: str, client_host: str, now_ms: int
     ) -> CoordinatorResult:
         self.state.begin()
-        response = self.classic.join_group(
-            request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
-        )
+        consumer_group = self.state.consumer_groups.get(request.group_id)
+        response: JoinGroupResponse | DeferredResponse
+        if consumer_group is not None and not consumer_group.is_empty:
+            # A classic member cannot join a KIP-848 consumer group (no online migration).
+            response = join_group_response(
+                api_version, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id
+            )
+        else:
+            if consumer_group is not None:
+                # An Empty consumer group makes way for the classic group (its offsets stay).
+                self.consumer.delete_group(consumer_group)
+            response = self.classic.join_group(
+                request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
+            )
         result = self.state.finish()
         result.response = response
         return result
@@ -146,6 +172,23 @@ class GroupCoordinatorShard:
         result.response = response
         return result
 
+    def consumer_group_heartbeat(
+        self,
+        request: ConsumerGroupHeartbeatRequest,
+        api_version: int,
+        *,
+        client_id: str,
+        client_host: str,
+        now_ms: int,
+    ) -> CoordinatorResult:
+        self.state.begin()
+        response = self.consumer.heartbeat(
+            request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
+        )
+        result = self.state.finish()
+        result.response = response
+        return result
+
     def delete_offsets(self, request: OffsetDeleteRequest) -> CoordinatorResult:
         self.state.begin()
         response = self.offset_manager.delete_offsets(request)
@@ -178,15 +221,22 @@ class GroupCoordinatorShard:
             members=members,
         )
 
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponse.DescribedGroup:
+        return self.consumer.describe(group_id)
+
     def list_groups(
         self, states_filter: Iterable[str], types_filter: Iterable[str]
     ) -> list[ListGroupsResponse.ListedGroup]:
         """Groups matching both filters (case-insensitive; an empty filter matches everything)."""
         states = {s.lower() for s in states_filter}
         types = {t.lower() for t in types_filter}
+        groups: list[ClassicGroup | ConsumerGroup] = [
+            *self.state.groups.values(),
+            *self.state.consumer_groups.values(),
+        ]
         return [
             group.as_listed_group()
-            for group in self.state.groups.values()
+            for group in groups
             if (not states or group.is_in_states(states)) and (not types or group.group_type.value in types)
         ]
 
@@ -199,12 +249,18 @@ class GroupCoordinatorShard:
         for group_id in group_ids:
             error = ErrorCode.NONE
             try:
-                group = self.state.groups.get(group_id)
-                if group is None:
-                    raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
-                group.validate_delete_group()
-                self.offset_manager.delete_all_offsets(group_id)
-                self.state.write(GroupMetadataKey(group=group_id), None, replay=True)
+                consumer_group = self.state.consumer_groups.get(group_id)
+                if consumer_group is not None:
+                    consumer_group.validate_delete_group()
+                    self.offset_manager.delete_all_offsets(group_id)
+                    self.consumer.delete_group(consumer_group)
+                else:
+                    group = self.state.groups.get(group_id)
+                    if group is None:
+                        raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
+                    group.validate_delete_group()
+                    self.offset_manager.delete_all_offsets(group_id)
+                    self.state.write(GroupMetadataKey(group=group_id), None, replay=True)
             except CoordinatorError as exc:
                 error = exc.error_code
             results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))
@@ -225,6 +281,11 @@ class GroupCoordinatorShard:
             elif key.kind is TimerKind.SYNC:
                 assert isinstance(timer.payload, SyncTimer)
                 self.classic.r.on_sync_timer(key.group_id, timer.payload, now_ms)
+            elif key.kind is TimerKind.CONSUMER_SESSION:
+                self.consumer.on_session_expired(key.group_id, key.member_id)
+            elif key.kind is TimerKind.CONSUMER_REBALANCE:
+                assert isinstance(timer.payload, MemberRebalanceTimer)
+                self.consumer.on_rebalance_timeout(key.group_id, key.member_id, timer.payload)
             else:
                 self._expire(now_ms)
                 self._schedule_expiration(now_ms)
@@ -242,3 +303,7 @@ class GroupCoordinatorShard:
             all_expired = self.offset_manager.cleanup_expired_offsets(group, now_ms)
             if all_expired and group.is_in_state(_S.EMPTY):
                 self.state.write(GroupMetadataKey(group=group.group_id), None, replay=True)
+        for consumer_group in list(self.state.consumer_groups.values()):
+            all_expired = self.offset_manager.cleanup_expired_offsets(consumer_group, now_ms)
+            if all_expired and consumer_group.is_empty:
+                self.consumer.delete_group(consumer_group)

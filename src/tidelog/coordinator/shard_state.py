@@ -1,13 +1,15 @@
 """Everything one ``__consumer_offsets`` partition's coordinator holds, and the one way records change it.
 
-A shard's state is its groups, its committed offsets and the timers it asked for. The durable part
-(offsets, groups' existence, the membership of loaded groups) changes only in :meth:`ShardState.replay`,
+A shard's state is its groups (classic and KIP-848 consumer groups, which never share an id), its
+committed offsets and the timers it asked for. The durable part (offsets, groups' existence, the
+membership of loaded groups, everything about consumer groups) changes only in :meth:`ShardState.replay`,
 which is fed either by loading (every record of the partition, in log order) or, live, by
 :meth:`ShardState.write` for the records the shard itself emits. Records are replayed live exactly as
 Kafka's runtime replays them: offset commits and all tombstones at once; a ``GroupMetadataValue``
 is only a snapshot of a live group (Kafka appends it with ``replayRecords=false``: the live group
 object is the authority for a classic group's in-flight rebalance, which no record describes), so
-it is applied when loading only.
+it is applied when loading only. Consumer-group records (types 3-8) describe the whole group and are
+always replayed (:mod:`tidelog.coordinator.consumer_group_replay`).
 
 Invariants:
 
@@ -27,6 +29,9 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from tidelog.coordinator.config import GroupCoordinatorConfig
+from tidelog.coordinator.consumer_group import ConsumerGroup
+from tidelog.coordinator.consumer_group_records import ConsumerGroupRecordValue
+from tidelog.coordinator.consumer_group_replay import replay_consumer_group_record
 from tidelog.coordinator.group import ClassicGroup
 from tidelog.coordinator.group_state import ClassicGroupState
 from tidelog.coordinator.member import ClassicGroupMember
@@ -52,7 +57,7 @@ from tidelog.coordinator.result import (
 )
 from tidelog.protocol.schema import Response
 
-__all__ = ["NO_PRODUCER_ID", "JoinTimer", "PendingTimer", "ShardState", "SyncTimer"]
+__all__ = ["NO_PRODUCER_ID", "JoinTimer", "MemberRebalanceTimer", "PendingTimer", "ShardState", "SyncTimer"]
 
 NO_PRODUCER_ID = -1
 """``RecordBatch.NO_PRODUCER_ID``: records not written by a transaction."""
@@ -76,9 +81,16 @@ class SyncTimer:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberRebalanceTimer:
+    """Payload of a consumer-group member's CONSUMER_REBALANCE timer: the epoch it must leave in time."""
+
+    member_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class PendingTimer:
     deadline_ms: int
-    payload: JoinTimer | SyncTimer | None = None
+    payload: JoinTimer | SyncTimer | MemberRebalanceTimer | None = None
 
 
 class ShardState:
@@ -93,6 +105,7 @@ class ShardState:
         self.partition = partition
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets = OffsetStore()
         self.timers: dict[TimerKey, PendingTimer] = {}
         self.out = CoordinatorResult()
@@ -113,7 +126,12 @@ class ShardState:
     def timer_key(self, kind: TimerKind, group_id: str = "", member_id: str = "") -> TimerKey:
         return TimerKey(kind, self.partition, group_id, member_id)
 
-    def schedule(self, key: TimerKey, deadline_ms: int, payload: JoinTimer | SyncTimer | None = None) -> None:
+    def schedule(
+        self,
+        key: TimerKey,
+        deadline_ms: int,
+        payload: JoinTimer | SyncTimer | MemberRebalanceTimer | None = None,
+    ) -> None:
         self.timers[key] = PendingTimer(deadline_ms, payload)
         self.out.timers.append(ScheduleTimer(key, deadline_ms))
 
@@ -165,15 +183,19 @@ class ShardState:
                 self.offsets.remove(key.group, key.topic, key.partition)
             else:
                 assert isinstance(value, OffsetCommitValue)
-                if key.group not in self.groups:
+                if key.group not in self.groups and key.group not in self.consumer_groups:
                     # Offsets committed without group membership: Kafka keeps a "simple" classic group.
                     self.groups[key.group] = ClassicGroup(key.group)
                 self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_record(value))
-        elif value is None:
-            self.remove_group(key.group)
+        elif isinstance(key, GroupMetadataKey):
+            if value is None:
+                self.remove_group(key.group)
+            else:
+                assert isinstance(value, GroupMetadataValue)
+                self.load_group(key, value)
         else:
-            assert isinstance(value, GroupMetadataValue)
-            self.load_group(key, value)
+            assert value is None or isinstance(value, ConsumerGroupRecordValue)
+            replay_consumer_group_record(self.groups, self.consumer_groups, key, value)
 
     def load_group(self, key: GroupMetadataKey, value: GroupMetadataValue) -> None:
         """Rebuild a group from its metadata record: Stable with its members, or Empty without."""
