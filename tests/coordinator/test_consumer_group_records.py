@@ -215,23 +215,25 @@ partition_lists = st.lists(st.integers(0, 2**31 - 1), max_size=5)
 
 @given(st.sampled_from([3, 4, 6]), names)
 def test_group_key_round_trip(record_type: int, group: str) -> None:
-    cls = {
-        3: ConsumerGroupMetadataKey,
-        4: ConsumerGroupPartitionMetadataKey,
-        6: ConsumerGroupTargetAssignmentMetadataKey,
-    }[record_type]
-    key = cls(group_id=group)
+    key: ConsumerGroupRecordKey
+    if record_type == 3:
+        key = ConsumerGroupMetadataKey(group_id=group)
+    elif record_type == 4:
+        key = ConsumerGroupPartitionMetadataKey(group_id=group)
+    else:
+        key = ConsumerGroupTargetAssignmentMetadataKey(group_id=group)
     assert decode_key(encode_key(key)) == key
 
 
 @given(st.sampled_from([5, 7, 8]), names, names)
 def test_member_key_round_trip(record_type: int, group: str, member: str) -> None:
-    cls = {
-        5: ConsumerGroupMemberMetadataKey,
-        7: ConsumerGroupTargetAssignmentMemberKey,
-        8: ConsumerGroupCurrentMemberAssignmentKey,
-    }[record_type]
-    key = cls(group_id=group, member_id=member)
+    key: ConsumerGroupRecordKey
+    if record_type == 5:
+        key = ConsumerGroupMemberMetadataKey(group_id=group, member_id=member)
+    elif record_type == 7:
+        key = ConsumerGroupTargetAssignmentMemberKey(group_id=group, member_id=member)
+    else:
+        key = ConsumerGroupCurrentMemberAssignmentKey(group_id=group, member_id=member)
     assert decode_key(encode_key(key)) == key
 
 
