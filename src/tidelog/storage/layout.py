@@ -64,9 +64,9 @@ LOG_FILE_SUFFIX: Final = ".log"
 INDEX_FILE_SUFFIX: Final = ".index"
 TIME_INDEX_FILE_SUFFIX: Final = ".timeindex"
 TXN_INDEX_FILE_SUFFIX: Final = ".txnindex"
-"""Aborted-transaction index (not written yet)."""
+"""Aborted-transaction index of a segment (:mod:`tidelog.storage.txn_index`), created at its first entry."""
 PRODUCER_SNAPSHOT_FILE_SUFFIX: Final = ".snapshot"
-"""Producer-state snapshot (not written yet)."""
+"""Producer-state snapshot (:mod:`tidelog.storage.producer_snapshot`)."""
 SEGMENT_FILE_SUFFIXES: Final = (
     LOG_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
