@@ -21,6 +21,7 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.partition_log import PartitionLog
 from tidelog.storage.producer_snapshot import decode_snapshot, snapshot_file
 from tidelog.storage.producer_state import (
+    AppendOrigin,
     AppendStatus,
     CompletedTxn,
     EndTxnMarker,
@@ -334,6 +335,33 @@ def test_producer_state_prepare_and_commit_of_markers(tmp_path: Path) -> None:
         manager.prepare([control], [EndTxnMarker(COMMIT, 2)]).status
         is AppendStatus.TRANSACTION_COORDINATOR_FENCED
     )
+
+
+def test_coordinator_writes_skip_sequence_checks_but_not_epoch_fencing(tmp_path: Path) -> None:
+    """Transactional offset commits: the group coordinator writes batches with the producer's id and
+    epoch but no sequence (Kafka's AppendOrigin.COORDINATOR)."""
+    log = open_log(tmp_path / "t-0", BIG)
+
+    def offset_commit(epoch: int) -> bytes:
+        return encode_batch(
+            [SimpleRecord(key=b"offset-key", value=b"offset-value", timestamp=TS)],
+            producer_id=P1,
+            producer_epoch=epoch,
+            is_transactional=True,
+        )
+
+    for expected in (0, 1):
+        info = log.append(offset_commit(2), leader_epoch=0, now_ms=TS, origin=AppendOrigin.COORDINATOR)
+        assert (info.first_offset, info.duplicate) == (expected, False)
+    assert log.producer_state.ongoing_transactions == {P1: 0}
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(offset_commit(1), leader_epoch=0, now_ms=TS, origin=AppendOrigin.COORDINATOR)
+    # the same batches from a client fail the sequence check (no sequence cannot follow no sequence)
+    assert log.producer_state.prepare(headers(offset_commit(2))).status is AppendStatus.OUT_OF_ORDER_SEQUENCE
+    log.update_high_watermark(log.log_end_offset)
+    assert Producer(log, P1, epoch=2).end(COMMIT) == 2
+    assert log.last_stable_offset == 3
+    log.close()
 
 
 def test_expiry_spares_producers_with_an_open_transaction(tmp_path: Path) -> None:

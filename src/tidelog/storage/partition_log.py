@@ -62,6 +62,7 @@ from tidelog.storage.errors import (
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
 from tidelog.storage.producer_state import (
+    AppendOrigin,
     AppendStatus,
     BatchMetadata,
     CompletedTxn,
@@ -266,13 +267,16 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int,
         assign_offsets: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Append one or more whole batches (already checked by ``records.validate_batches``).
 
         With ``assign_offsets`` (leader): batches get offsets from the log end and ``leader_epoch``, rewritten
         in place (``records`` is copied first unless it is a writable buffer), and with LogAppendTime the
         broker's ``now_ms``. Without (follower): offsets must start at or above the log end and increase.
-        May roll first; may fsync afterwards (``flush.messages`` / ``flush.ms``).
+        May roll first; may fsync afterwards (``flush.messages`` / ``flush.ms``). ``origin`` COORDINATOR is for
+        the broker's own writes with a producer id (transactional offset commits): epochs are checked, but
+        not sequences or duplicates. COMMIT/ABORT control batches close the producer's transaction.
         """
         self._observe(now_ms)
         buf: bytearray | memoryview
@@ -295,7 +299,9 @@ class PartitionLog:
         markers = self._end_txn_markers(buf, batches)
         if assign_offsets:
             self._check_timestamps(batches, now_ms)
-            producer_info = self.producer_state.prepare([header for _, header in batches], markers)
+            producer_info = self.producer_state.prepare(
+                [header for _, header in batches], markers, origin=origin
+            )
             if producer_info.status is AppendStatus.DUPLICATE:
                 assert producer_info.duplicate is not None
                 return self._duplicate_info(producer_info.duplicate, batches)
@@ -382,7 +388,9 @@ class PartitionLog:
             timestamp_ms=now_ms,
             partition_leader_epoch=leader_epoch,
         )
-        return self.append(bytearray(batch), leader_epoch=leader_epoch, now_ms=now_ms)
+        return self.append(
+            bytearray(batch), leader_epoch=leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR
+        )
 
     @staticmethod
     def _end_txn_markers(

@@ -72,6 +72,7 @@ from tidelog.storage.producer_snapshot import (
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
     "NUM_BATCHES_TO_RETAIN",
+    "AppendOrigin",
     "AppendStatus",
     "BatchMetadata",
     "CompletedTxn",
@@ -216,6 +217,15 @@ class ProducerStateEntry:
         if producer_epoch != self.producer_epoch:
             self.producer_epoch = producer_epoch
             self.batches.clear()
+
+
+class AppendOrigin(Enum):
+    """Who appends as leader (Kafka's ``AppendOrigin``): a client's batches get every check; the broker's
+    coordinators (transactional offset commits, transaction markers) only the epoch checks: their batches
+    carry no sequences and are never retried as duplicates."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 class AppendStatus(Enum):
@@ -392,12 +402,16 @@ class ProducerStateManager:
         self,
         headers: Sequence[RecordBatchHeader],
         markers: Sequence[EndTxnMarker | None] | None = None,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> ProducerAppendInfo:
         """Validate the batches of one append (in order, offsets not yet assigned); changes nothing.
 
         ``markers`` gives, position by position, the end marker of each control batch among ``headers``
-        (None for data batches, and for control batches without one: those are skipped).
+        (None for data batches, and for control batches without one: those are skipped). With
+        ``origin`` COORDINATOR, data batches are not checked for duplicates and sequences.
         """
+        client = origin is AppendOrigin.CLIENT
         working: dict[int, ProducerStateEntry] = {}
         pending: list[_PendingBatch] = []
         pending_markers: list[_PendingMarker] = []
@@ -413,7 +427,7 @@ class ProducerStateManager:
             pid = header.producer_id
             epoch = header.producer_epoch
             current = self._producers.get(pid)
-            if current is not None and not header.is_control:
+            if client and current is not None and not header.is_control:
                 duplicate = current.find_duplicate(epoch, header.base_sequence, header.last_sequence)
                 if duplicate is not None:
                     return ProducerAppendInfo(AppendStatus.DUPLICATE, duplicate=duplicate)
@@ -441,7 +455,9 @@ class ProducerStateManager:
                 )
                 continue
             first_seq = header.base_sequence
-            if epoch != entry.producer_epoch:
+            if not client:
+                pass
+            elif epoch != entry.producer_epoch:
                 if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                     return ProducerAppendInfo(
                         AppendStatus.OUT_OF_ORDER_SEQUENCE,
