@@ -99,6 +99,7 @@ class ReaderOptions:
     ending: OffsetBound
     max_offsets_per_trigger: int | None
     min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
     min_partitions: int | None
     fail_on_data_loss: bool
     include_headers: bool
@@ -165,6 +166,18 @@ def _positive_int(options: Mapping[str, str], key: str) -> int | None:
     if value <= 0:
         raise OptionError(f"option {key} must be a positive integer, got {raw!r}")
     return value
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(options: Mapping[str, str], key: str, default: str) -> int:
+    """Spark's duration strings: ``500ms``, ``30s``, ``15m``, ``1h``, ``2d`` (a bare number is ms)."""
+    raw = options.get(key.lower(), default).strip().lower()
+    match = re.fullmatch(r"(\d+)\s*([a-z]*)", raw)
+    if match is None or match.group(2) not in {"", *_DURATION_UNITS_MS}:
+        raise OptionError(f"option {key} must be a duration like 500ms, 30s, 15m, 1h; got {raw!r}")
+    return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
 
 
 def _client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -296,6 +309,7 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOp
         ending=ending,
         max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
         min_offsets_per_trigger=_positive_int(options, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", "15m"),
         min_partitions=_positive_int(options, "minPartitions"),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),

@@ -31,7 +31,7 @@ from tidelog.spark.session import DEFAULT_MASTER, session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["PipelineError", "load_pipeline", "main", "parse_args", "start"]
 
@@ -111,17 +111,20 @@ def start(module: ModuleType, args: argparse.Namespace, spark: SparkSession) -> 
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=args.trigger_interval)
-    return writer.start()
+    query: StreamingQuery = writer.start()
+    return query
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     module, args = parse_args(list(sys.argv[1:] if argv is None else argv))
     spark = session(args.master, app_name=f"tidelog pipeline {Path(args.file).stem}", conf=_conf(args.conf))
+    from pyspark.errors import StreamingQueryException
+
     query = start(module, args, spark)
     try:
         query.awaitTermination(args.timeout)
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, StreamingQueryException):
+        pass  # a failure is reported below from query.exception()
     finally:
         if query.isActive:
             query.stop()

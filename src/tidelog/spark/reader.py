@@ -13,14 +13,16 @@ Invariants:
   matching ``subscribePattern``) start at offset 0, i.e. from their earliest record. With a
   :class:`ReadMaxRows` limit (``maxOffsetsPerTrigger``) the end is
   :func:`~tidelog.spark.offsets.rate_limit` of it; with ``ReadAllAvailable`` the options' limit is
-  ignored, as Spark requires. After ``prepareForTriggerAvailableNow`` no end passes the latest offsets
-  of that moment.
+  ignored, as Spark requires. ``minOffsetsPerTrigger`` holds a micro-batch back (answers ``start``)
+  until that many offsets are available or ``maxTriggerDelay`` (default 15m) passed since the last one.
+  After ``prepareForTriggerAvailableNow`` no end passes the latest offsets of that moment.
 - A partition whose start offset is below its log start offset, or that vanished, is data loss:
   raised (:class:`~tidelog.spark.fetch.DataLossError`) if ``failOnDataLoss``, else skipped.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -49,7 +51,7 @@ from tidelog.spark.options import ReaderOptions
 __all__ = ["BatchReader", "RangePartition", "StreamReader"]
 
 
-class RangePartition(InputPartition):  # type: ignore[misc]
+class RangePartition(InputPartition):
     """One Spark task: one offset range of one topic-partition."""
 
     def __init__(self, offset_range: OffsetRange) -> None:
@@ -61,7 +63,7 @@ def _partitions(ranges: list[OffsetRange], options: ReaderOptions) -> list[Range
     return [RangePartition(r) for r in split_ranges(ranges, options.min_partitions)]
 
 
-class BatchReader(DataSourceReader):  # type: ignore[misc]
+class BatchReader(DataSourceReader):
     """``spark.read.format("tidelog")``: offsets fixed when the plan is made."""
 
     def __init__(self, options: ReaderOptions) -> None:
@@ -84,19 +86,21 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         return parts or [RangePartition(OffsetRange("", -1, 0, 0))]  # Spark wants at least one
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
         return read_range(self.options, partition.range)
 
 
-class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("tidelog")``."""
 
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self._cluster: ClusterView | None = None
         self._available_now: Position | None = None
+        self._last_trigger: float | None = None  # monotonic time of the last admitted micro-batch
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_cluster": None, "_available_now": self._available_now}
+        return {**self.__dict__, "_cluster": None}
 
     # ---- driver side (the planner process) ----
 
@@ -118,6 +122,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         return position_to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark has no composite limit: with both options set, the maximum is Spark's limit and the
+        # minimum is applied here (latestOffset), as Spark's Kafka source does with its CompositeReadLimit.
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         if self.options.min_offsets_per_trigger is not None:
@@ -127,9 +133,25 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = self._latest()
 
+    def _too_few(self, begin: Position, latest: Position, limit: ReadLimit) -> bool:
+        """minOffsetsPerTrigger: wait for more, unless maxTriggerDelay passed since the last batch."""
+        if isinstance(limit, ReadAllAvailable) or self._available_now is not None:
+            return False
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
+        if min_rows is None:
+            return False
+        now = time.monotonic()
+        if self._last_trigger is None:
+            self._last_trigger = now
+        available = sum(max(0, offset - begin.get(tp, 0)) for tp, offset in latest.items())
+        if available >= min_rows or (now - self._last_trigger) * 1000 >= self.options.max_trigger_delay_ms:
+            self._last_trigger = now
+            return False
+        return True
+
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = position_from_json(start)
-        latest = self._available_now if self._available_now is not None else self._latest()
+        latest = dict(self._available_now) if self._available_now is not None else self._latest()
         for tp in sorted(set(begin) - set(latest)):
             if self.options.fail_on_data_loss:
                 raise DataLossError(
@@ -138,14 +160,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         for tp, offset in begin.items():  # never go back (a partition's end can only grow)
             if tp in latest and latest[tp] < offset:
                 latest[tp] = offset
+        if self._too_few(begin, latest, limit):
+            return start
         if isinstance(limit, ReadMaxRows):
-            end = rate_limit(begin, latest, limit.max_rows)
-        elif isinstance(limit, ReadMinRows) and self._available_now is None:
-            available = sum(latest[tp] - begin.get(tp, 0) for tp in latest)
-            end = latest if available >= limit.min_rows else dict(begin)
-        else:
-            end = latest
-        return position_to_json(end)
+            return position_to_json(rate_limit(begin, latest, limit.max_rows))
+        return position_to_json(latest)
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return position_to_json(self._latest())
@@ -173,4 +192,5 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     # ---- executor side ----
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
         return read_range(self.options, partition.range)

@@ -22,7 +22,7 @@ from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 __all__ = ["TidelogDataSource"]
 
 
-class TidelogDataSource(DataSource):  # type: ignore[misc]
+class TidelogDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "tidelog"

@@ -44,7 +44,7 @@ class ProducerWriteError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class WrittenRows(WriterCommitMessage):  # type: ignore[misc]
+class WrittenRows(WriterCommitMessage):
     """What a task reports to the driver: rows it wrote, acknowledged."""
 
     rows: int
@@ -139,7 +139,7 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch]) -
     return rows
 
 
-class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class BatchWriter(DataSourceArrowWriter):
     """``df.write.format("tidelog")`` (append only, like Spark's Kafka sink)."""
 
     def __init__(self, options: WriterOptions) -> None:
@@ -149,7 +149,7 @@ class BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return WrittenRows(produce_batches(self.options, iterator))
 
 
-class StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class StreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("tidelog")``; a micro-batch is committed once every task flushed."""
 
     def __init__(self, options: WriterOptions) -> None:
