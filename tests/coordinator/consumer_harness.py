@@ -3,7 +3,8 @@
 :class:`Member` behaves like a librdkafka consumer with ``group.protocol=consumer``: it joins with
 epoch 0 and a full request, adopts what the coordinator assigns, revokes what it is no longer given
 (acknowledging with its owned partitions in the next heartbeat), rejoins with epoch 0 when fenced,
-and leaves with epoch -1 (or -2 for a static member that will be back).
+and leaves with epoch -1 (or -2 for a static member that will be back). Revoking takes it until its
+next heartbeat: meanwhile it still consumes the partitions it gives up (``revoking``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class Member:
     regex: str | None = None
     epoch: int = 0
     owned: Owned = field(default_factory=dict)
+    revoking: Owned = field(default_factory=dict)
+    """Partitions it was told to give up and still consumes (until its next heartbeat)."""
     last: ConsumerGroupHeartbeatResponse | None = None
     send_full: bool = True
     errors: list[int] = field(default_factory=list)
@@ -99,7 +102,12 @@ class Member:
             if ps and t in self.h.topics.by_name
         ]
 
+    def consuming(self) -> set[tuple[str, int]]:
+        """Every partition it reads from right now (owned or still being revoked)."""
+        return {(t, p) for part in (self.owned, self.revoking) for t, ps in part.items() for p in ps}
+
     def heartbeat(self) -> ConsumerGroupHeartbeatResponse:
+        self.revoking = {}  # revocations finished: this heartbeat acknowledges them
         full = self.send_full or self.epoch == 0
         request: dict[str, Any] = {
             "group_id": self.group_id,
@@ -116,15 +124,21 @@ class Member:
         self.last = response
         if response.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             self.errors.append(response.error_code)
-            self.owned, self.epoch = {}, 0  # partitions lost; rejoin
+            self.owned, self.epoch = {}, 0  # partitions lost (it stops consuming at once); rejoin
             return response
         if response.error_code:
             self.errors.append(response.error_code)
             return response
         self.epoch = response.member_epoch
         if response.assignment is not None:
-            # Revoke what is gone, take what is new (the next heartbeat acknowledges both).
-            self.owned = by_name(response.assignment.topic_partitions, self.h.topics)
+            # Take what is new at once; revoke what is gone (done by the next heartbeat, which
+            # acknowledges it by no longer listing those partitions).
+            new = by_name(response.assignment.topic_partitions, self.h.topics)
+            for topic, partitions in self.owned.items():
+                gone = partitions - new.get(topic, set())
+                if gone:
+                    self.revoking.setdefault(topic, set()).update(gone)
+            self.owned = new
         self.send_full = False
         return response
 
@@ -133,7 +147,7 @@ class Member:
         response = self.h.heartbeat_cg(
             group_id=self.group_id, member_id=self.member_id, member_epoch=epoch, instance_id=self.instance_id
         )
-        self.owned, self.epoch = {}, 0
+        self.owned, self.revoking, self.epoch = {}, {}, 0
         return response
 
     def partitions(self, topic: str = "t") -> set[int]:
