@@ -1,51 +1,58 @@
 """The exactly-once sink (``deliveryGuarantee=exactly-once``): its design, and why it is refused today.
 
-Status: not implemented. It needs broker transactions, which tidelog does not have yet (``InitProducerId``
-with a ``transactional.id`` answers COORDINATOR_NOT_AVAILABLE; ``AddPartitionsToTxn``, ``EndTxn``,
-``WriteTxnMarkers``, the last stable offset and ``read_committed`` fetches are missing). Asking for it
-raises :class:`ExactlyOnceUnavailableError`, which names the missing broker feature, when the query is
-planned; ``deliveryGuarantee=at-least-once`` (the default) works now.
+Status: not implemented. It needs broker transactions, which tidelog does not serve yet (a
+confluent-kafka ``init_transactions()`` against the broker times out: ``InitProducerId`` with a
+``transactional.id`` is not answered with a producer id; ``read_committed`` fetches already work). Asking
+for it raises :class:`ExactlyOnceUnavailableError`, which names the missing broker feature, when the query
+is planned; ``deliveryGuarantee=at-least-once`` (the default) works now.
 
 Design (what lands once the broker has transactions)
 ----------------------------------------------------
 
-Goal: the rows of micro-batch ``b`` become visible to ``read_committed`` consumers exactly once, even if
+Goal: every row of micro-batch ``b`` becomes visible to ``read_committed`` consumers exactly once, even if
 tasks are retried, the driver dies at any instruction, and the query restarts from its checkpoint
-(Spark then re-runs ``b`` with the same input offsets, because its offset log has ``b`` and its commit
+(Spark then re-runs ``b`` over the same input offsets, because its offset log has ``b`` and its commit
 log does not).
 
+Why not "tasks write, the driver commits": Spark runs ``write()`` and ``commit()`` in different
+processes, and committing a transaction from another process needs its producer id and epoch, which
+librdkafka neither exposes nor accepts (Flink's Kafka sink does it by reflection into the Java client).
+So each *task* commits its own transaction, and the commit carries a durable "this task is done" mark:
+
 1. Identity. Spark sets the local properties ``sql.streaming.queryId`` and ``streaming.sql.batchId`` on
-   every task of a micro-batch, and ``TaskContext`` gives the partition id, so a task's transactional id
-   is ``tidelog-spark-{queryId}-{batchId}-{partitionId}`` — derived, never stored, the same for every
-   attempt of the same task in every run of the same batch. (``write()`` gets no batch id as an argument;
-   the local property carries it.)
+   every task of a micro-batch (``write()`` gets no batch id as an argument; ``TaskContext.get()
+   .getLocalProperty`` reads both in the Python worker, checked on PySpark 4.3.0), and ``TaskContext`` gives
+   the Spark partition id ``p``. The task's transactional id is ``tidelog-spark-{queryId}-{p}``, the same
+   for every attempt of that task in every batch, and its *progress group* is the consumer group
+   ``tidelog-spark-{queryId}-{p}``.
 
-2. Tasks write, and do not commit. ``write()``: ``init_transactions()`` on that id (which fences any
-   earlier attempt of the same task and aborts its open transaction), ``begin_transaction()``, produce
-   every row, ``flush()``; then it returns a commit message holding (transactional id, producer id,
-   producer epoch, row count) and exits without committing. The transaction stays open on the broker.
+2. Fence, then look. ``write()`` calls ``init_transactions()`` (which fences every earlier attempt of the
+   task and completes or aborts its open transaction), then reads the progress group's committed offset
+   on the sink's bookkeeping partition ``__tidelog_spark_sinks-0`` with ``require_stable`` (so a commit
+   still in flight is waited for, never missed). An offset ``> b`` means this task of batch ``b`` was
+   already committed by an earlier attempt or run: the task writes nothing and reports the rows it
+   skipped.
 
-3. The driver decides. ``commit(messages, batchId)`` first appends a *decision record* for
-   ``(queryId, batchId)`` listing those (transactional id, producer id, epoch) triples to the compacted
-   topic ``__tidelog_spark_sinks`` (acks=all) — the commit point — then completes each task's
-   transaction by sending ``EndTxn(commit)`` with the recorded producer id and epoch on the Kafka protocol
-   (a small client on :mod:`tidelog.protocol`; librdkafka cannot commit another process's transaction).
-   ``EndTxn`` of an already committed transaction with the same epoch succeeds, so completing is
-   idempotent. ``abort(messages, batchId)`` sends ``EndTxn(abort)`` for whatever messages it got.
+3. Write and mark atomically. Otherwise: ``begin_transaction()``, produce every row,
+   ``send_offsets_to_transaction([__tidelog_spark_sinks-0 @ b + 1], <progress group>)``,
+   ``commit_transaction()``. The rows and the mark commit together or not at all, so a retry of the task
+   (same batch) either finds the mark and skips, or finds nothing and writes everything again, while the
+   previous attempt's open transaction was aborted by step 2's fencing.
 
-4. Replays roll forward. When ``b`` runs again after a restart, each task first looks up the decision
-   record for ``(queryId, b)``. Present: the earlier run reached its commit point, so the task writes
-   nothing and returns a marker, and the driver's ``commit`` re-sends ``EndTxn(commit)`` for the recorded
-   transactions (finishing any the dead driver did not reach). Absent: the earlier run never decided, and
-   the task's ``init_transactions()`` on the same transactional id aborts the earlier attempt's open
-   transaction before it writes again. Either way ``b``'s rows are committed exactly once.
+4. The driver. ``commit(messages, batchId)`` only checks that every task reported; ``abort`` does
+   nothing (open transactions of failed attempts are aborted by the next attempt's fencing or by the
+   broker's ``transaction.timeout.ms``). The sink creates ``__tidelog_spark_sinks`` (one partition) when
+   the query starts.
 
-5. Limits. The decided-but-not-completed window must be shorter than ``transaction.timeout.ms`` (set to
-   15 minutes by the sink; the broker aborts older open transactions): a query down longer than that
-   after its driver decided loses that batch, which ``EndTxn`` reports (INVALID_PRODUCER_EPOCH) and the
-   sink raises per ``failOnDataLoss``. Speculative execution must stay off (Spark's default): a
-   speculative copy of a finished task would fence it. Readers of the output topic must use
-   ``read_committed``; transactional ids expire on the broker after ``transactional.id.expiration.ms``.
+5. Limits. Rows are exactly once; a batch becomes visible task by task, not all at once. The replay of a
+   batch must put the same rows in the same Spark partitions (true for deterministic plans: Spark replays
+   the same offsets and restores state of that batch version; round-robin ``repartition`` is made
+   deterministic by Spark's sort before repartition). Speculative execution is harmless (the attempts
+   fence each other, one commits). Readers of the output topic must use ``read_committed``.
+
+Broker features this needs: ``InitProducerId`` with a transactional id, ``AddPartitionsToTxn``,
+``AddOffsetsToTxn``, ``TxnOffsetCommit``, ``EndTxn`` with markers, ``OffsetFetch`` with
+``require_stable``, and ``read_committed`` fetches.
 """
 
 from __future__ import annotations
