@@ -11,6 +11,8 @@ Invariants:
   and written again only by :meth:`LogManager.shutdown`, after flush, checkpoints and close.
 * A deleted partition's directory is first renamed ``<topic>-<partition>.<uuid>-delete`` (atomic, and
   ignored by loading), then removed; leftovers of that kind are removed at start-up.
+* The log cleaner's ``cleaner-offset-checkpoint`` of every dir is kept here too
+  (:class:`~tidelog.storage.cleaner_checkpoint.CleanerCheckpoints`): deleting a partition drops its entry.
 * Time comes in as ``now_ms``. Not thread-safe.
 """
 
@@ -33,6 +35,7 @@ from tidelog.storage.checkpoint import (
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+from tidelog.storage.cleaner_checkpoint import CleanerCheckpoints
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import CheckpointError, LogDirError
 from tidelog.storage.file_handles import OpenSegmentLimiter
@@ -91,6 +94,7 @@ class LogManager:
                 ensure_meta_properties(log_dir, node_id=node_id, cluster_id=self.cluster_id)
             for log_dir in self._log_dirs:
                 self._load_dir(log_dir, now_ms)
+            self.cleaner_checkpoints = CleanerCheckpoints(self._log_dirs)
             for log_dir in self._log_dirs:
                 marker = log_dir / layout.CLEAN_SHUTDOWN_FILE
                 if marker.exists():
@@ -232,6 +236,7 @@ class LogManager:
         if log is None:
             return False
         log.close()
+        self.cleaner_checkpoints.remove(tp)
         parent = log.dir.parent
         doomed = parent / layout.delete_dir_name(tp, uuid.uuid4().hex)
         os.rename(log.dir, doomed)
