@@ -10,6 +10,7 @@ Invariants:
   ``log.retention.check.interval.ms``, removal of ``.deleted`` files after ``file.delete.delay.ms``,
   expiry of idle producer ids every ``producer.id.expiration.check.interval.ms``,
   time-based flushes and checkpoints, and closing idle connections after ``connections.max.idle.ms``.
+  The log cleaner runs every ``log.cleaner.backoff.ms``, cleaning in a worker thread (log_cleaner_task.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tidelog.storage.log_manager import LogManager
 from .connection import Connection
 from .dispatch import Dispatcher, Route
 from .fetch_purgatory import FetchPurgatory
+from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .metadata_store import MetadataStore, TopicMetadata
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from .replica_manager import ReplicaManager
@@ -66,6 +68,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
         self.fetch_purgatory = FetchPurgatory()
         self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append)
+        self.log_cleaner = LogCleanerTask(
+            self.logs,
+            cleaner_config(config),
+            clock_ms=now_ms,
+            after_swap=self.logs.checkpoint_recovery_points,
+        )
         self._reconcile_topics()
         self.dispatcher = Dispatcher(self._routes())
         self.host = ""
@@ -173,6 +181,10 @@ class Broker:
             ),
             loop.create_task(self.fetch_purgatory.run()),
         ]
+        if self.log_cleaner.enabled:
+            self._background.append(
+                loop.create_task(self._every(self.config.log_cleaner_backoff_ms, self.log_cleaner.run_once))
+            )
         log.info(
             "listening on %s:%s (node %s, cluster %s)", self.host, self.port, self.node_id, self.cluster_id
         )

@@ -5,7 +5,8 @@ Invariants:
   alone, so an append advances the high watermark to the new log end offset as soon as it returns
   (acks=1 and acks=-1 both complete at once); replication (wave 2) moves it only as followers catch up.
 - Batches are validated whole (CRC, sizes, counts) before anything is written; a bad batch fails its own
-  partition with a Kafka error code and nothing of that partition's payload is appended.
+  partition with a Kafka error code and nothing of that partition's payload is appended. On a compacted
+  topic (and only there) records are decoded too: one without a key fails the partition (INVALID_RECORD).
 - Consumers read only below the high watermark; read_committed consumers only below the last stable
   offset (the log's: the first offset of the oldest open transaction, else the high watermark).
 - After every append, transaction markers included, the watchers of that partition in the fetch purgatory
@@ -25,6 +26,7 @@ from typing import Any
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import ControlRecordType, validate_batches
 from tidelog.storage.append_info import LogAppendInfo
+from tidelog.storage.compaction_validation import require_record_keys
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.partition_log import PartitionLog
@@ -58,6 +60,8 @@ class Partition:
     def append(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> LogAppendInfo:
         """Validate and append a produce payload; returns the storage's append info."""
         validate_batches(records, max_batch_bytes=self.log.config.max_message_bytes)
+        if self.log.config.compact_enabled:
+            require_record_keys(records, f"{self.topic}-{self.index}")
         info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
         self.log.update_high_watermark(self.log.log_end_offset)
         return info
