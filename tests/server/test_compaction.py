@@ -142,3 +142,27 @@ def test_a_reader_never_sees_a_key_go_back_while_the_cleaner_runs(broker: Broker
         thread.join(60)
     assert not errors, errors[:3]
     assert passes >= 3
+
+
+def test_stopping_the_broker_during_a_cleaning_is_clean(fresh_broker: Broker, topic: str) -> None:
+    broker = fresh_broker
+    confluent_create_topic(broker.bootstrap_servers, topic, 1, {**COMPACTED, "segment.bytes": "16384"})
+    acked = produce(
+        broker, topic, [(b"key-%03d" % (i % 500), b"v%06d" % i + b"." * 60) for i in range(30_000)]
+    )
+
+    def cleaning_under_way() -> bool:
+        text = broker.log_path.read_text()
+        return text.count(f"msg=Cleaning {topic}-0:") > text.count(f"msg=Cleaned {topic}-0 ")
+
+    wait_for(cleaning_under_way, "a cleaning is under way")
+    assert broker.stop(timeout=30) == 0  # SIGTERM: the cleaning is aborted, the shutdown is clean
+    text = broker.log_path.read_text()
+    assert f"msg=Cleaning of {topic}-0 aborted: the broker is stopping" in text
+    assert "shut down cleanly" in text
+    partition_dir = broker.data_dir / f"{topic}-0"
+    assert not [p.name for p in partition_dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    broker.restart()
+    records = read_all(broker, topic)
+    assert set(records) <= set(acked)
+    assert {key: value for _, key, value in records} == {key: value for _, key, value in acked}

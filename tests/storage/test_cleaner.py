@@ -33,6 +33,7 @@ from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from tidelog.storage.index import _SparseIndex
 from tidelog.storage.layout import TopicPartition
 from tidelog.storage.log_manager import LogManager
+from tidelog.storage.offset_map import SLOT_BYTES
 
 NOW = 1_700_000_000_000
 
@@ -209,8 +210,8 @@ def test_only_inactive_segments_below_the_high_watermark_are_cleaned_and_flushed
 
 
 def test_a_full_offset_map_cleans_in_several_rounds(tmp_path: Path) -> None:
-    # 24 bytes a slot, 90% usable: 9 keys a round, 40 keys in the log.
-    log = CompactedLog(tmp_path / "data", cleaner_config=CleanerConfig(dedupe_buffer_size=240))
+    # 10 slots, 90% usable: 9 keys a round, 40 keys in the log.
+    log = CompactedLog(tmp_path / "data", cleaner_config=CleanerConfig(dedupe_buffer_size=10 * SLOT_BYTES))
     random_updates(log, random.Random(9), keys=40, records=300, now_ms=NOW)
     log.settle(NOW, roll=True)
     boundary = log.log.active_segment.base_offset

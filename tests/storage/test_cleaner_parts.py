@@ -13,13 +13,13 @@ from tidelog.storage.cleaner_job import SourceSegment, group_segments_by_size
 from tidelog.storage.cleaner_transactions import AbortedRange, CleanedTransactionMetadata, TransactionScanner
 from tidelog.storage.errors import LogCorruptionError
 from tidelog.storage.layout import TopicPartition
-from tidelog.storage.offset_map import OffsetMap
+from tidelog.storage.offset_map import SLOT_BYTES, OffsetMap
 
 NOW = 1_700_000_000_000
 
 
 def test_offset_map_capacity_follows_kafkas_accounting() -> None:
-    offset_map = OffsetMap(24 * 100)  # 100 slots, 90 usable
+    offset_map = OffsetMap(SLOT_BYTES * 100)  # 100 slots, 90 usable
     assert (offset_map.slots, offset_map.max_entries) == (100, 90)
     for i in range(90):
         offset_map.put(b"k%d" % i, i)
@@ -38,6 +38,20 @@ def test_offset_map_capacity_follows_kafkas_accounting() -> None:
 
 def source(base: int, size: int, index_bytes: int = 8) -> SourceSegment:
     return SourceSegment(base, base + 10, size, index_bytes, index_bytes, 0, str(base), -1)
+
+
+def test_offset_map_stays_within_its_memory() -> None:
+    import tracemalloc
+
+    offset_map = OffsetMap(SLOT_BYTES * 50_000)
+    tracemalloc.start()
+    try:
+        for i in range(offset_map.max_entries):
+            offset_map.put(b"key-%d" % i, 2**40 + i)
+        used, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert used <= SLOT_BYTES * 50_000
 
 
 def test_grouping_by_log_and_index_size_and_offset_range() -> None:

@@ -82,6 +82,7 @@ class LogCleanerTask:
                 with contextlib.suppress(BaseException):
                     await work
                 self.cleaner.abandon(cleaning)
+                log.info("Cleaning of %s aborted: the broker is stopping", cleaning.job.topic_partition)
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure leaves the log uncleanable, as in Kafka
                 self.cleaner.abandon(cleaning, exc)

@@ -4,9 +4,11 @@ Invariants:
 
 * Keys are stored as their 16-byte MD5 digest, as Kafka does: two distinct keys collide with probability
   about 2^-128 per pair, which Kafka accepts as "never".
-* The capacity follows Kafka's accounting of ``log.cleaner.dedupe.buffer.size``: 24 bytes a slot (digest
-  plus offset), filled to at most ``load_factor`` (Kafka's 0.9) of the slots. The bound is on entries, so a
-  cleaning maps exactly the keys Kafka's would; Python's own per-entry overhead is several times 24 bytes.
+* The map stays within ``log.cleaner.dedupe.buffer.size``: a slot is what one entry really costs in CPython
+  (:data:`SLOT_BYTES`: the digest as a bytes object, the offset as an int, the dict's share), and at most
+  ``load_factor`` (Kafka's 0.9) of the slots are filled. Kafka packs an entry into 24 bytes, so the same
+  setting maps about six times fewer keys per cleaning here; a dirty section with more keys is cleaned in
+  several rounds, as in Kafka.
 * :attr:`OffsetMap.latest_offset` only grows (until :meth:`OffsetMap.clear`): every offset at or below it
   in the mapped range has been seen, so a record there whose key maps to a larger offset is obsolete.
 * Not thread-safe: one cleaning at a time uses a map.
@@ -19,8 +21,9 @@ from typing import Final
 
 __all__ = ["DEFAULT_LOAD_FACTOR", "SLOT_BYTES", "OffsetMap"]
 
-SLOT_BYTES: Final = 24
-"""Bytes a slot takes in Kafka's accounting: a 16-byte MD5 digest and an 8-byte offset."""
+SLOT_BYTES: Final = 160
+"""Memory of one entry in CPython, measured (about 135 bytes: a 16-byte bytes object, an int, the dict's
+slot and index) with room for the dict's growth steps."""
 DEFAULT_LOAD_FACTOR: Final = 0.9
 """Kafka's ``log.cleaner.io.buffer.load.factor``."""
 
