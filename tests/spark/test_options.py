@@ -151,7 +151,7 @@ backlogs = st.dictionaries(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(backlogs, st.integers(1, 3000))
 def test_rate_limit_admits_exactly_min_of_limit_and_backlog(ranges: dict, max_rows: int) -> None:
     start = {tp: a for tp, (a, _) in ranges.items()}
@@ -176,7 +176,7 @@ def test_draining_takes_ceil_backlog_over_limit_batches(sizes: list[int], max_ro
     assert batches == math.ceil(sum(sizes) / max_rows)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.integers(0, 1000), min_size=1, max_size=5), st.one_of(st.none(), st.integers(1, 12)))
 def test_split_ranges_covers_every_offset_once(sizes: list[int], min_partitions: int | None) -> None:
     ranges = [OffsetRange("t", p, 10 * p, 10 * p + n) for p, n in enumerate(sizes)]
