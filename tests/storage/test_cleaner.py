@@ -137,6 +137,20 @@ def test_tombstones_go_after_delete_retention_ms(tmp_path: Path) -> None:
     log.close()
 
 
+def test_a_batch_keeping_values_after_its_tombstones_went_is_not_cleaned_again(tmp_path: Path) -> None:
+    log = CompactedLog(tmp_path / "data")
+    log.append([(b"gone", b"1")], now_ms=NOW)
+    log.append([(b"keep", b"2"), (b"gone", None)], now_ms=NOW)
+    log.settle(NOW, roll=True)
+    assert log.clean(NOW)
+    assert log.clean(NOW + COMPACT.delete_retention_ms)  # the tombstone goes, "keep" stays in its batch
+    assert read_records(log.log) == [(1, b"keep", b"2")]
+    # The batch still carries its (past) delete horizon, but holds nothing it would let go.
+    assert read_batches(log.log)[0][0].has_delete_horizon
+    assert not log.clean(NOW + 2 * COMPACT.delete_retention_ms)
+    log.close()
+
+
 def test_a_key_rewritten_after_its_tombstone_keeps_the_new_value(tmp_path: Path) -> None:
     log = CompactedLog(tmp_path / "data")
     log.append([(b"k", b"1"), (b"k", None)], now_ms=NOW)

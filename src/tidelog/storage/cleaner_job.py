@@ -485,14 +485,12 @@ class CleaningJob:
             for source in group:
                 for header, data in _iter_batches(source, self._buffer_size):
                     check()
-                    out = self._filter_batch(header, data, source.name, txns, upper, stats)
-                    if out is None:
+                    filtered = self._filter_batch(header, data, source.name, txns, upper, stats)
+                    if filtered is None:
                         continue
-                    cleaned = read_batch_header(out)
-                    if cleaned.has_delete_horizon and (
-                        earliest_horizon is None or cleaned.base_timestamp < earliest_horizon
-                    ):
-                        earliest_horizon = cleaned.base_timestamp
+                    out, horizon = filtered
+                    if horizon is not None and (earliest_horizon is None or horizon < earliest_horizon):
+                        earliest_horizon = horizon
                     pending.append(out)
                     pending_bytes += len(out)
                     if pending_bytes >= self._buffer_size:
@@ -531,9 +529,10 @@ class CleaningJob:
         txns: CleanedTransactionMetadata,
         upper: int,
         stats: CleanerStats,
-    ) -> bytes | None:
-        """Kafka's ``MemoryRecords.filterTo`` with the log cleaner's filter, for one batch: the bytes to
-        write in its place, or None to drop it."""
+    ) -> tuple[bytes, int | None] | None:
+        """Kafka's ``MemoryRecords.filterTo`` with the log cleaner's filter, for one batch: the bytes to write
+        in its place and, if it keeps a tombstone or a marker until a delete horizon, that horizon; None to
+        drop the batch."""
         stats.bytes_read += header.size_in_bytes
         now = self.now_ms
         records: list[Record] | None = None
@@ -562,8 +561,8 @@ class CleaningJob:
             if not retain_empty:
                 return None
             if records is not None and not records:
-                return bytes(data)  # already an empty batch
-            return encode_batch(
+                return bytes(data), None  # already an empty batch
+            empty = encode_batch(
                 [],
                 base_offset=header.base_offset,
                 last_offset_delta=header.last_offset_delta,
@@ -578,19 +577,22 @@ class CleaningJob:
                 partition_leader_epoch=header.partition_leader_epoch,
                 compression=Compression.NONE,
             )
+            return empty, None
         stats.messages_written += len(retained)
         has_tombstone = any(r.value is None for r in retained)
         needs_horizon = (
             has_tombstone or (can_discard and header.is_control)
         ) and not header.has_delete_horizon
-        if records is not None and len(retained) == len(records) and not needs_horizon:
-            return bytes(data)
         if needs_horizon:
             horizon: int | None = now + self.config.delete_retention_ms
         else:
             horizon = header.base_timestamp if header.has_delete_horizon else None
+        # What the horizon will let go: a tombstone, or a marker (a horizon is only set on removable ones).
+        pending_horizon = horizon if has_tombstone or header.is_control else None
+        if records is not None and len(retained) == len(records) and not needs_horizon:
+            return bytes(data), pending_horizon
         log_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-        return encode_batch(
+        rewritten = encode_batch(
             retained,
             base_offset=header.base_offset,
             compression=header.compression,
@@ -606,6 +608,7 @@ class CleaningJob:
             max_timestamp=header.max_timestamp if log_append_time else None,
             delete_horizon_ms=horizon,
         )
+        return rewritten, pending_horizon
 
     def _index_entry(self, txn: AbortedRange) -> AbortedTxn:
         """The ``.txnindex`` entry of an aborted transaction whose marker a cleaned segment keeps: the
