@@ -120,3 +120,9 @@ def test_empty_topic_reads_no_rows(spark: Any, bootstrap: str, kafka: Kafka, top
     topic = topic_name("empty")
     kafka.create(topic, 2)
     assert _load(spark, bootstrap, subscribe=topic).count() == 0
+
+
+def test_a_user_schema_is_refused(spark: Any, bootstrap: str, source_topic: str) -> None:
+    reader = spark.read.format("tidelog").schema("value string").option("kafka.bootstrap.servers", bootstrap)
+    with pytest.raises(Exception, match="fixed schema"):
+        reader.option("subscribe", source_topic).load().collect()

@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 from tidelog.spark.exactly_once import refuse_exactly_once
 from tidelog.spark.options import OptionError, parse_reader_options, parse_writer_options
 from tidelog.spark.reader import BatchReader, StreamReader
-from tidelog.spark.schema import ddl
+from tidelog.spark.schema import arrow_schema, ddl
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
@@ -34,10 +34,19 @@ class TidelogDataSource(DataSource):
     def schema(self) -> str:
         return ddl(self._include_headers())
 
+    def _check_schema(self, schema: StructType) -> None:
+        expected = arrow_schema(self._include_headers()).names
+        if schema.fieldNames() != expected:
+            raise OptionError(
+                f"the tidelog source has a fixed schema ({', '.join(expected)}); do not pass .schema(...)"
+            )
+
     def reader(self, schema: StructType) -> DataSourceReader:
+        self._check_schema(schema)
         return BatchReader(parse_reader_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        self._check_schema(schema)
         return StreamReader(parse_reader_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
