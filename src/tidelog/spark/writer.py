@@ -87,18 +87,10 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return None if index < 0 else batch.column(index).to_pylist()
 
 
-def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row of ``batches``; returns the row count once all are acknowledged."""
-    failures: list[str] = []
-
-    def on_delivery(error: Any, message: Any) -> None:
-        if error is not None:
-            failures.append(f"{message.topic()}[{message.partition()}]: {error}")
-
-    config: dict[str, Any] = options.producer_config()
-    config["on_delivery"] = on_delivery
-    config.setdefault("delivery.report.only.error", True)
-    producer: Any = Producer(config)
+def produce_rows(
+    producer: Any, options: WriterOptions, batches: Iterator[pa.RecordBatch], failures: list[str]
+) -> int:
+    """Hand every row of ``batches`` to ``producer`` (not flushed); stops early once ``failures`` fills."""
     produce = producer.produce
     rows = 0
     for batch in batches:
@@ -131,6 +123,28 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch]) -
         producer.poll(0)
         if failures:
             break
+    return rows
+
+
+def failure_collector() -> tuple[list[str], Any]:
+    """A list that fills with failed deliveries, and the ``on_delivery`` callback that fills it."""
+    failures: list[str] = []
+
+    def on_delivery(error: Any, message: Any) -> None:
+        if error is not None:
+            failures.append(f"{message.topic()}[{message.partition()}]: {error}")
+
+    return failures, on_delivery
+
+
+def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row of ``batches``; returns the row count once all are acknowledged."""
+    failures, on_delivery = failure_collector()
+    config: dict[str, Any] = options.producer_config()
+    config["on_delivery"] = on_delivery
+    config.setdefault("delivery.report.only.error", True)
+    producer: Any = Producer(config)
+    rows = produce_rows(producer, options, batches, failures)
     remaining = producer.flush(600)
     if failures:
         raise ProducerWriteError(f"{len(failures)} rows were not written; first: {failures[0]}")
