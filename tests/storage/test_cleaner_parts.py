@@ -9,6 +9,8 @@ import pytest
 from tests.storage.cleaner_support import COMPACT, CompactedLog, random_updates, read_records, with_config
 
 from tidelog.protocol.records import ControlRecordType, RecordBatchHeader
+from tidelog.storage.checkpoint import read_offsets_checkpoint
+from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, CleanerCheckpoints
 from tidelog.storage.cleaner_job import SourceSegment, group_segments_by_size
 from tidelog.storage.cleaner_transactions import AbortedRange, CleanedTransactionMetadata, TransactionScanner
 from tidelog.storage.errors import LogCorruptionError
@@ -127,3 +129,25 @@ def test_logs_without_compact_are_left_alone(tmp_path: Path) -> None:
     assert not log.clean(NOW)
     assert len(read_records(log.log)) == 200
     log.close()
+
+
+def test_cleaner_checkpoints_per_log_dir(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d in dirs:
+        d.mkdir()
+    a, b = TopicPartition("x", 0), TopicPartition("y", 1)
+    checkpoints = CleanerCheckpoints(dirs)
+    checkpoints.update(dirs[0], a, 10)
+    checkpoints.update(dirs[1], b, 20)
+    checkpoints.update(dirs[0], TopicPartition("gone", 0), 5)
+    checkpoints.update(dirs[0], a, 11, live=lambda tp: tp != TopicPartition("gone", 0))
+    assert read_offsets_checkpoint(dirs[0] / CLEANER_OFFSET_CHECKPOINT_FILE) == {a: 11}
+    reloaded = CleanerCheckpoints(dirs)
+    assert (reloaded.get(a), reloaded.get(b), reloaded.get(TopicPartition("z", 0))) == (11, 20, None)
+    reloaded.truncate(b, 25)
+    reloaded.truncate(b, 15)
+    reloaded.remove(a)
+    assert read_offsets_checkpoint(dirs[0] / CLEANER_OFFSET_CHECKPOINT_FILE) == {}
+    assert read_offsets_checkpoint(dirs[1] / CLEANER_OFFSET_CHECKPOINT_FILE) == {b: 15}
+    (dirs[1] / CLEANER_OFFSET_CHECKPOINT_FILE).write_text("garbage\n")
+    assert CleanerCheckpoints(dirs).get(b) is None  # unreadable: everything is cleaned from its start

@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -53,12 +53,6 @@ class CleanerCheckpoints:
                 return offsets[tp]
         return None
 
-    def all(self) -> dict[TopicPartition, int]:
-        merged: dict[TopicPartition, int] = {}
-        for offsets in self._offsets.values():
-            merged.update(offsets)
-        return merged
-
     def update(
         self,
         log_dir: Path,
@@ -89,18 +83,9 @@ class CleanerCheckpoints:
                 write_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
 
     def truncate(self, tp: TopicPartition, offset: int) -> None:
-        """Lower the entry of ``tp`` to ``offset`` if it is above (the log was truncated below it)."""
+        """Lower the entry of ``tp`` to ``offset`` if it is above (Kafka's ``maybeTruncateCheckpoint``, for a
+        log truncated below it: nothing truncates logs on a single broker yet; replication will)."""
         for log_dir, offsets in self._offsets.items():
             if offsets.get(tp, -1) > offset:
                 offsets[tp] = offset
                 write_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
-
-    def retain_only(self, live: Iterable[TopicPartition]) -> None:
-        """Drop (in memory) the entries of partitions not in ``live``; files follow on their next write."""
-        keep = set(live)
-        for offsets in self._offsets.values():
-            for stale in [tp for tp in offsets if tp not in keep]:
-                del offsets[stale]
-
-    def snapshot(self) -> Mapping[Path, Mapping[TopicPartition, int]]:
-        return {d: dict(o) for d, o in self._offsets.items()}
