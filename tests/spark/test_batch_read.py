@@ -126,3 +126,11 @@ def test_a_user_schema_is_refused(spark: Any, bootstrap: str, source_topic: str)
     reader = spark.read.format("tidelog").schema("value string").option("kafka.bootstrap.servers", bootstrap)
     with pytest.raises(Exception, match="fixed schema"):
         reader.option("subscribe", source_topic).load().collect()
+
+
+def test_read_committed_reads_up_to_the_last_stable_offset(
+    spark: Any, bootstrap: str, source_topic: str
+) -> None:
+    """No transactions in the topic: the last stable offset is the high watermark, every record is read."""
+    df = _load(spark, bootstrap, subscribe=source_topic, **{"kafka.isolation.level": "read_committed"})
+    assert df.count() == N
