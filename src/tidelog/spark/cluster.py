@@ -6,7 +6,9 @@ Invariants:
   :class:`ClusterView`; its isolation level is the query's, so with ``read_committed`` the high watermark
   it reports is the last stable offset, and a read never waits for an open transaction.
 - :meth:`ClusterView.partitions` is the sorted list of topic-partitions the subscription covers now
-  (internal topics, those starting with ``__``, never match a pattern).
+  (internal topics, those starting with ``__``, never match a pattern). A subscribed topic the broker
+  reports with an error other than "unknown topic" raises :class:`MetadataUnavailableError`: a topic
+  that is only unavailable is never taken for a deleted one.
 - :meth:`ClusterView.resolve` turns an :class:`~tidelog.spark.options.OffsetBound` into concrete offsets,
   each within ``[log_start_offset, high_watermark]`` of its partition except explicit JSON offsets, which
   are kept as given (the reader reports them per ``failOnDataLoss`` if retention removed them).
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from tidelog.spark.offsets import Position
 from tidelog.spark.options import (
@@ -30,9 +32,13 @@ from tidelog.spark.options import (
     SubscribePattern,
 )
 
-__all__ = ["ClusterView", "NoOffsetForTimestampError", "UnknownPartitionError"]
+__all__ = ["ClusterView", "MetadataUnavailableError", "NoOffsetForTimestampError", "UnknownPartitionError"]
 
 _TIMEOUT_S = 30.0
+
+
+class MetadataUnavailableError(RuntimeError):
+    """The broker could not describe a subscribed topic now (it may be restarting); retry later."""
 
 
 class UnknownPartitionError(RuntimeError):
@@ -64,15 +70,19 @@ class ClusterView:
         metadata = self._consumer.list_topics(timeout=_TIMEOUT_S)
         found: list[tuple[str, int]] = []
         for name, topic in metadata.topics.items():
-            if topic.error is not None:
-                continue
             if isinstance(subscription, Subscribe):
                 wanted = name in subscription.topics
             else:
                 assert isinstance(subscription, SubscribePattern)
                 wanted = not name.startswith("__") and subscription.matches(name)
-            if wanted:
-                found.extend((name, p) for p in topic.partitions)
+            if not wanted:
+                continue
+            if topic.error is not None:
+                if topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # deleted: the reader reports it per failOnDataLoss
+                # a broker restarting or a leader moving: never mistake it for deleted data
+                raise MetadataUnavailableError(f"metadata of topic {name} is unavailable now: {topic.error}")
+            found.extend((name, p) for p in topic.partitions)
         return sorted(found)
 
     def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
