@@ -345,10 +345,6 @@ def test_consume_from_timestamp(b: list[str]) -> None:
     assert ok(future) == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the group coordinator (FindCoordinator/JoinGroup) lands with the consumer-groups issue",
-)
 def test_consume_as_a_group_commits_offsets(b: list[str]) -> None:
     ok(tidelog_cli("topics", "create", "grouped", *b))
     ok(tidelog_cli("produce", "grouped", *b, stdin="1\n2\n3\n"))

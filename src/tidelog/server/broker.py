@@ -9,8 +9,10 @@ Invariants:
 - Background work runs on this one event loop: the purgatory clock, retention every
   ``log.retention.check.interval.ms``, removal of ``.deleted`` files after ``file.delete.delay.ms``,
   expiry of idle producer ids every ``producer.id.expiration.check.interval.ms``,
-  time-based flushes and checkpoints, and closing idle connections after ``connections.max.idle.ms``.
+  time-based flushes and checkpoints, closing idle connections after ``connections.max.idle.ms``, and the
+  group coordinator's runtime (loading ``__consumer_offsets`` partitions, its timers; see group_runtime.py).
   The log cleaner runs every ``log.cleaner.backoff.ms``, cleaning in a worker thread (log_cleaner_task.py).
+  Stopping unloads the group coordinator first, so parked JoinGroup/SyncGroup requests are answered.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tidelog.storage.log_manager import LogManager
 from .connection import Connection
 from .dispatch import Dispatcher, Route
 from .fetch_purgatory import FetchPurgatory
+from .group_runtime import GroupRuntime
 from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .metadata_store import MetadataStore, TopicMetadata
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
@@ -75,6 +78,7 @@ class Broker:
             after_swap=self.logs.checkpoint_recovery_points,
         )
         self._reconcile_topics()
+        self.groups = GroupRuntime(self)
         self.dispatcher = Dispatcher(self._routes())
         self.host = ""
         self.port = 0
@@ -111,9 +115,17 @@ class Broker:
         return now_ms()
 
     def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        *,
+        is_internal: bool = False,
     ) -> TopicMetadata:
-        topic = self.metadata.create(name, num_partitions, replication_factor, configs)
+        topic = self.metadata.create(
+            name, num_partitions, replication_factor, configs, is_internal=is_internal
+        )
         log_config = self.log_config(topic)
         for index in range(num_partitions):
             self.replicas.create(name, index, log_config)
@@ -166,6 +178,7 @@ class Broker:
         self.host, self.port = sock.getsockname()[:2]
         if not listener.host:
             self.host = "0.0.0.0"
+        self.groups.start()
         self._background = [
             loop.create_task(self._accept_loop(sock)),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
@@ -180,6 +193,8 @@ class Broker:
                 self._every(self.config.producer_id_expiration_check_interval_ms, self._expire_producers)
             ),
             loop.create_task(self.fetch_purgatory.run()),
+            loop.create_task(self.groups.run_loader()),
+            loop.create_task(self.groups.run_clock()),
         ]
         if self.log_cleaner.enabled:
             self._background.append(
@@ -287,6 +302,7 @@ class Broker:
         for connection in list(self._connections.values()):
             connection.stop_reading()
         self.fetch_purgatory.complete_all()
+        self.groups.shutdown()
         if self._connection_tasks:
             _done, still_running = await asyncio.wait(list(self._connection_tasks), timeout=grace_s)
             for task in still_running:

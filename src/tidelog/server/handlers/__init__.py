@@ -16,6 +16,8 @@ from .api_versions import handle_api_versions
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .delete_records import handle_delete_records
 from .fetch import handle_fetch
+from .find_coordinator import handle_find_coordinator
+from .groups import handle_group_request, handle_offset_commit, handle_offset_delete
 from .leader_epoch import handle_offset_for_leader_epoch
 from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_cluster, handle_metadata
@@ -41,4 +43,15 @@ ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster),
     (ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id),
+    (ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator),
+    (ApiKey.JOIN_GROUP, 0, 9, handle_group_request),
+    (ApiKey.SYNC_GROUP, 0, 5, handle_group_request),
+    (ApiKey.HEARTBEAT, 0, 4, handle_group_request),
+    (ApiKey.LEAVE_GROUP, 0, 5, handle_group_request),
+    (ApiKey.OFFSET_COMMIT, 0, 9, handle_offset_commit),
+    (ApiKey.OFFSET_FETCH, 0, 9, handle_group_request),
+    (ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
+    (ApiKey.LIST_GROUPS, 0, 5, handle_group_request),
+    (ApiKey.DESCRIBE_GROUPS, 0, 5, handle_group_request),
+    (ApiKey.DELETE_GROUPS, 0, 2, handle_group_request),
 ]

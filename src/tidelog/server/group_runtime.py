@@ -1,0 +1,420 @@
+"""The group coordinator's runtime: ``__consumer_offsets``, loading, appends, parked requests and timers.
+
+The pure :class:`~tidelog.coordinator.GroupCoordinator` decides; this module does the I/O around it on the
+broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
+
+- ``__consumer_offsets`` is an internal, compacted topic of ``offsets.topic.num.partitions`` partitions,
+  created on first use (FindCoordinator for a group). A broker that starts with it on disk makes every
+  partition *loading* before it accepts a connection, then replays each partition's log in a background
+  task (in chunks of ``offsets.load.buffer.size``, yielding to the loop between chunks); until a partition
+  is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
+- Every :class:`~tidelog.coordinator.CoordinatorResult` is applied in the coordinator's order: its records
+  are appended first, one batch per partition (on a single node the high watermark is the log end offset,
+  so they are committed when the append returns), then the response and the completions of parked
+  requests are released, then the timers are set. A failed append answers the request and the
+  completions with the mapped error, and the partition is unloaded and loaded again from its log (the
+  truth).
+- A parked JoinGroup/SyncGroup is an ``asyncio.Future`` the connection awaits; it is resolved exactly once
+  (by a completion, or with NOT_COORDINATOR when the partition is unloaded or the broker stops).
+- Coordinator timers live on a timing wheel driven by one clock task (the pattern of
+  :mod:`tidelog.server.fetch_purgatory`). Scheduling a key replaces its earlier timer; a timer fires
+  through ``GroupCoordinator.on_timeout`` in the clock task only, never inside another coordinator call,
+  and never before its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidelog.coordinator import (
+    CancelTimer,
+    CoordinatorRecord,
+    CoordinatorRecordError,
+    CoordinatorResult,
+    DeferredResponse,
+    GroupCoordinator,
+    GroupCoordinatorConfig,
+    ScheduleTimer,
+    TimerKey,
+    append_error_to_response_error,
+    error_response,
+)
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.records import (
+    Compression,
+    ControlRecordType,
+    SimpleRecord,
+    decode_batch,
+    decode_control_record,
+    encode_batch,
+    iter_batch_headers,
+)
+from tidelog.protocol.schema import Request
+from tidelog.server.timing_wheel import Timer, TimerTask
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+    from tidelog.server.metadata_store import TopicMetadata
+
+__all__ = ["OFFSETS_TOPIC", "GroupRuntime"]
+
+log = logging.getLogger("tidelog.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+"""Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _CoordinatorTimer(TimerTask):
+    __slots__ = ("deadline_ms", "key")
+
+    def __init__(self, key: TimerKey, deadline_ms: int, now_ms: int) -> None:
+        super().__init__(deadline_ms - now_ms)
+        self.key = key
+        self.deadline_ms = deadline_ms
+
+
+@dataclass(slots=True)
+class _Parked:
+    future: asyncio.Future[Any]
+    request: Request
+    api_version: int
+
+
+def coordinator_config(broker_config: Any, num_partitions: int) -> GroupCoordinatorConfig:
+    """The coordinator's settings: the broker attributes of the same names (see GroupCoordinatorConfig)."""
+    values = {
+        f.name: getattr(broker_config, f.name)
+        for f in dataclasses.fields(GroupCoordinatorConfig)
+        if hasattr(broker_config, f.name)
+    }
+    values["offsets_topic_num_partitions"] = num_partitions
+    return GroupCoordinatorConfig(**values)
+
+
+class GroupRuntime:
+    """Runs one broker's :class:`GroupCoordinator` over its ``__consumer_offsets`` partitions."""
+
+    def __init__(self, broker: Broker, *, clock: Callable[[], int] = _now_ms) -> None:
+        self._broker = broker
+        self._clock = clock
+        existing = broker.metadata.get(OFFSETS_TOPIC)
+        partitions = (
+            existing.num_partitions if existing is not None else broker.config.offsets_topic_num_partitions
+        )
+        self.coordinator = GroupCoordinator(coordinator_config(broker.config, partitions))
+        self._compression = Compression(broker.config.offsets_topic_compression_codec)
+        self._load_buffer = max(broker.config.offsets_load_buffer_size, 1024)
+        self._timer = Timer(start_ms=clock())
+        self._timers: dict[TimerKey, _CoordinatorTimer] = {}
+        self._due: list[_CoordinatorTimer] = []
+        self._wakeup = asyncio.Event()
+        self._parked: dict[int, _Parked] = {}
+        self._to_load: list[int] = []
+        self._load_wakeup = asyncio.Event()
+        self._stopped = False
+
+    # -- the topic -------------------------------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        return self.coordinator.config.offsets_topic_num_partitions
+
+    def offsets_topic_configs(self) -> dict[str, str]:
+        """Kafka's ``GroupCoordinator.groupMetadataTopicConfigs``."""
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self._broker.config.offsets_topic_segment_bytes),
+            "compression.type": "producer",
+        }
+
+    def ensure_offsets_topic(self) -> TopicMetadata:
+        """Create ``__consumer_offsets`` if it does not exist (its empty partitions are loaded at once)."""
+        topic = self._broker.metadata.get(OFFSETS_TOPIC)
+        if topic is not None:
+            return topic
+        topic = self._broker.create_topic(
+            OFFSETS_TOPIC, self.num_partitions, 1, self.offsets_topic_configs(), is_internal=True
+        )
+        for partition in range(topic.num_partitions):
+            if self.coordinator.shard(partition) is not None:  # the topic was deleted under us
+                self._apply(self.coordinator.unload(partition))
+            self.coordinator.begin_loading(partition)
+            self._load_partition_now(partition)
+        return topic
+
+    def partition_for(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Broker start: every partition of an existing ``__consumer_offsets`` becomes loading now (so no
+        request sees a half-loaded group); :meth:`run_loader` replays them."""
+        topic = self._broker.metadata.get(OFFSETS_TOPIC)
+        if topic is None:
+            return
+        for partition in range(topic.num_partitions):
+            if self.coordinator.shard(partition) is None:
+                self.coordinator.begin_loading(partition)
+                self._to_load.append(partition)
+        self._load_wakeup.set()
+
+    async def run_loader(self) -> None:
+        """Loads the partitions queued by :meth:`start` and by failed appends, one at a time."""
+        while True:
+            await self._load_wakeup.wait()
+            self._load_wakeup.clear()
+            while self._to_load and not self._stopped:
+                partition = self._to_load.pop(0)
+                if not self.coordinator.is_loading(partition):
+                    continue
+                try:
+                    await self._load_partition(partition)
+                except Exception:
+                    log.exception(
+                        "loading %s-%d failed; its groups stay unavailable", OFFSETS_TOPIC, partition
+                    )
+
+    async def run_clock(self) -> None:
+        """Fires coordinator timers when due; sleeps until the next one or until woken by a new one."""
+        while True:
+            now = self._clock()
+            expired: list[TimerTask] = self._timer.advance_clock(now)
+            if self._due:
+                expired.extend(self._due)
+                self._due = []
+            for task in expired:
+                assert isinstance(task, _CoordinatorTimer)
+                if self._timers.get(task.key) is not task:
+                    continue  # replaced or cancelled
+                if task.deadline_ms > now:  # never early: put it back
+                    task.delay_ms = task.deadline_ms - now
+                    if self._timer.add(task, now):
+                        continue
+                del self._timers[task.key]
+                try:
+                    self._apply(self.coordinator.on_timeout(task.key, max(now, task.deadline_ms)))
+                except Exception:
+                    log.exception("group coordinator timer %s failed", task.key)
+            if self._due:
+                continue
+            deadline = self._timer.next_expiration_ms()
+            timeout = None if deadline is None else max(deadline - self._clock(), 0) / 1000
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def shutdown(self) -> None:
+        """Broker stop: unload every partition, so parked requests are answered (NOT_COORDINATOR) now."""
+        self._stopped = True
+        for partition in self.coordinator.owned_partitions:
+            self._apply(self.coordinator.unload(partition))
+        for parked in self._parked.values():
+            if not parked.future.done():
+                parked.future.set_result(
+                    error_response(parked.request, parked.api_version, ErrorCode.NOT_COORDINATOR)
+                )
+        self._parked.clear()
+
+    # -- loading ---------------------------------------------------------------------------------------
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        count = 0
+        for chunk in self._partition_chunks(partition):
+            count += chunk
+            await asyncio.sleep(0)
+        self._complete_loading(partition, count, started)
+
+    def _load_partition_now(self, partition: int) -> None:
+        started = time.monotonic()
+        count = sum(self._partition_chunks(partition))
+        self._complete_loading(partition, count, started)
+
+    def _complete_loading(self, partition: int, count: int, started: float) -> None:
+        self._apply(self.coordinator.complete_loading(partition, self._clock()))
+        elapsed = (time.monotonic() - started) * 1000
+        if count:
+            shard = self.coordinator.shard(partition)
+            groups = len(shard.state.groups) if shard is not None else 0
+            log.info(
+                "loaded %s-%d: %d records, %d groups in %.0f ms",
+                OFFSETS_TOPIC,
+                partition,
+                count,
+                groups,
+                elapsed,
+            )
+
+    def _partition_chunks(self, partition: int) -> Any:
+        """Replays the partition's log into its shard, one read of ``offsets.load.buffer.size`` at a time;
+        yields the number of records replayed by each read."""
+        replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+        if replica is None:
+            return
+        shard = self.coordinator.shard(partition)
+        assert shard is not None
+        plog = replica.log
+        offset = plog.log_start_offset
+        end = replica.high_watermark
+        while offset < end:
+            data = plog.read(offset, self._load_buffer, max_offset=end)
+            if not data.regions:
+                break
+            buf = data.read_bytes()
+            replayed = 0
+            for pos, header in iter_batch_headers(buf):
+                _, records = decode_batch(buf, pos)
+                if header.is_control:
+                    for record in records:
+                        kind, _epoch = decode_control_record(record)
+                        shard.replay_end_transaction_marker(
+                            header.producer_id, kind is ControlRecordType.COMMIT
+                        )
+                    continue
+                producer_id = header.producer_id if header.is_transactional else -1
+                for record in records:
+                    if record.offset < offset or record.key is None:
+                        continue
+                    try:
+                        self.coordinator.replay(partition, record.key, record.value, producer_id=producer_id)
+                    except CoordinatorRecordError as exc:
+                        log.warning(
+                            "skipping record at offset %d of %s-%d: %s",
+                            record.offset,
+                            OFFSETS_TOPIC,
+                            partition,
+                            exc,
+                        )
+                    replayed += 1
+            offset = data.next_offset
+            yield replayed
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    def handle(self, ctx: RequestContext, request: Request) -> Any:
+        """Serve a group coordinator request: the response, or a future of it for a parked request."""
+        result = self.coordinator.handle(
+            request,
+            ctx.api_version,
+            now_ms=self._clock(),
+            client_id=ctx.client_id or "",
+            client_host=f"/{ctx.client_host}",
+        )
+        answer = self._apply(result, request, ctx.api_version)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s v%d from %s: %s -> %s",
+                type(request).__name__,
+                ctx.api_version,
+                ctx.client_id,
+                _summary(request),
+                "parked" if isinstance(answer, asyncio.Future) else _summary(answer),
+            )
+        return answer
+
+    def _apply(self, result: CoordinatorResult, request: Request | None = None, api_version: int = 0) -> Any:
+        failure: ErrorCode | None = None
+        failed_partitions: list[int] = []
+        for partition, records in result.records.items():
+            if not records:
+                continue
+            error = self._append(partition, records)
+            if error is not ErrorCode.NONE:
+                failure = append_error_to_response_error(error)
+                failed_partitions.append(partition)
+        answer: Any = result.response
+        if isinstance(answer, DeferredResponse):
+            assert request is not None
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._parked[answer.handle_id] = _Parked(future, request, api_version)
+            answer = future
+        elif failure is not None and request is not None and answer is not None:
+            answer = error_response(request, api_version, failure)
+        for handle, response in result.completions:
+            parked = self._parked.pop(handle.handle_id, None)
+            if parked is None or parked.future.done():
+                continue  # its connection went away
+            if failure is not None:
+                response = error_response(parked.request, parked.api_version, failure)
+            parked.future.set_result(response)
+        now = self._clock()
+        for op in result.timers:
+            if isinstance(op, ScheduleTimer):
+                self._schedule(op.key, op.deadline_ms, now)
+            else:
+                assert isinstance(op, CancelTimer)
+                task = self._timers.pop(op.key, None)
+                if task is not None:
+                    task.cancel()
+        for partition in failed_partitions:
+            self._reload(partition)
+        return answer
+
+    def _append(self, partition: int, records: list[CoordinatorRecord]) -> ErrorCode:
+        now = self._clock()
+        batch = encode_batch(
+            [SimpleRecord(key=r.key, value=r.value, timestamp=now) for r in records],
+            compression=self._compression,
+        )
+        error, _info, message = self._broker.replicas.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
+        if error is not ErrorCode.NONE:
+            log.warning(
+                "appending %d records to %s-%d failed: %s %s",
+                len(records),
+                OFFSETS_TOPIC,
+                partition,
+                error.name,
+                message or "",
+            )
+        return ErrorCode(error)
+
+    def _reload(self, partition: int) -> None:
+        """After a failed append the shard is ahead of its log: unload it and load it again."""
+        self._apply(self.coordinator.unload(partition))
+        if self._stopped:
+            return
+        self.coordinator.begin_loading(partition)
+        self._to_load.append(partition)
+        self._load_wakeup.set()
+
+    def _schedule(self, key: TimerKey, deadline_ms: int, now: int) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        task = _CoordinatorTimer(key, deadline_ms, now)
+        self._timers[key] = task
+        if not self._timer.add(task, now):
+            self._due.append(task)
+        self._wakeup.set()
+
+
+def _summary(message: Any) -> str:
+    """A short description of a request or response for debug logs."""
+    parts = []
+    for name in (
+        "group_id",
+        "member_id",
+        "group_instance_id",
+        "generation_id",
+        "generation_id_or_member_epoch",
+        "error_code",
+        "protocol_name",
+        "leader",
+    ):
+        value = getattr(message, name, None)
+        if value not in (None, ""):
+            parts.append(f"{name}={value}")
+    return " ".join(parts)
