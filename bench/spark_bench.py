@@ -11,6 +11,7 @@ then measures, each ``--runs`` times (the best run is reported, the others shown
   sink (fresh checkpoint each run); rows / the micro-batch's ``triggerExecution`` time.
 - ``pyspark ceiling``: a Python data source whose tasks yield the same number of rows as prebuilt Arrow
   batches of the same schema and sizes (no broker): the most any Python data source can reach here.
+- with ``--write``, ``spark batch write``: N rows of the same size written by the at-least-once writer.
 
 Spark runs on ``--master`` (default ``local[*]``); Spark reads with as many tasks as ``--min-partitions``
 (default: cores). The broker is a ``tidelog.testing`` broker started here, or ``--bootstrap-server``.
@@ -182,6 +183,16 @@ def ceiling_source(n: int, tasks: int, record_bytes: int) -> type:
     return CeilingSource
 
 
+def spark_write(spark: Any, bootstrap: str, topic: str, n: int, record_bytes: int, tasks: int) -> float:
+    """The at-least-once writer: n rows of record_bytes values from spark.range into a topic."""
+    df = spark.range(0, n, 1, tasks).selectExpr(f"cast(repeat('x', {record_bytes}) as binary) as value")
+    start = time.perf_counter()
+    df.write.format("tidelog").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode(
+        "append"
+    ).save()
+    return time.perf_counter() - start
+
+
 def spark_ceiling(spark: Any) -> float:
     start = time.perf_counter()
     spark.read.format("tidelog_bench_ceiling").load().write.format("noop").mode("overwrite").save()
@@ -202,6 +213,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--bootstrap-server", help="use this broker instead of starting one")
+    parser.add_argument("--write", action="store_true", help="also time the at-least-once writer (N rows)")
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
@@ -231,6 +243,10 @@ def main() -> None:
             ),
             "pyspark ceiling (prebuilt Arrow batches)": lambda: spark_ceiling(spark),
         }
+        if args.write:
+            cases["spark batch write (at-least-once)"] = lambda: spark_write(
+                spark, bootstrap, f"{topic}-out", args.n, args.record_bytes, args.min_partitions
+            )
         table = Table(
             title=f"{args.n:,} records x {args.record_bytes} B, master {args.master}, "
             f"{args.partitions} topic partitions, {args.min_partitions} Spark tasks"
