@@ -1,4 +1,4 @@
-"""The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``configs``.
+"""The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``, ``configs``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -12,6 +12,7 @@ from tidelog import __version__
 from tidelog.cli.broker import broker_command
 from tidelog.cli.configs import configs_group
 from tidelog.cli.consume import consume_command
+from tidelog.cli.groups import groups_group
 from tidelog.cli.produce import produce_command
 from tidelog.cli.topics import topics_group
 
@@ -31,6 +32,7 @@ cli.add_command(broker_command)
 cli.add_command(topics_group)
 cli.add_command(produce_command)
 cli.add_command(consume_command)
+cli.add_command(groups_group)
 cli.add_command(configs_group)
 
 
