@@ -14,6 +14,7 @@ from tidelog.protocol.messages import ApiKey
 
 from .api_versions import handle_api_versions
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .consumer_group import handle_consumer_group_request
 from .delete_records import handle_delete_records
 from .fetch import handle_fetch
 from .find_coordinator import handle_find_coordinator
@@ -54,4 +55,6 @@ ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
     (ApiKey.LIST_GROUPS, 0, 5, handle_group_request),
     (ApiKey.DESCRIBE_GROUPS, 0, 5, handle_group_request),
     (ApiKey.DELETE_GROUPS, 0, 2, handle_group_request),
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle_consumer_group_request),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, handle_consumer_group_request),
 ]
