@@ -267,6 +267,21 @@ def wait_assignments(
         time.sleep(0.1)
 
 
+def wait_settled(members: list[Member], quiet: float = 1.5, timeout: float = 30.0) -> None:
+    """Until no member has started a rebalance (assign/revoke) for ``quiet`` seconds: a client may still
+    rejoin on its own after the first assignment (kafka-python's leader does when its topic metadata
+    arrives only after it assigned)."""
+    deadline = time.monotonic() + timeout
+    counts = [m.count("assign") + m.count("revoke") for m in members]
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < quiet:
+        assert time.monotonic() < deadline, "the group never settled"
+        time.sleep(0.1)
+        now = [m.count("assign") + m.count("revoke") for m in members]
+        if now != counts:
+            counts, quiet_since = now, time.monotonic()
+
+
 def partitions_of(topic: str, count: int) -> set[Partition]:
     return {(topic, p) for p in range(count)}
 

@@ -26,6 +26,7 @@ from tests.server.group_harness import (
     partitions_of,
     split_evenly,
     wait_assignments,
+    wait_settled,
 )
 
 from tidelog.testing import Broker
@@ -95,7 +96,10 @@ def test_sticky_assignors_keep_partitions(
     group = f"{assignor}-{client}"
     a = start(pool, client, group, [x, y], "a", assignor)
     b = start(pool, client, group, [x, y], "b", assignor)
-    before = wait_assignments([a, b], split_evenly(everything), what="3/3")
+    wait_assignments([a, b], split_evenly(everything), what="3/3")
+    wait_settled([a, b])
+    before = [a.assignment, b.assignment]
+    assert split_evenly(everything)(before)
     marks = [len(a.events), len(b.events)]
     c = start(pool, client, group, [x, y], "c", assignor)
     after = wait_assignments([a, b, c], split_evenly(everything), what="2/2/2")

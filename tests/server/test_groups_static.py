@@ -25,6 +25,7 @@ from tests.server.group_harness import (
     partitions_of,
     split_evenly,
     wait_assignments,
+    wait_settled,
 )
 
 from tidelog.testing import Broker
@@ -51,7 +52,10 @@ def test_static_member_restart_keeps_its_partitions(broker: Broker, pool: Member
     settings = {"session_ms": 20_000, "heartbeat_ms": 500, "reset": "earliest"}
     a = pool.start(client, group, [topic], instance_id="instance-a", **settings)
     b = pool.start(client, group, [topic], instance_id="instance-b", **settings)
-    before = wait_assignments([a, b], split_evenly(everything), what="3/3")
+    wait_assignments([a, b], split_evenly(everything), what="3/3")
+    wait_settled([a, b])
+    before = [a.assignment, b.assignment]
+    assert split_evenly(everything)(before)
     b_events = len(b.events)
 
     a.kill()
