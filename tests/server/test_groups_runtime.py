@@ -132,7 +132,7 @@ def test_failed_append_reloads_the_partition(tmp_path: Path, monkeypatch: pytest
             real_append = broker.replicas.append
             calls: list[str] = []
 
-            def failing_append(topic: str, index: int, records: Any, *, now_ms: int) -> Any:
+            def failing_append(topic: str, index: int, records: Any, **kwargs: Any) -> Any:
                 calls.append(topic)
                 return ErrorCode.KAFKA_STORAGE_ERROR, None, "disk on fire"
 
