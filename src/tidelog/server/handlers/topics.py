@@ -166,6 +166,10 @@ def handle_delete_topics(
             result.error_code = ErrorCode.TOPIC_DELETION_DISABLED
             result.error_message = "Topic deletion is disabled (delete.topic.enable=false)."
             continue
+        if topic.is_internal:
+            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            result.error_message = f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
+            continue
         broker.delete_topic(topic.name)
     return response
 
