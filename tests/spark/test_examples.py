@@ -65,30 +65,6 @@ def test_transform(spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tm
     assert got == expected
 
 
-def test_transform_exactly_once_is_refused_until_the_broker_has_transactions(
-    spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tmp_path: Path
-) -> None:
-    source = topic_name("in")
-    kafka.create(source, 1)
-    module, parsed = pipeline.parse_args(
-        [
-            str(EXAMPLES / "transform.py"),
-            "--bootstrap-server",
-            bootstrap,
-            "--checkpoint",
-            str(tmp_path / "cp"),
-            "--available-now",
-            "--source",
-            source,
-            "--sink",
-            topic_name("out"),
-            "--exactly-once",
-        ]
-    )
-    with pytest.raises(Exception, match="exactly-once needs broker transactions"):
-        pipeline.start(module, parsed, spark).awaitTermination(60)
-
-
 def test_windowed_counts(spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tmp_path: Path) -> None:
     source, sink = topic_name("clicks"), topic_name("counts")
     kafka.create(source, 2)

@@ -70,7 +70,7 @@ def test_topic_option_and_string_columns(spark: Any, bootstrap: str, kafka: Kafk
         ("key binary", {"topic": "t"}, "needs a value column"),
         ("value binary", {}, "topic option or a topic column"),
         ("value int", {"topic": "t"}, "column value must be binary or string"),
-        ("value binary", {"topic": "t", "deliveryGuarantee": "exactly-once"}, "broker transactions"),
+        ("value binary", {"topic": "t", "deliveryGuarantee": "exactly-once"}, "is for streaming writes"),
     ],
 )
 def test_bad_writes_fail_at_plan_time(
@@ -84,10 +84,13 @@ def test_bad_writes_fail_at_plan_time(
         writer.save()
 
 
-def test_exactly_once_error_is_typed_and_names_the_missing_feature() -> None:
-    from tidelog.spark.exactly_once import ExactlyOnceUnavailableError, refuse_exactly_once
+def test_exactly_once_without_broker_transactions_is_a_typed_error_naming_the_feature() -> None:
+    from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
+    from tidelog.spark.options import parse_writer_options
+    from tidelog.spark.transactional import probe_transactions
 
-    with pytest.raises(ExactlyOnceUnavailableError) as info:
-        refuse_exactly_once()
+    nobody = parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"})
+    with pytest.raises(ExactlyOnceUnavailableError, match=r"InitProducerId with a transactional\.id") as info:
+        probe_transactions(nobody, timeout_s=2)
     assert isinstance(info.value, NotImplementedError)
-    assert "InitProducerId with a transactional.id" in info.value.missing_feature
+    assert "deliveryGuarantee=at-least-once" in str(info.value)

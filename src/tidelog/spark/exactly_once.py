@@ -1,13 +1,12 @@
-"""The exactly-once sink (``deliveryGuarantee=exactly-once``): its design, and why it is refused today.
+"""The exactly-once sink (``deliveryGuarantee=exactly-once``): its design, and its error without broker transactions.
 
-Status: not implemented. It needs broker transactions, which tidelog does not serve yet (a
-confluent-kafka ``init_transactions()`` against the broker times out: ``InitProducerId`` with a
-``transactional.id`` is not answered with a producer id; ``read_committed`` fetches already work). Asking
-for it raises :class:`ExactlyOnceUnavailableError`, which names the missing broker feature, when the query
-is planned; ``deliveryGuarantee=at-least-once`` (the default) works now.
+Status: implemented by :mod:`tidelog.spark.transactional` for streaming writes. When a query starts,
+the sink checks that the broker hands out a transactional producer id (``init_transactions()``); a broker
+without transactions makes it raise :class:`ExactlyOnceUnavailableError`, which names the missing broker
+feature. ``deliveryGuarantee=at-least-once`` (the default) needs nothing from the broker.
 
-Design (what lands once the broker has transactions)
-----------------------------------------------------
+Design
+------
 
 Goal: every row of micro-batch ``b`` becomes visible to ``read_committed`` consumers exactly once, even if
 tasks are retried, the driver dies at any instruction, and the query restarts from its checkpoint
@@ -57,7 +56,7 @@ Broker features this needs: ``InitProducerId`` with a transactional id, ``AddPar
 
 from __future__ import annotations
 
-__all__ = ["MISSING_BROKER_FEATURE", "ExactlyOnceUnavailableError", "refuse_exactly_once"]
+__all__ = ["MISSING_BROKER_FEATURE", "ExactlyOnceUnavailableError"]
 
 MISSING_BROKER_FEATURE = (
     "broker transactions (InitProducerId with a transactional.id, AddPartitionsToTxn, EndTxn, "
@@ -71,10 +70,6 @@ class ExactlyOnceUnavailableError(NotImplementedError):
     def __init__(self, missing_feature: str = MISSING_BROKER_FEATURE) -> None:
         self.missing_feature = missing_feature
         super().__init__(
-            f"deliveryGuarantee=exactly-once needs {missing_feature}, which this tidelog version does not "
-            "provide yet; use deliveryGuarantee=at-least-once (the default)"
+            f"deliveryGuarantee=exactly-once needs {missing_feature}, which this broker does not provide; "
+            "use deliveryGuarantee=at-least-once (the default)"
         )
-
-
-def refuse_exactly_once() -> None:
-    raise ExactlyOnceUnavailableError()

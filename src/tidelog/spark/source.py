@@ -6,17 +6,24 @@ Invariants:
 - Options are parsed when Spark asks for a reader or writer, so a bad option fails the query at plan
   time with an :class:`~tidelog.spark.options.OptionError` naming it.
 - The schema is fixed (Spark's Kafka source row); a user-given schema is refused.
+- ``deliveryGuarantee=exactly-once`` (streaming writes only) is checked at plan time: the broker must hand
+  out a transactional producer id, else :class:`~tidelog.spark.exactly_once.ExactlyOnceUnavailableError`.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+)
 from pyspark.sql.types import StructType
 
-from tidelog.spark.exactly_once import refuse_exactly_once
 from tidelog.spark.options import OptionError, parse_reader_options, parse_writer_options
 from tidelog.spark.reader import BatchReader, StreamReader
 from tidelog.spark.schema import arrow_schema, ddl
+from tidelog.spark.transactional import TransactionalStreamWriter, ensure_progress_topic, probe_transactions
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
@@ -54,13 +61,18 @@ class TidelogDataSource(DataSource):
             raise OptionError("the tidelog sink only appends (save mode append), like Spark's Kafka sink")
         options = parse_writer_options(self.options)
         if options.exactly_once:
-            refuse_exactly_once()
+            raise OptionError(
+                "deliveryGuarantee=exactly-once is for streaming writes (writeStream): a batch write has no "
+                "micro-batch id that would make a retried task's transaction idempotent"
+            )
         check_input_schema(schema, options)
         return BatchWriter(options)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         options = parse_writer_options(self.options)
-        if options.exactly_once:
-            refuse_exactly_once()
         check_input_schema(schema, options)
+        if options.exactly_once:
+            probe_transactions(options)
+            ensure_progress_topic(options)
+            return TransactionalStreamWriter(options)
         return StreamWriter(options)

@@ -1,0 +1,175 @@
+"""The exactly-once streaming writer: one Kafka transaction per task, committed with its progress mark.
+
+The design and its limits are in :mod:`tidelog.spark.exactly_once`. Invariants of this module:
+
+- A task of micro-batch ``b`` in Spark partition ``p`` of query ``q`` uses the transactional id and the
+  progress group ``tidelog-spark-{q}-{p}``; it writes only after ``init_transactions()`` fenced every
+  earlier attempt and a ``read_committed`` (``require_stable``) lookup of the group's offset on
+  ``__tidelog_spark_sinks-0`` said ``<= b``.
+- Rows and the progress mark ``b + 1`` commit in one transaction; any failure before the commit aborts
+  the transaction and fails the task (Spark retries it; the retry writes everything again, once).
+- A task whose mark already says ``> b`` writes nothing and reports ``skipped``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import confluent_kafka.admin as kafka_admin
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
+from tidelog.spark.options import WriterOptions
+from tidelog.spark.writer import ProducerWriteError, failure_collector, produce_rows
+
+__all__ = [
+    "PROGRESS_TOPIC",
+    "TransactionalCommit",
+    "TransactionalStreamWriter",
+    "ensure_progress_topic",
+    "probe_transactions",
+]
+
+PROGRESS_TOPIC = "__tidelog_spark_sinks"
+_TIMEOUT_S = 60.0
+_TRANSACTION_TIMEOUT_MS = 900_000
+
+
+@dataclass(frozen=True)
+class TransactionalCommit(WriterCommitMessage):
+    """What a task reports: rows committed in its transaction, or ``skipped`` (an earlier run did it)."""
+
+    rows: int
+    skipped: bool
+    transactional_id: str
+
+
+def ensure_progress_topic(options: WriterOptions) -> None:
+    """Create ``__tidelog_spark_sinks`` (one partition) unless it exists (driver side, at plan time)."""
+    admin: Any = kafka_admin.AdminClient(
+        {"bootstrap.servers": options.bootstrap_servers, **options.client_config}
+    )
+    futures = admin.create_topics(
+        [vars(kafka_admin)["NewTopic"](PROGRESS_TOPIC, num_partitions=1, replication_factor=-1)]
+    )
+    try:
+        futures[PROGRESS_TOPIC].result(_TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def probe_transactions(options: WriterOptions, timeout_s: float = 15.0) -> None:
+    """Raise :class:`ExactlyOnceUnavailableError` unless the broker hands out a transactional producer id.
+
+    A plain ``init_transactions()`` (no record written), so it works with any security settings; a broker
+    without transactions answers COORDINATOR_NOT_AVAILABLE until the timeout.
+    """
+    producer: Any = Producer(
+        {
+            "bootstrap.servers": options.bootstrap_servers,
+            **options.client_config,
+            "transactional.id": "tidelog-spark-probe",
+        }
+    )
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as exc:
+        raise ExactlyOnceUnavailableError(
+            f"broker transactions (InitProducerId with a transactional.id: {exc})"
+        ) from exc
+
+
+def _task_identity() -> tuple[str, int, int]:
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("the exactly-once writer runs only inside a Spark task")
+    query_id = context.getLocalProperty("sql.streaming.queryId")
+    batch_id = context.getLocalProperty("streaming.sql.batchId")
+    if query_id is None or batch_id is None:
+        raise RuntimeError(
+            "the exactly-once writer needs a streaming query (no query or batch id on the task)"
+        )
+    return query_id, int(batch_id), context.partitionId()
+
+
+def _committed_batches(options: WriterOptions, group: str) -> int:
+    """The progress mark of ``group``: the number of batches this task slot has committed (0 if none)."""
+    consumer: Any = Consumer(
+        {
+            "bootstrap.servers": options.bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",  # OffsetFetch with require_stable
+            **options.client_config,
+        }
+    )
+    try:
+        [committed] = consumer.committed([TopicPartition(PROGRESS_TOPIC, 0)], timeout=_TIMEOUT_S)
+        return max(0, int(committed.offset))
+    finally:
+        consumer.close()
+
+
+def _group_metadata(options: WriterOptions, group: str) -> Any:
+    consumer: Any = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": group})
+    try:
+        return consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+
+
+class TransactionalStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("tidelog").option("deliveryGuarantee", "exactly-once")``."""
+
+    def __init__(self, options: WriterOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommit:
+        query_id, batch_id, partition = _task_identity()
+        name = f"tidelog-spark-{query_id}-{partition}"
+        failures, on_delivery = failure_collector()
+        config: dict[str, Any] = self.options.producer_config()
+        config.update({"transactional.id": name, "on_delivery": on_delivery})
+        config.setdefault("transaction.timeout.ms", _TRANSACTION_TIMEOUT_MS)
+        config.setdefault("delivery.report.only.error", True)
+        producer: Any = Producer(config)
+        try:
+            producer.init_transactions(_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ExactlyOnceUnavailableError(f"broker transactions (InitProducerId failed: {exc})") from exc
+        if _committed_batches(self.options, name) > batch_id:
+            return TransactionalCommit(0, True, name)
+        producer.begin_transaction()
+        try:
+            rows = produce_rows(producer, self.options, iterator, failures)
+            if producer.flush(600) or failures:
+                raise ProducerWriteError(
+                    f"{len(failures)} rows were not written; first: {failures[0] if failures else 'timeout'}"
+                )
+            producer.send_offsets_to_transaction(
+                [TopicPartition(PROGRESS_TOPIC, 0, batch_id + 1)],
+                _group_metadata(self.options, name),
+                _TIMEOUT_S,
+            )
+            producer.commit_transaction(_TIMEOUT_S)
+        except BaseException:
+            # fenced or broker gone: the next attempt's init_transactions() aborts it
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(_TIMEOUT_S)
+            raise
+        return TransactionalCommit(rows, False, name)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        missing = sum(1 for m in messages if not isinstance(m, TransactionalCommit))
+        if missing:
+            raise RuntimeError(f"micro-batch {batchId}: {missing} tasks reported no transaction")
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Open transactions of failed attempts are aborted by the retry's fencing or the broker's timeout."""

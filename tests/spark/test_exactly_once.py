@@ -1,0 +1,193 @@
+"""The exactly-once sink (``deliveryGuarantee=exactly-once``) on broker transactions.
+
+- The transform example with ``--exactly-once``: topic B, read with read_committed, holds exactly the
+  transformed records of topic A.
+- A micro-batch replayed after it was committed (Spark's commit log entry removed, as when the driver
+  dies between the sink's commit and its own) writes nothing again.
+- The query SIGKILLed mid-micro-batch several times and restarted from its checkpoint: B still holds
+  each transformed record exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from tests.spark.conftest import Kafka
+
+from tidelog.spark import pipeline
+from tidelog.testing import Broker
+
+
+def _broker_serves_transactions() -> bool:
+    from tidelog.protocol.messages import ApiKey
+    from tidelog.server.handlers import ROUTES
+
+    return any(route[0] == ApiKey.END_TXN for route in ROUTES)
+
+
+# Transactions are being built in parallel with this sink: until the broker routes EndTxn these tests cannot
+# run; from then on they are strict (the check reads the broker's route table, not a probe that could fail).
+pytestmark = [
+    pytest.mark.clients,
+    pytest.mark.skipif(not _broker_serves_transactions(), reason="the broker does not serve EndTxn yet"),
+]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
+    consumer: Any = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "eos-check",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    values = []
+    try:
+        for p in range(partitions):
+            consumer.assign([TopicPartition(topic, p, 0)])
+            while True:
+                m = consumer.poll(15)
+                assert m is not None, "timed out reading the sink topic"
+                if m.error():
+                    break  # partition EOF (at the last stable offset)
+                values.append(m.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def _stable_end(bootstrap: str, topic: str) -> int:
+    """The sink partition's last stable offset (moves when a transaction commits or aborts)."""
+    consumer: Any = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "eos-lso", "isolation.level": "read_committed"}
+    )
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1])
+    finally:
+        consumer.close()
+
+
+def _transform_args(bootstrap: str, checkpoint: Path, source: str, sink: str, *extra: str) -> list[str]:
+    return [
+        str(EXAMPLES / "transform.py"),
+        "--bootstrap-server",
+        bootstrap,
+        "--checkpoint",
+        str(checkpoint),
+        "--source",
+        source,
+        "--sink",
+        sink,
+        "--exactly-once",
+        *extra,
+    ]
+
+
+def _run(spark: Any, args: list[str]) -> Any:
+    module, parsed = pipeline.parse_args(args)
+    query = pipeline.start(module, parsed, spark)
+    query.awaitTermination(180)
+    assert query.exception() is None
+    return query
+
+
+def test_transform_exactly_once_and_a_replayed_batch_writes_nothing_again(
+    spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tmp_path: Path
+) -> None:
+    source, sink = topic_name("in"), topic_name("out")
+    kafka.create(source, 2)
+    kafka.create(sink, 2)
+    kafka.produce(source, [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2} for i in range(500)])
+    checkpoint = tmp_path / "cp"
+    args = _transform_args(
+        bootstrap, checkpoint, source, sink, "--available-now", "--max-offsets-per-trigger", "200"
+    )
+    query = _run(spark, args)
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [200, 200, 100]
+    expected = sorted(b"V%d" % i for i in range(500))
+    assert sorted(_read_committed(bootstrap, sink, 2)) == expected
+
+    # The driver "dies" after the sink committed batch 2 but before Spark recorded it: Spark replays batch 2.
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    assert last == 2
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    kafka.produce(
+        source, [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2} for i in range(500, 600)]
+    )
+    _run(spark, args)
+    assert sorted(_read_committed(bootstrap, sink, 2)) == sorted(b"V%d" % i for i in range(600))
+
+
+def _command(bootstrap: str, checkpoint: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tidelog.spark.pipeline",
+        *_transform_args(
+            bootstrap, checkpoint, "eos-in", "eos-out", "--max-offsets-per-trigger", "150", *extra
+        ),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+    ]
+
+
+@pytest.mark.slow
+def test_sigkilled_query_restarted_from_its_checkpoint_writes_each_record_once(tmp_path: Path) -> None:
+    n = 3000
+    broker = Broker(data_dir=tmp_path / "data", run_dir=tmp_path / "run")
+    broker.start()
+    try:
+        kafka = Kafka(broker.bootstrap_servers)
+        kafka.create("eos-in", 2)
+        kafka.create("eos-out", 1)
+        kafka.produce("eos-in", [{"value": b"record %d" % i, "partition": i % 2} for i in range(n)])
+        checkpoint = tmp_path / "cp"
+        rng = random.Random(7)
+        kills = 0
+        for _ in range(3):
+            before = _stable_end(broker.bootstrap_servers, "eos-out")
+            process = subprocess.Popen(
+                _command(broker.bootstrap_servers, checkpoint, "--trigger-interval", "200 milliseconds"),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            deadline = time.monotonic() + 90
+            while _stable_end(broker.bootstrap_servers, "eos-out") == before and time.monotonic() < deadline:
+                time.sleep(0.1)  # until this run committed something: micro-batches are flowing
+            time.sleep(rng.uniform(0, 1.5))  # then anywhere: mid-write, mid-commit, between batches
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)  # the driver and its JVM
+                kills += 1
+            process.wait(30)
+        assert kills == 3
+        committed_before_final = len(_read_committed(broker.bootstrap_servers, "eos-out"))
+        assert 0 < committed_before_final < n  # the kills landed mid-stream
+        final = subprocess.run(
+            _command(broker.bootstrap_servers, checkpoint, "--available-now"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert final.returncode == 0, final.stderr[-3000:]
+        got = _read_committed(broker.bootstrap_servers, "eos-out")
+        assert sorted(got) == sorted(b"RECORD %d" % i for i in range(n))
+    finally:
+        broker.close()
