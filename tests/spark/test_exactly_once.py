@@ -6,10 +6,12 @@
   dies between the sink's commit and its own) writes nothing again.
 - The query SIGKILLed mid-micro-batch several times and restarted from its checkpoint: B still holds
   each transformed record exactly once.
+- The broker SIGKILLed and restarted under the query: the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from pyspark.errors import StreamingQueryException
 from tests.spark.conftest import Kafka
 
 from tidelog.spark import pipeline
@@ -189,5 +192,38 @@ def test_sigkilled_query_restarted_from_its_checkpoint_writes_each_record_once(t
         assert final.returncode == 0, final.stderr[-3000:]
         got = _read_committed(broker.bootstrap_servers, "eos-out")
         assert sorted(got) == sorted(b"RECORD %d" % i for i in range(n))
+    finally:
+        broker.close()
+
+
+def test_broker_sigkilled_under_an_exactly_once_query(spark: Any, tmp_path: Path) -> None:
+    """The broker crashes and restarts while the query writes: after the query is restarted from its
+    checkpoint (if it failed), the sink still holds every transformed record exactly once."""
+    broker = Broker(data_dir=tmp_path / "data", run_dir=tmp_path / "run")
+    broker.start()
+    try:
+        kafka = Kafka(broker.bootstrap_servers)
+        kafka.create("crash-in", 2)
+        kafka.create("crash-out", 1)
+        kafka.produce("crash-in", [{"value": b"r%d" % i, "partition": i % 2} for i in range(2000)])
+        checkpoint = tmp_path / "cp"
+        args = _transform_args(
+            broker.bootstrap_servers, checkpoint, "crash-in", "crash-out", "--max-offsets-per-trigger", "200"
+        )
+        module, parsed = pipeline.parse_args([*args, "--trigger-interval", "200 milliseconds"])
+        query = pipeline.start(module, parsed, spark)
+        deadline = time.monotonic() + 60
+        while _stable_end(broker.bootstrap_servers, "crash-out") < 300 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        broker.kill()
+        time.sleep(1)
+        broker.restart()
+        time.sleep(3)
+        query.stop()
+        with contextlib.suppress(StreamingQueryException):
+            query.awaitTermination(1)
+        _run(spark, [*args, "--available-now"])
+        got = _read_committed(broker.bootstrap_servers, "crash-out")
+        assert sorted(got) == sorted(b"R%d" % i for i in range(2000))
     finally:
         broker.close()
