@@ -24,25 +24,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
-from tests.spark.conftest import Kafka
+from tests.spark.conftest import Kafka, requires_broker_transactions
 
 from tidelog.spark import pipeline
 from tidelog.testing import Broker
 
-
-def _broker_serves_transactions() -> bool:
-    from tidelog.protocol.messages import ApiKey
-    from tidelog.server.handlers import ROUTES
-
-    return any(route[0] == ApiKey.END_TXN for route in ROUTES)
-
-
-# Transactions are being built in parallel with this sink: until the broker routes EndTxn these tests cannot
-# run; from then on they are strict (the check reads the broker's route table, not a probe that could fail).
-pytestmark = [
-    pytest.mark.clients,
-    pytest.mark.skipif(not _broker_serves_transactions(), reason="the broker does not serve EndTxn yet"),
-]
+pytestmark = [pytest.mark.clients, requires_broker_transactions]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
