@@ -27,6 +27,7 @@ from tidelog.protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from tidelog.protocol.schema import Request
 
@@ -117,6 +118,12 @@ def _sample_request(cls: type[Request]) -> Request:
         return OffsetCommitRequest(
             group_id="g",
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[partition])],
+        )
+    if cls is TxnOffsetCommitRequest:
+        txn_partition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=3)
+        return TxnOffsetCommitRequest(
+            group_id="g",
+            topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="t", partitions=[txn_partition])],
         )
     if cls is DescribeGroupsRequest:
         return DescribeGroupsRequest(groups=["g", "h"])

@@ -1,7 +1,7 @@
 """The group APIs at the wire, against a real broker: exact answers a client library would hide.
 
-- FindCoordinator v0-6: a GROUP key names this broker (batched keys from v4); TRANSACTION keys get
-  COORDINATOR_NOT_AVAILABLE, SHARE and unknown key types INVALID_REQUEST.
+- FindCoordinator v0-6: a GROUP key names this broker (batched keys from v4); SHARE and unknown key types
+  get INVALID_REQUEST (TRANSACTION keys: tests/server/test_transactions.py).
 - ``__consumer_offsets`` appears on first use: 50 partitions, internal, compacted; clients cannot produce to it.
 - OffsetCommit/OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for partitions the broker does not have.
 - A commit from a stale generation gets ILLEGAL_GENERATION, one during the sync phase
@@ -207,7 +207,6 @@ def test_find_coordinator_names_this_broker_at_every_version(
 @pytest.mark.parametrize("version", range(1, 7))
 def test_find_coordinator_other_key_types(wire: Wire, version: int) -> None:
     expected = {
-        1: ErrorCode.COORDINATOR_NOT_AVAILABLE,  # transactions are not there yet: retriable
         2: ErrorCode.INVALID_REQUEST,  # share groups are not served
         7: ErrorCode.INVALID_REQUEST,
     }

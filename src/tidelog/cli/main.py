@@ -1,4 +1,5 @@
-"""The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``, ``configs``.
+"""The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
+``transactions``, ``configs``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -15,6 +16,7 @@ from tidelog.cli.consume import consume_command
 from tidelog.cli.groups import groups_group
 from tidelog.cli.produce import produce_command
 from tidelog.cli.topics import topics_group
+from tidelog.cli.transactions import transactions_group
 
 __all__ = ["cli", "main"]
 
@@ -33,6 +35,7 @@ cli.add_command(topics_group)
 cli.add_command(produce_command)
 cli.add_command(consume_command)
 cli.add_command(groups_group)
+cli.add_command(transactions_group)
 cli.add_command(configs_group)
 
 

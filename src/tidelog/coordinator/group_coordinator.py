@@ -50,6 +50,7 @@ from tidelog.protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from tidelog.protocol.schema import Request
 
@@ -68,6 +69,7 @@ GROUP_COORDINATOR_REQUESTS: tuple[type[Request], ...] = (
     DeleteGroupsRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupDescribeRequest,
+    TxnOffsetCommitRequest,
 )
 """The requests :meth:`GroupCoordinator.handle` takes."""
 
@@ -190,6 +192,8 @@ class GroupCoordinator:
             return shard.leave_group(request, api_version, now_ms=now_ms)
         if isinstance(request, OffsetCommitRequest):
             return shard.commit_offsets(request, api_version, now_ms=now_ms)
+        if isinstance(request, TxnOffsetCommitRequest):
+            return shard.txn_offset_commit(request, now_ms=now_ms)
         if isinstance(request, OffsetDeleteRequest):
             return shard.delete_offsets(request)
         assert isinstance(request, OffsetFetchRequest)

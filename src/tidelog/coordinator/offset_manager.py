@@ -12,9 +12,9 @@ Invariants:
 - An offset without an explicit expire timestamp expires ``offsets.retention.minutes`` after its
   group became Empty (or after the commit, for simple groups and for stable consumer groups no
   longer subscribed to the topic); offsets of a topic a consumer group subscribes to never expire.
-- Transactional offset commits (TxnOffsetCommit) are not implemented: :meth:`has_pending_transactional_offsets`
-  is the hook OffsetFetch ``require_stable`` (UNSTABLE_OFFSET_COMMIT), OffsetDelete and expiry
-  already consult, and it answers False.
+- Offsets of open transactions (TxnOffsetCommit, :mod:`tidelog.coordinator.txn_offsets`) are pending, not
+  committed: OffsetFetch ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them, expiry keeps them
+  and their group, OffsetDelete and DeleteGroups tombstone them too.
 """
 
 from __future__ import annotations
@@ -91,12 +91,10 @@ def _fetched(
 class OffsetManager:
     def __init__(self, state: ShardState) -> None:
         self.s = state
-        self.pending_transactional_partitions: set[tuple[str, str, int]] = set()
-        """(group, topic, partition) with an offset committed by a still-open transaction. Always empty
-        until TxnOffsetCommit lands (its replay fills it, its markers drain it)."""
 
     def has_pending_transactional_offsets(self, group_id: str, topic: str, partition: int) -> bool:
-        return (group_id, topic, partition) in self.pending_transactional_partitions
+        """Whether an offset of the partition was committed by a still-open transaction."""
+        return self.s.pending_offsets.has_pending(group_id, topic, partition)
 
     # -- OffsetCommit --------------------------------------------------------------------------------
 
@@ -285,10 +283,15 @@ class OffsetManager:
 
     def delete_all_offsets(self, group_id: str) -> int:
         """Tombstones for every offset of the group (DeleteGroups); returns how many."""
+        pending = list(self.s.pending_offsets.pending_partitions(group_id))
         count = 0
         for topic, partition, _ in self.s.offsets.iter_group(group_id):
             self._tombstone(group_id, topic, partition)
             count += 1
+        # Partitions with only pending transactional offsets get their tombstone too (one per partition).
+        for topic, partition in pending:
+            if self.s.pending_offsets.has_pending(group_id, topic, partition):
+                self._tombstone(group_id, topic, partition)
         return count
 
     def _tombstone(self, group_id: str, topic: str, partition: int) -> None:
@@ -299,7 +302,7 @@ class OffsetManager:
     def cleanup_expired_offsets(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> bool:
         """Tombstone the group's expired offsets; True when it has none left (it may then be deleted)."""
         if not self.s.offsets.has_offsets(group.group_id):
-            return True
+            return not self.s.pending_offsets.has_pending_group(group.group_id)
         base = group.offset_expiration_base()
         if base is None:
             return False

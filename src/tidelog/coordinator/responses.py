@@ -39,6 +39,7 @@ from tidelog.protocol.messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 from tidelog.protocol.schema import Request, Response
 
@@ -202,6 +203,10 @@ def error_response(request: Request, api_version: int, error: ErrorCode) -> Resp
                 for t in request.topics
             ]
         )
+    if isinstance(request, TxnOffsetCommitRequest):
+        from tidelog.coordinator.txn_offsets import txn_offset_commit_response
+
+        return txn_offset_commit_response(request, error)
     if isinstance(request, OffsetFetchRequest):
         return _offset_fetch_error(request, api_version, error)
     if isinstance(request, OffsetDeleteRequest):

@@ -34,6 +34,7 @@ from tidelog.coordinator.shard_state import (
     ShardState,
     SyncTimer,
 )
+from tidelog.coordinator.txn_offsets import commit_transactional_offsets
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupDescribeResponse,
@@ -50,6 +51,7 @@ from tidelog.protocol.messages import (
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 
 __all__ = ["GroupCoordinatorShard"]
@@ -90,8 +92,9 @@ class GroupCoordinatorShard:
         self.state.replay(decoded_key, decode_value(decoded_key, value), producer_id=producer_id)
 
     def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
-        """A transaction marker in the partition: settles that producer's pending offsets. Transactional
-        offsets are not implemented, so there is never anything pending (Kafka ignores such markers too)."""
+        """A transaction marker in the partition (loading, or live when the transaction coordinator wrote
+        it): that producer's pending offsets become committed (COMMIT) or are dropped (ABORT)."""
+        self.state.replay_end_transaction_marker(producer_id, committed)
 
     def complete_loading(self, now_ms: int) -> CoordinatorResult:
         """The whole partition has been replayed: start serving, arm heartbeats and the expiry job."""
@@ -168,6 +171,15 @@ class GroupCoordinatorShard:
         if refresh is not None:
             # A classic member committing offsets is alive: the commit counts as a heartbeat.
             self.classic.r.reschedule_heartbeat(refresh, refresh.member(request.member_id), now_ms)
+        result = self.state.finish()
+        result.response = response
+        return result
+
+    def txn_offset_commit(self, request: TxnOffsetCommitRequest, *, now_ms: int) -> CoordinatorResult:
+        """TxnOffsetCommit: the records returned belong in a transactional batch of ``request.producer_id``;
+        the offsets stay pending until the transaction's marker."""
+        self.state.begin()
+        response = commit_transactional_offsets(self.state, request, now_ms=now_ms)
         result = self.state.finish()
         result.response = response
         return result

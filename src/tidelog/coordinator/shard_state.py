@@ -55,6 +55,7 @@ from tidelog.coordinator.result import (
     TimerKey,
     TimerKind,
 )
+from tidelog.coordinator.txn_offsets import PendingTransactionalOffsets
 from tidelog.protocol.schema import Response
 
 __all__ = ["NO_PRODUCER_ID", "JoinTimer", "MemberRebalanceTimer", "PendingTimer", "ShardState", "SyncTimer"]
@@ -107,6 +108,8 @@ class ShardState:
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets = OffsetStore()
+        self.pending_offsets = PendingTransactionalOffsets()
+        """Offsets of open transactions (TxnOffsetCommit), by producer, until their markers."""
         self.timers: dict[TimerKey, PendingTimer] = {}
         self.out = CoordinatorResult()
         self._new_uuid = new_uuid
@@ -164,29 +167,37 @@ class ShardState:
         """Kafka's member ids: ``<client id or group instance id>-<random UUID>``."""
         return f"{prefix}-{self._new_uuid()}"
 
-    def write(self, key: RecordKey, value: RecordValue | None, *, replay: bool) -> None:
-        """Emit a record for this partition; ``replay`` applies it to this shard at once."""
+    def write(
+        self, key: RecordKey, value: RecordValue | None, *, replay: bool, producer_id: int = NO_PRODUCER_ID
+    ) -> None:
+        """Emit a record for this partition; ``replay`` applies it to this shard at once (as a record of
+        ``producer_id``'s transaction if one is given: TxnOffsetCommit)."""
         encoded = encode_key(key), (None if value is None else encode_value(value))
         self.out.records.setdefault(self.partition, []).append(CoordinatorRecord(*encoded))
         if replay:
-            self.replay(key, value)
+            self.replay(key, value, producer_id=producer_id)
 
     # -- replay --------------------------------------------------------------------------------------
 
     def replay(self, key: RecordKey, value: RecordValue | None, *, producer_id: int = NO_PRODUCER_ID) -> None:
-        """Apply one decoded record. ``producer_id`` is the batch's: transactional offset commits
-        (pending until the transaction's marker) are not implemented yet and are refused."""
-        if producer_id != NO_PRODUCER_ID:
-            raise NotImplementedError("transactional offset commits (TxnOffsetCommit) are not supported yet")
+        """Apply one decoded record. ``producer_id`` is the batch's: an offset record of a transaction
+        (TxnOffsetCommit) stays pending until that producer's end marker (:meth:`replay_end_transaction_marker`);
+        other record types ignore it, as in Kafka."""
         if isinstance(key, OffsetCommitKey):
             if value is None:
                 self.offsets.remove(key.group, key.topic, key.partition)
+                self.pending_offsets.on_tombstone(key.group, key.topic, key.partition)
             else:
                 assert isinstance(value, OffsetCommitValue)
                 if key.group not in self.groups and key.group not in self.consumer_groups:
                     # Offsets committed without group membership: Kafka keeps a "simple" classic group.
                     self.groups[key.group] = ClassicGroup(key.group)
-                self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_record(value))
+                offset = OffsetAndMetadata.from_record(value)
+                if producer_id == NO_PRODUCER_ID:
+                    self.offsets.put(key.group, key.topic, key.partition, offset)
+                    self.pending_offsets.on_committed(key.group, key.topic, key.partition)
+                else:
+                    self.pending_offsets.add(producer_id, key.group, key.topic, key.partition, offset)
         elif isinstance(key, GroupMetadataKey):
             if value is None:
                 self.remove_group(key.group)
@@ -196,6 +207,13 @@ class ShardState:
         else:
             assert value is None or isinstance(value, ConsumerGroupRecordValue)
             replay_consumer_group_record(self.groups, self.consumer_groups, key, value)
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` landed in this partition: its pending transactional
+        offsets become committed or are dropped."""
+        for group_id in self.pending_offsets.complete(producer_id, committed, self.offsets):
+            if group_id not in self.groups and group_id not in self.consumer_groups:
+                self.groups[group_id] = ClassicGroup(group_id)
 
     def load_group(self, key: GroupMetadataKey, value: GroupMetadataValue) -> None:
         """Rebuild a group from its metadata record: Stable with its members, or Empty without."""

@@ -10,9 +10,10 @@ Invariants:
   ``log.retention.check.interval.ms``, removal of ``.deleted`` files after ``file.delete.delay.ms``,
   expiry of idle producer ids every ``producer.id.expiration.check.interval.ms``,
   time-based flushes and checkpoints, closing idle connections after ``connections.max.idle.ms``, and the
-  group coordinator's runtime (loading ``__consumer_offsets`` partitions, its timers; see group_runtime.py).
+  group coordinator's runtime (loading ``__consumer_offsets`` partitions, its timers; see group_runtime.py)
+  and the transaction coordinator's (``__transaction_state``, markers, timeouts; see txn_runtime.py).
   The log cleaner runs every ``log.cleaner.backoff.ms``, cleaning in a worker thread (log_cleaner_task.py).
-  Stopping unloads the group coordinator first, so parked JoinGroup/SyncGroup requests are answered.
+  Stopping unloads the coordinators first, so parked JoinGroup/SyncGroup requests are answered.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .metadata_store import MetadataStore, TopicMetadata
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from .replica_manager import ReplicaManager
+from .txn_runtime import TransactionRuntime
 
 __all__ = ["Broker", "now_ms"]
 
@@ -79,6 +81,7 @@ class Broker:
         )
         self._reconcile_topics()
         self.groups = GroupRuntime(self)
+        self.transactions = TransactionRuntime(self)
         self.dispatcher = Dispatcher(self._routes())
         self.host = ""
         self.port = 0
@@ -179,6 +182,7 @@ class Broker:
         if not listener.host:
             self.host = "0.0.0.0"
         self.groups.start()
+        self.transactions.start()
         self._background = [
             loop.create_task(self._accept_loop(sock)),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
@@ -195,6 +199,8 @@ class Broker:
             loop.create_task(self.fetch_purgatory.run()),
             loop.create_task(self.groups.run_loader()),
             loop.create_task(self.groups.run_clock()),
+            loop.create_task(self.transactions.run_loader()),
+            loop.create_task(self.transactions.run_clock()),
         ]
         if self.log_cleaner.enabled:
             self._background.append(
@@ -302,6 +308,7 @@ class Broker:
         for connection in list(self._connections.values()):
             connection.stop_reading()
         self.fetch_purgatory.complete_all()
+        self.transactions.shutdown()
         self.groups.shutdown()
         if self._connection_tasks:
             _done, still_running = await asyncio.wait(list(self._connection_tasks), timeout=grace_s)

@@ -11,7 +11,10 @@ broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
 - Every :class:`~tidelog.coordinator.CoordinatorResult` is applied in the coordinator's order: its records
   are appended first, one batch per partition (on a single node the high watermark is the log end offset,
   so they are committed when the append returns), then the response and the completions of parked
-  requests are released, then the timers are set. A failed append answers the request and the
+  requests are released, then the timers are set. TxnOffsetCommit records form a transactional batch of
+  the request's producer (appended as the coordinator's, epochs checked); the transaction coordinator's
+  markers on a partition settle them through :meth:`GroupRuntime.on_transaction_marker`. A failed
+  append answers the request and the
   completions with the mapped error, and the partition is unloaded and loaded again from its log (the
   truth).
 - A parked JoinGroup/SyncGroup is an ``asyncio.Future`` the connection awaits; it is resolved exactly once
@@ -47,6 +50,7 @@ from tidelog.coordinator import (
     error_response,
 )
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import TxnOffsetCommitRequest
 from tidelog.protocol.records import (
     Compression,
     ControlRecordType,
@@ -58,6 +62,7 @@ from tidelog.protocol.records import (
 )
 from tidelog.protocol.schema import Request
 from tidelog.server.timing_wheel import Timer, TimerTask
+from tidelog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
@@ -268,9 +273,10 @@ class GroupRuntime:
         assert shard is not None
         plog = replica.log
         offset = plog.log_start_offset
-        end = replica.high_watermark
-        while offset < end:
-            data = plog.read(offset, self._load_buffer, max_offset=end)
+        # Up to the high watermark as it is at each read: markers the transaction coordinator writes
+        # while this partition loads are replayed here (on_transaction_marker skips loading shards).
+        while offset < replica.high_watermark:
+            data = plog.read(offset, self._load_buffer, max_offset=replica.high_watermark)
             if not data.regions:
                 break
             buf = data.read_bytes()
@@ -313,7 +319,10 @@ class GroupRuntime:
             client_id=ctx.client_id or "",
             client_host=f"/{ctx.client_host}",
         )
-        answer = self._apply(result, request, ctx.api_version)
+        producer = None
+        if isinstance(request, TxnOffsetCommitRequest):
+            producer = (request.producer_id, request.producer_epoch)
+        answer = self._apply(result, request, ctx.api_version, producer)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s v%d from %s: %s -> %s",
@@ -325,13 +334,20 @@ class GroupRuntime:
             )
         return answer
 
-    def _apply(self, result: CoordinatorResult, request: Request | None = None, api_version: int = 0) -> Any:
+    def _apply(
+        self,
+        result: CoordinatorResult,
+        request: Request | None = None,
+        api_version: int = 0,
+        producer: tuple[int, int] | None = None,
+    ) -> Any:
+        """``producer``: (producer id, epoch) whose transactional batch the records form (TxnOffsetCommit)."""
         failure: ErrorCode | None = None
         failed_partitions: list[int] = []
         for partition, records in result.records.items():
             if not records:
                 continue
-            error = self._append(partition, records)
+            error = self._append(partition, records, producer)
             if error is not ErrorCode.NONE:
                 failure = append_error_to_response_error(error)
                 failed_partitions.append(partition)
@@ -363,13 +379,27 @@ class GroupRuntime:
             self._reload(partition)
         return answer
 
-    def _append(self, partition: int, records: list[CoordinatorRecord]) -> ErrorCode:
+    def _append(
+        self, partition: int, records: list[CoordinatorRecord], producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
         now = self._clock()
-        batch = encode_batch(
-            [SimpleRecord(key=r.key, value=r.value, timestamp=now) for r in records],
-            compression=self._compression,
+        simple = [SimpleRecord(key=r.key, value=r.value, timestamp=now) for r in records]
+        if producer is None:
+            batch = encode_batch(simple, compression=self._compression)
+            origin = AppendOrigin.CLIENT
+        else:
+            # Kafka's transactional offset commit batch: the producer's id and epoch, no sequence.
+            batch = encode_batch(
+                simple,
+                compression=self._compression,
+                producer_id=producer[0],
+                producer_epoch=producer[1],
+                is_transactional=True,
+            )
+            origin = AppendOrigin.COORDINATOR
+        error, _info, message = self._broker.replicas.append(
+            OFFSETS_TOPIC, partition, batch, now_ms=now, origin=origin
         )
-        error, _info, message = self._broker.replicas.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
         if error is not ErrorCode.NONE:
             log.warning(
                 "appending %d records to %s-%d failed: %s %s",
@@ -380,6 +410,14 @@ class GroupRuntime:
                 message or "",
             )
         return ErrorCode(error)
+
+    def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """The transaction coordinator wrote a COMMIT/ABORT marker of ``producer_id`` on
+        ``__consumer_offsets-partition``: its pending offsets become committed or are dropped. A loading
+        shard reads the marker from the log itself."""
+        shard = self.coordinator.shard(partition)
+        if shard is not None and not shard.loading:
+            shard.replay_end_transaction_marker(producer_id, committed)
 
     def _reload(self, partition: int) -> None:
         """After a failed append the shard is ahead of its log: unload it and load it again."""

@@ -30,6 +30,7 @@ from tidelog.storage.compaction_validation import require_record_keys
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.partition_log import PartitionLog
+from tidelog.storage.producer_state import AppendOrigin
 
 from .txn_verification import TransactionVerifier, reject_unverified
 
@@ -57,12 +58,24 @@ class Partition:
     log: PartitionLog
     leader_epoch: int = 0
 
-    def append(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> LogAppendInfo:
-        """Validate and append a produce payload; returns the storage's append info."""
-        validate_batches(records, max_batch_bytes=self.log.config.max_message_bytes)
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate and append a produce payload; returns the storage's append info. ``origin``
+        COORDINATOR is the broker's own transactional batches (offset commits): producer id and epoch
+        without sequences, checked for epochs only."""
+        validate_batches(
+            records,
+            max_batch_bytes=self.log.config.max_message_bytes,
+            from_client=origin is AppendOrigin.CLIENT,
+        )
         if self.log.config.compact_enabled:
             require_record_keys(records, f"{self.topic}-{self.index}")
-        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin)
         self.log.update_high_watermark(self.log.log_end_offset)
         return info
 
@@ -143,7 +156,13 @@ class ReplicaManager:
         return iter(list(self._partitions.values()))
 
     def append(
-        self, topic: str, index: int, records: Any, *, now_ms: int
+        self,
+        topic: str,
+        index: int,
+        records: Any,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> tuple[ErrorCode, Any, str | None]:
         """Append to one partition; returns (error, append info or None, error message)."""
         partition = self._partitions.get((topic, index))
@@ -152,7 +171,7 @@ class ReplicaManager:
         if records is None:
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
         try:
-            info = partition.append(records, now_ms=now_ms)
+            info = partition.append(records, now_ms=now_ms, origin=origin)
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
         except OSError:

@@ -21,7 +21,8 @@ Invariants:
 * The answer to the producer is Kafka 3.9's (``ReplicaManager.appendRecords`` / ``KafkaApis``):
   a partition not in the transaction is ``TRANSACTION_ABORTABLE`` for Produce v11+ and
   ``INVALID_TXN_STATE`` "Partition was not added to the transaction" before; the coordinator's retriable
-  errors become ``NOT_ENOUGH_REPLICAS`` (which older clients retry without a metadata refresh); a
+  errors become ``NOT_ENOUGH_REPLICAS`` (which older clients retry without a metadata refresh),
+  ``PRODUCER_FENCED`` becomes ``INVALID_PRODUCER_EPOCH``; a
   transactional batch in a request without a transactional id is ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``.
 """
 
@@ -83,4 +84,6 @@ def verification_error(verdict: ErrorCode, api_version: int) -> tuple[ErrorCode,
             ErrorCode.NOT_ENOUGH_REPLICAS,
             f"Unable to verify the partition has been added to the transaction. Underlying error: {verdict.name}",
         )
+    if verdict == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None  # as Kafka's AddPartitionsToTxnManager answers Produce
     return verdict, None

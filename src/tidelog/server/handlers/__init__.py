@@ -25,6 +25,7 @@ from .metadata import handle_describe_cluster, handle_metadata
 from .produce import handle_produce
 from .producer_id import handle_init_producer_id
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .transactions import handle_transaction_request, handle_txn_offset_commit
 
 __all__ = ["ROUTES"]
 
@@ -57,4 +58,10 @@ ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
     (ApiKey.DELETE_GROUPS, 0, 2, handle_group_request),
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle_consumer_group_request),
     (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, handle_consumer_group_request),
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_transaction_request),
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_transaction_request),
+    (ApiKey.END_TXN, 0, 4, handle_transaction_request),
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_transaction_request),
+    (ApiKey.LIST_TRANSACTIONS, 0, 1, handle_transaction_request),
 ]

@@ -4,9 +4,8 @@ Invariants:
 - This broker leads every partition, so it is the coordinator of every group: a GROUP key (type 0; the
   only type of v0) is answered with this broker's node id and advertised address, after creating
   ``__consumer_offsets`` if it does not exist yet (as Kafka creates it on the first lookup).
-- A TRANSACTION key (type 1) gets COORDINATOR_NOT_AVAILABLE until transactions exist: retriable, so a
-  transactional client backs off and finally fails with "coordinator not available" instead of looping
-  between FindCoordinator and NOT_COORDINATOR (the same answer InitProducerId gives a transactional id).
+- A TRANSACTION key (type 1) is answered the same way, after creating ``__transaction_state`` if it does
+  not exist yet (on a single node this broker leads every partition ``partition_for(key)`` names).
 - A SHARE key (type 2; share groups are not served) and unknown key types get INVALID_REQUEST.
 - v0-3 carry one key and answer at the top level; v4+ carry ``coordinator_keys`` and answer one
   ``Coordinator`` per key, in request order. A failed lookup names node -1, host "" and port -1.
@@ -37,13 +36,9 @@ def _lookup(broker: Broker, key_type: int) -> tuple[ErrorCode, str | None, int, 
         host, port = broker.advertised_host_port()
         return ErrorCode.NONE, None, broker.node_id, host, port
     if key_type == TRANSACTION_KEY_TYPE:
-        return (
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "Transactions are not supported by this broker yet.",
-            -1,
-            "",
-            -1,
-        )
+        broker.transactions.ensure_state_topic()
+        host, port = broker.advertised_host_port()
+        return ErrorCode.NONE, None, broker.node_id, host, port
     if key_type == SHARE_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, "Share groups are not enabled on this broker.", -1, "", -1
     return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}", -1, "", -1

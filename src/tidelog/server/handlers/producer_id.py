@@ -1,4 +1,4 @@
-"""InitProducerId (key 22): producer ids and epochs for idempotent producers.
+"""InitProducerId (key 22): producer ids and epochs for idempotent and transactional producers.
 
 Invariants:
 
@@ -7,11 +7,9 @@ Invariants:
   the producer's current id and epoch (KIP-360): for a non-transactional producer the broker cannot tell
   that the requester owns that id, so it never bumps (or fences) someone else's epoch. Idempotent clients
   bump their epoch locally or take the new id; every partition accepts a new producer at any sequence.
-* With a transactional id the answer is ``COORDINATOR_NOT_AVAILABLE`` (transactions are not implemented):
-  it is retriable, so clients back off and retry until their own timeout and then fail with a clear
-  "coordinator not available" error, instead of ``NOT_COORDINATOR``, which sends them rediscovering the
-  coordinator (this broker again) in a loop, or a non-retriable error that would read as a permission or
-  protocol problem.
+* With a transactional id the request goes to the transaction coordinator
+  (:class:`~tidelog.server.txn_runtime.TransactionRuntime`): epoch bump, fencing of the id's previous
+  producer and the end of its unfinished transaction.
 * Ids come from :class:`~tidelog.server.producer_id_manager.ProducerIdManager`, reserved on disk first; if
   the block cannot be written the answer is the retriable ``COORDINATOR_LOAD_IN_PROGRESS`` (what Kafka
   answers while it has no block) and no id is handed out.
@@ -36,9 +34,8 @@ def handle_init_producer_id(
     broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return InitProducerIdResponse(
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
-        )
+        response: InitProducerIdResponse = broker.transactions.handle(ctx, request)
+        return response
     try:
         producer_id = broker.producer_ids.generate_producer_id()
     except OSError:

@@ -1,0 +1,113 @@
+"""A small blocking Kafka client over tidelog's own codec, for the commands whose APIs the bundled Kafka
+clients lack (confluent-kafka 2.16's AdminClient has no ListTransactions / DescribeTransactions).
+
+Invariants: every request goes at the highest version both sides support (ApiVersions v0 first, so any
+Kafka broker answers); a connection failure or a version the broker lacks raises :class:`WireError` with a
+one-line message (the commands turn it into ``Error: ...``, exit 1); sockets time out after ``timeout``.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from tidelog.protocol.codec import decode_response, encode_request
+from tidelog.protocol.messages import REQUEST_TYPES, ApiVersionsRequest, RequestHeader
+from tidelog.protocol.schema import Request
+
+__all__ = ["WireClient", "WireError", "connect"]
+
+
+class WireError(Exception):
+    """The broker could not be reached, or cannot serve a request."""
+
+
+class WireClient:
+    """One connection to one broker."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = "tidelog-cli") -> None:
+        self.address = f"{host}:{port}"
+        self.timeout = timeout
+        self.client_id = client_id
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise WireError(f"cannot reach broker at {self.address} within {timeout:g} s: {exc}") from None
+        self._correlation_id = 0
+        self.versions: dict[int, tuple[int, int]] = {}
+        response = self._call(ApiVersionsRequest(), 0)
+        if response.error_code:
+            raise WireError(f"broker at {self.address} refused ApiVersions (error {response.error_code})")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def version_for(self, request_type: type[Request], highest: int | None = None) -> int:
+        """The highest version of ``request_type`` both sides speak (at most ``highest``)."""
+        ours_low, ours_high = request_type.VALID_VERSIONS
+        if highest is not None:
+            ours_high = min(ours_high, highest)
+        theirs = self.versions.get(request_type.API_KEY)
+        if theirs is None or theirs[1] < ours_low or theirs[0] > ours_high:
+            name = request_type.__name__.removesuffix("Request")
+            raise WireError(f"broker at {self.address} does not support {name}")
+        return min(ours_high, theirs[1])
+
+    def call(self, body: Request, version: int | None = None) -> Any:
+        """Send ``body`` (at ``version``, else the best common one) and return the decoded response."""
+        cls = REQUEST_TYPES[body.API_KEY]
+        return self._call(body, self.version_for(cls) if version is None else version)
+
+    def _call(self, body: Request, version: int) -> Any:
+        self._correlation_id += 1
+        header = RequestHeader(
+            request_api_key=body.API_KEY,
+            request_api_version=version,
+            correlation_id=self._correlation_id,
+            client_id=self.client_id,
+        )
+        try:
+            self._sock.sendall(encode_request(header, body))
+            (size,) = struct.unpack(">i", self._recv_exact(4))
+            response_header, response = decode_response(self._recv_exact(size), body.API_KEY, version)
+        except OSError as exc:
+            raise WireError(f"lost the connection to {self.address}: {exc}") from None
+        if response_header.correlation_id != self._correlation_id:
+            raise WireError(f"{self.address} answered out of order")
+        return response
+
+    def _recv_exact(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("connection closed by the broker")
+            data += chunk
+        return bytes(data)
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not port.isdigit():
+        raise WireError(f"bad broker address {address!r} (expected HOST:PORT)")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def connect(bootstrap: str, *, timeout: float) -> WireClient:
+    """A connection to the first reachable broker of a comma-separated ``bootstrap`` list."""
+    errors = []
+    for address in bootstrap.split(","):
+        host, port = _split(address)
+        try:
+            return WireClient(host, port, timeout=timeout)
+        except WireError as exc:
+            errors.append(str(exc))
+    raise WireError(errors[-1] if errors else "no bootstrap server given")

@@ -1,0 +1,144 @@
+"""What the coordinator runtimes (transactions; the group runtime's pattern) share: keyed timers on the
+timing wheel driven by one clock task, and reading a coordinator partition's log to load it.
+
+Invariants:
+
+- :class:`KeyedTimers`: scheduling a key replaces its earlier timer; a cancelled or replaced timer never
+  fires; a timer fires in :meth:`KeyedTimers.run` only (never inside the call that scheduled it), never
+  before its deadline, and at most once; the callback gets ``max(now, deadline)``. An exception in the
+  callback is logged and does not stop the clock.
+- :func:`read_records`: yields the batches of a partition from its log start up to its high watermark *as
+  it is when the reader gets there* (records appended while a load is under way, such as transaction
+  markers, are read too), in log order, one read of ``buffer_bytes`` at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Hashable, Iterator
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from tidelog.protocol.records import Record, RecordBatchHeader, decode_batch, iter_batch_headers
+from tidelog.server.timing_wheel import Timer, TimerTask
+
+if TYPE_CHECKING:
+    from tidelog.server.replica_manager import Partition
+
+__all__ = ["KeyedTimers", "read_records", "wall_clock_ms"]
+
+log = logging.getLogger("tidelog.coordinator_support")
+
+K = TypeVar("K", bound=Hashable)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _KeyedTask(TimerTask, Generic[K]):
+    __slots__ = ("deadline_ms", "key")
+
+    def __init__(self, key: K, deadline_ms: int, now_ms: int) -> None:
+        super().__init__(deadline_ms - now_ms)
+        self.key = key
+        self.deadline_ms = deadline_ms
+
+
+class KeyedTimers(Generic[K]):
+    """Timers identified by a key, firing ``on_fire(key, now_ms)`` from :meth:`run`."""
+
+    def __init__(
+        self, on_fire: Callable[[K, int], None], *, clock: Callable[[], int] = wall_clock_ms, name: str = ""
+    ) -> None:
+        self._on_fire = on_fire
+        self._clock = clock
+        self._name = name
+        self._timer = Timer(start_ms=clock())
+        self._timers: dict[K, _KeyedTask[K]] = {}
+        self._due: list[_KeyedTask[K]] = []
+        self._wakeup = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._timers)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._timers
+
+    def deadline(self, key: K) -> int | None:
+        task = self._timers.get(key)
+        return None if task is None else task.deadline_ms
+
+    def schedule(self, key: K, deadline_ms: int) -> None:
+        now = self._clock()
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        task = _KeyedTask(key, deadline_ms, now)
+        self._timers[key] = task
+        if not self._timer.add(task, now):
+            self._due.append(task)
+        self._wakeup.set()
+
+    def cancel(self, key: K) -> None:
+        task = self._timers.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    def clear(self) -> None:
+        for task in self._timers.values():
+            task.cancel()
+        self._timers.clear()
+        self._due.clear()
+
+    async def run(self) -> None:
+        """The clock task: fires due timers; sleeps until the next deadline or a new timer."""
+        while True:
+            now = self._clock()
+            expired: list[TimerTask] = self._timer.advance_clock(now)
+            if self._due:
+                expired.extend(self._due)
+                self._due = []
+            for task in expired:
+                assert isinstance(task, _KeyedTask)
+                if self._timers.get(task.key) is not task:
+                    continue  # replaced or cancelled
+                if task.deadline_ms > now:  # never early: put it back
+                    task.delay_ms = task.deadline_ms - now
+                    if self._timer.add(task, now):
+                        continue
+                del self._timers[task.key]
+                try:
+                    self._on_fire(task.key, max(now, task.deadline_ms))
+                except Exception:
+                    log.exception("%s timer %s failed", self._name, task.key)
+            if self._due:
+                continue
+            deadline = self._timer.next_expiration_ms()
+            timeout = None if deadline is None else max(deadline - self._clock(), 0) / 1000
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+
+def read_records(
+    partition: Partition, buffer_bytes: int
+) -> Iterator[list[tuple[RecordBatchHeader, list[Record]]]]:
+    """The partition's batches (header and decoded records) from its log start to its current high
+    watermark, one list per read of ``buffer_bytes``; records below a read's start offset (the head of a
+    batch that straddles it) are left out."""
+    plog = partition.log
+    offset = plog.log_start_offset
+    while offset < partition.high_watermark:
+        data = plog.read(offset, buffer_bytes, max_offset=partition.high_watermark)
+        if not data.regions:
+            break
+        buf = data.read_bytes()
+        chunk: list[tuple[RecordBatchHeader, list[Record]]] = []
+        for pos, header in iter_batch_headers(buf):
+            _, records = decode_batch(buf, pos)
+            chunk.append((header, [r for r in records if r.offset >= offset]))
+        offset = data.next_offset
+        yield chunk

@@ -1,0 +1,148 @@
+"""The transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28),
+DescribeTransactions (65) and ListTransactions (66); InitProducerId (22) with a transactional id comes here
+from :mod:`.producer_id`.
+
+The coordinator requests go to the broker's :class:`~tidelog.server.txn_runtime.TransactionRuntime`, which
+answers once the coordinator's records are appended (and the markers written). TxnOffsetCommit goes to the
+group coordinator (:class:`~tidelog.server.group_runtime.GroupRuntime`), which holds the offsets pending
+until the transaction's marker reaches its ``__consumer_offsets`` partition.
+
+Invariants:
+
+- Versions: transaction version 1 (no epoch bump per transaction, KIP-890 part 2 is not served), so EndTxn
+  is offered up to v4; AddPartitionsToTxn v4-5 is the broker-to-broker batch form (verify_only included).
+- TxnOffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for each partition of a topic this broker does not
+  have (as KafkaApis does); the others reach the group coordinator only if the transaction coordinator
+  verifies that the group's ``__consumer_offsets`` partition is in the producer's ongoing transaction
+  (AddOffsetsToTxn came first), checked in the same synchronous step as the append: a late or zombie
+  TxnOffsetCommit can never leave offsets pending that no marker will settle. A partition not in the
+  transaction is INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4), a fenced producer
+  INVALID_PRODUCER_EPOCH, a coordinator that cannot tell yet COORDINATOR_NOT_AVAILABLE (retried).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from tidelog.protocol.schema import Request
+from tidelog.server.group_runtime import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+
+__all__ = ["handle_transaction_request", "handle_txn_offset_commit", "txn_offset_commit_verdict"]
+
+_FIRST_ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
+_RETRIABLE_VERDICTS = frozenset(
+    {
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
+
+
+def handle_transaction_request(broker: Broker, ctx: RequestContext, request: Request) -> Any:
+    """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions."""
+    return broker.transactions.handle(ctx, request)
+
+
+def txn_offset_commit_verdict(verdict: ErrorCode, api_version: int) -> ErrorCode:
+    """What a TxnOffsetCommit of ``api_version`` answers when verification gave ``verdict``."""
+    if verdict == ErrorCode.INVALID_TXN_STATE:
+        if api_version >= _FIRST_ABORTABLE_TXN_OFFSET_COMMIT_VERSION:
+            return ErrorCode.TRANSACTION_ABORTABLE
+        return ErrorCode.INVALID_TXN_STATE
+    if verdict in _RETRIABLE_VERDICTS:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if verdict == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return verdict
+
+
+def _known(broker: Broker, topic: str, partition: int) -> bool:
+    metadata = broker.metadata.get(topic)
+    return metadata is not None and 0 <= partition < metadata.num_partitions
+
+
+def _response(request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+                name=topic.name,
+                partitions=[
+                    TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, request: TxnOffsetCommitRequest) -> Any:
+    unknown = {
+        (topic.name, p.partition_index)
+        for topic in request.topics
+        for p in topic.partitions
+        if not _known(broker, topic.name, p.partition_index)
+    }
+    known_topics = [
+        TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+            name=topic.name,
+            partitions=[p for p in topic.partitions if (topic.name, p.partition_index) not in unknown],
+        )
+        for topic in request.topics
+        if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
+    ]
+    errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not known_topics:
+        return _response(request, errors)
+    if request.group_id:
+        verdict = broker.replicas.transaction_verifier(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            OFFSETS_TOPIC,
+            broker.groups.partition_for(request.group_id),
+        )
+        if verdict != ErrorCode.NONE:
+            error = txn_offset_commit_verdict(ErrorCode(verdict), ctx.api_version)
+            for topic in known_topics:
+                errors.update(((topic.name, p.partition_index), error) for p in topic.partitions)
+            return _response(request, errors)
+    filtered = TxnOffsetCommitRequest(
+        transactional_id=request.transactional_id,
+        group_id=request.group_id,
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        topics=known_topics,
+    )
+    answer = broker.groups.handle(ctx, filtered)
+
+    def merge(response: TxnOffsetCommitResponse) -> TxnOffsetCommitResponse:
+        merged = dict(errors)
+        for t in response.topics:
+            for p in t.partitions:
+                merged[(t.name, p.partition_index)] = p.error_code
+        result = _response(request, merged)
+        result.throttle_time_ms = response.throttle_time_ms
+        return result
+
+    if hasattr(answer, "__await__"):  # never parked today; kept general
+
+        async def merged() -> TxnOffsetCommitResponse:
+            return merge(await answer)
+
+        return merged()
+    return merge(answer)

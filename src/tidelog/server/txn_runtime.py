@@ -1,0 +1,429 @@
+"""The transaction coordinator's runtime: ``__transaction_state``, loading, appends, markers and timers.
+
+The pure :class:`~tidelog.coordinator.TransactionCoordinator` decides; this module does the I/O around it on
+the broker's event loop (Kafka's ``TransactionStateManager`` plus its marker channel, single-threaded), in the
+shape of :mod:`tidelog.server.group_runtime`:
+
+- ``__transaction_state`` is an internal, compacted topic of ``transaction.state.log.num.partitions``
+  partitions, created on first use (FindCoordinator for a transactional id). A broker that starts with it on
+  disk makes every partition *loading* before it accepts a connection, then replays each partition's log in
+  a background task (reads of ``transaction.state.log.load.buffer.size``, yielding to the loop between
+  them); until a partition is loaded its transactional ids get COORDINATOR_LOAD_IN_PROGRESS. The
+  coordinator epoch of a partition is its leader epoch (stamped on every marker).
+- Every :class:`~tidelog.coordinator.txn_result.TxnCoordinatorResult` is applied in the coordinator's
+  order: its records are appended first, one batch per partition (on a single node the high watermark is
+  the log end offset, so they are committed when the append returns), then the response is settled, then
+  the markers are written, then the timers are set. **A marker is never written before the Prepare record
+  that decided it has been appended**: when an append fails, the request gets the mapped error, the
+  markers are dropped and the partition is unloaded and loaded again from its log (the truth).
+- Markers go through ``ReplicaManager.write_txn_marker`` synchronously, before the event loop gets to send
+  the response: an EndTxn answer leaves once the transaction is complete on every partition (Kafka answers
+  once the Prepare record is durable; answering later only helps the client's next transaction). Written
+  partitions are reported with ``on_markers_written`` (a vanished partition counts as written); a marker
+  on ``__consumer_offsets`` also settles the producer's pending offsets in the group coordinator. A
+  marker refused with INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED stops that marker set
+  unreported (a newer epoch has moved on); any other failure is retried on the partitions left.
+- Transaction timeouts and transactional-id expiry are timers on a timing wheel driven by one clock task
+  (:class:`~tidelog.server.coordinator_support.KeyedTimers`), firing ``on_timeout`` never early.
+- The produce path's KIP-890 verification is the coordinator's ``verify_partition``, registered with the
+  replica manager when the runtime is built. Before ``__transaction_state`` exists no transaction can
+  exist, so every transactional batch is refused with INVALID_TXN_STATE (as before a coordinator existed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn_coordinator import TRANSACTION_STATE_TOPIC_NAME, TransactionCoordinator
+from tidelog.coordinator.txn_records import TxnRecordError
+from tidelog.coordinator.txn_responses import append_error_to_response_error, error_response
+from tidelog.coordinator.txn_result import (
+    CancelTxnTimer,
+    ScheduleTxnTimer,
+    TxnCoordinatorResult,
+    TxnTimerKey,
+    WriteTxnMarkers,
+)
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch
+from tidelog.protocol.schema import Request
+from tidelog.server.coordinator_support import KeyedTimers, read_records, wall_clock_ms
+from tidelog.server.group_runtime import OFFSETS_TOPIC
+from tidelog.storage import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+    from tidelog.server.metadata_store import TopicMetadata
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionRuntime", "coordinator_config"]
+
+log = logging.getLogger("tidelog.transactions")
+
+TRANSACTION_STATE_TOPIC = TRANSACTION_STATE_TOPIC_NAME
+"""Kafka's ``Topic.TRANSACTION_STATE_TOPIC_NAME``."""
+
+MARKER_RETRY_BACKOFF_S = 0.2
+"""Pause before writing a marker again after a failure that may pass (a storage error)."""
+
+_STOP_MARKERS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+def coordinator_config(
+    broker_config: Any, num_partitions: int, offsets_topic_num_partitions: int
+) -> TransactionCoordinatorConfig:
+    """The coordinator's settings: the broker attributes of the same names, with the partition counts of
+    the internal topics as they are (an existing topic keeps its count whatever the config says now)."""
+    values = {
+        f.name: getattr(broker_config, f.name)
+        for f in dataclasses.fields(TransactionCoordinatorConfig)
+        if hasattr(broker_config, f.name)
+    }
+    values["transaction_state_log_num_partitions"] = num_partitions
+    values["offsets_topic_num_partitions"] = offsets_topic_num_partitions
+    return TransactionCoordinatorConfig(**values)
+
+
+class TransactionRuntime:
+    """Runs one broker's :class:`TransactionCoordinator` over its ``__transaction_state`` partitions."""
+
+    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self._broker = broker
+        self._clock = clock
+        existing = broker.metadata.get(TRANSACTION_STATE_TOPIC)
+        partitions = (
+            existing.num_partitions
+            if existing is not None
+            else broker.config.transaction_state_log_num_partitions
+        )
+        self.coordinator = TransactionCoordinator(
+            coordinator_config(broker.config, partitions, broker.groups.num_partitions),
+            allocate_producer_id=broker.producer_ids.generate_producer_id,
+            partition_exists=self._partition_exists,
+        )
+        self._load_buffer = max(broker.config.transaction_state_log_load_buffer_size, 1024)
+        self.timers: KeyedTimers[TxnTimerKey] = KeyedTimers(
+            self._on_timer, clock=clock, name="transaction coordinator"
+        )
+        self._to_load: list[int] = []
+        self._load_wakeup = asyncio.Event()
+        self._marker_retries: set[asyncio.TimerHandle] = set()
+        self._stopped = False
+        broker.replicas.set_transaction_verifier(self.verify_partition)
+
+    # -- the topic -------------------------------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        return self.coordinator.config.transaction_state_log_num_partitions
+
+    def state_topic_configs(self) -> dict[str, str]:
+        """Kafka's ``TransactionLog.transactionTopicConfigs``."""
+        config = self._broker.config
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(config.transaction_state_log_segment_bytes),
+            "min.insync.replicas": str(config.transaction_state_log_min_isr),
+            "unclean.leader.election.enable": "false",
+        }
+
+    @property
+    def state_topic_exists(self) -> bool:
+        return self._broker.metadata.get(TRANSACTION_STATE_TOPIC) is not None
+
+    def ensure_state_topic(self) -> TopicMetadata:
+        """Create ``__transaction_state`` if it does not exist (its empty partitions are loaded at once)."""
+        topic = self._broker.metadata.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None:
+            return topic
+        topic = self._broker.create_topic(
+            TRANSACTION_STATE_TOPIC, self.num_partitions, 1, self.state_topic_configs(), is_internal=True
+        )
+        for partition in range(topic.num_partitions):
+            if self.coordinator.txn_partition(partition) is not None:  # the topic was deleted under us
+                self._apply(self.coordinator.unload(partition))
+            self._begin_loading(partition)
+            self._complete_loading(partition, 0, time.monotonic())
+        return topic
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.coordinator.partition_for(transactional_id)
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        metadata = self._broker.metadata.get(topic)
+        return metadata is not None and 0 <= partition < metadata.num_partitions
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Broker start: every partition of an existing ``__transaction_state`` becomes loading now (so no
+        request sees a half-loaded transaction); :meth:`run_loader` replays them."""
+        topic = self._broker.metadata.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return
+        for partition in range(topic.num_partitions):
+            if self.coordinator.txn_partition(partition) is None:
+                self._begin_loading(partition)
+                self._to_load.append(partition)
+        self._load_wakeup.set()
+
+    async def run_loader(self) -> None:
+        """Loads the partitions queued by :meth:`start` and by failed appends, one at a time."""
+        while True:
+            await self._load_wakeup.wait()
+            self._load_wakeup.clear()
+            while self._to_load and not self._stopped:
+                partition = self._to_load.pop(0)
+                if not self.coordinator.is_loading(partition):
+                    continue
+                try:
+                    await self._load_partition(partition)
+                except Exception:
+                    log.exception(
+                        "loading %s-%d failed; its transactional ids stay unavailable",
+                        TRANSACTION_STATE_TOPIC,
+                        partition,
+                    )
+
+    async def run_clock(self) -> None:
+        await self.timers.run()
+
+    def shutdown(self) -> None:
+        """Broker stop: unload every partition (timers go; transactions left in Prepare* are finished by
+        the next start, which writes their markers again)."""
+        self._stopped = True
+        for handle in self._marker_retries:
+            handle.cancel()
+        self._marker_retries.clear()
+        for partition in self.coordinator.owned_partitions:
+            self._apply(self.coordinator.unload(partition))
+        self.timers.clear()
+
+    # -- loading ---------------------------------------------------------------------------------------
+
+    def _begin_loading(self, partition: int) -> None:
+        replica = self._broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+        coordinator_epoch = replica.leader_epoch if replica is not None else 0
+        self.coordinator.begin_loading(partition, coordinator_epoch)
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        count = 0
+        replica = self._broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+        if replica is not None:
+            for chunk in read_records(replica, self._load_buffer):
+                count += self._replay(partition, chunk)
+                await asyncio.sleep(0)
+                if self._stopped or not self.coordinator.is_loading(partition):
+                    return
+        self._complete_loading(partition, count, started)
+
+    def _replay(self, partition: int, chunk: list[Any]) -> int:
+        replayed = 0
+        for header, records in chunk:
+            if header.is_control:
+                continue
+            for record in records:
+                if record.key is None:
+                    continue
+                try:
+                    self.coordinator.replay(partition, record.key, record.value)
+                except TxnRecordError as exc:
+                    log.warning(
+                        "skipping record at offset %d of %s-%d: %s",
+                        record.offset,
+                        TRANSACTION_STATE_TOPIC,
+                        partition,
+                        exc,
+                    )
+                replayed += 1
+        return replayed
+
+    def _complete_loading(self, partition: int, count: int, started: float) -> None:
+        self._apply(self.coordinator.complete_loading(partition, self._clock()))
+        if count:
+            owned = self.coordinator.txn_partition(partition)
+            ids = len(owned.transactions) if owned is not None else 0
+            log.info(
+                "loaded %s-%d: %d records, %d transactional ids in %.0f ms",
+                TRANSACTION_STATE_TOPIC,
+                partition,
+                count,
+                ids,
+                (time.monotonic() - started) * 1000,
+            )
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    def handle(self, ctx: RequestContext, request: Request) -> Any:
+        """Serve a transaction coordinator request (InitProducerId with a transactional id,
+        AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions)."""
+        result = self.coordinator.handle(request, ctx.api_version, now_ms=self._clock())
+        answer = self._apply(result, request, ctx.api_version)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s v%d from %s: %s -> %s",
+                type(request).__name__,
+                ctx.api_version,
+                ctx.client_id,
+                _summary(request),
+                _summary(answer),
+            )
+        return answer
+
+    def verify_partition(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> ErrorCode:
+        """The produce path's check (KIP-890): NONE when the partition is in the producer's ongoing
+        transaction, else the coordinator's error."""
+        if not self.state_topic_exists:
+            return ErrorCode.INVALID_TXN_STATE  # no transaction has ever existed here
+        return self.coordinator.verify_partition(
+            transactional_id, producer_id, producer_epoch, topic, partition
+        )
+
+    # -- applying results ------------------------------------------------------------------------------
+
+    def _apply(
+        self, result: TxnCoordinatorResult, request: Request | None = None, api_version: int = 0
+    ) -> Any:
+        failed: list[int] = []
+        failure: ErrorCode | None = None
+        for partition, records in result.records.items():
+            if not records:
+                continue
+            error = self._append(partition, records)
+            if error is not ErrorCode.NONE:
+                failure = append_error_to_response_error(error)
+                failed.append(partition)
+        answer: Any = result.response
+        if failure is not None and request is not None:
+            answer = error_response(request, api_version, failure)
+        for op in result.timers:
+            if isinstance(op, ScheduleTxnTimer):
+                self.timers.schedule(op.key, op.deadline_ms)
+            else:
+                assert isinstance(op, CancelTxnTimer)
+                self.timers.cancel(op.key)
+        if failed:
+            for partition in failed:
+                self._reload(partition)
+            return answer  # markers dropped: their Prepare record may not be in the log
+        for markers in result.markers:
+            self._write_markers(markers, markers.partitions)
+        return answer
+
+    def _append(self, partition: int, records: list[CoordinatorRecord]) -> ErrorCode:
+        now = self._clock()
+        batch = encode_batch([SimpleRecord(key=r.key, value=r.value, timestamp=now) for r in records])
+        error, _info, message = self._broker.replicas.append(
+            TRANSACTION_STATE_TOPIC, partition, batch, now_ms=now
+        )
+        if error is not ErrorCode.NONE:
+            log.warning(
+                "appending %d records to %s-%d failed: %s %s",
+                len(records),
+                TRANSACTION_STATE_TOPIC,
+                partition,
+                error.name,
+                message or "",
+            )
+        return ErrorCode(error)
+
+    def _reload(self, partition: int) -> None:
+        """After a failed append the coordinator is ahead of its log: unload the partition, load it again."""
+        self._apply(self.coordinator.unload(partition))
+        if self._stopped:
+            return
+        self._begin_loading(partition)
+        self._to_load.append(partition)
+        self._load_wakeup.set()
+
+    def _write_markers(self, markers: WriteTxnMarkers, partitions: tuple[TopicPartition, ...]) -> None:
+        """Write ``markers`` on ``partitions``; report the written ones; retry the others later."""
+        if self._stopped:
+            return
+        now = self._clock()
+        committed = markers.result is ControlRecordType.COMMIT
+        written: list[TopicPartition] = []
+        retry: list[TopicPartition] = []
+        stopped = False
+        for tp in partitions:
+            error, _info, message = self._broker.replicas.write_txn_marker(
+                tp.topic,
+                tp.partition,
+                markers.result,
+                producer_id=markers.producer_id,
+                producer_epoch=markers.producer_epoch,
+                coordinator_epoch=markers.coordinator_epoch,
+                now_ms=now,
+            )
+            if error == ErrorCode.NONE:
+                written.append(tp)
+                if tp.topic == OFFSETS_TOPIC:
+                    self._broker.groups.on_transaction_marker(tp.partition, markers.producer_id, committed)
+            elif error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                written.append(tp)  # the partition is gone: nothing to mark (Kafka drops it too)
+            elif error in _STOP_MARKERS:
+                log.warning(
+                    "%s marker of %r (producer %d epoch %d) refused by %s: %s %s; not retried",
+                    markers.result.name,
+                    markers.transactional_id,
+                    markers.producer_id,
+                    markers.producer_epoch,
+                    tp,
+                    ErrorCode(error).name,
+                    message or "",
+                )
+                stopped = True
+                break
+            else:
+                log.warning(
+                    "%s marker of %r to %s failed: %s %s; retrying",
+                    markers.result.name,
+                    markers.transactional_id,
+                    tp,
+                    ErrorCode(error).name,
+                    message or "",
+                )
+                retry.append(tp)
+        if written:
+            self._apply(self.coordinator.on_markers_written(markers, now, written))
+        if retry and not stopped:
+            self._retry_markers(markers, tuple(retry))
+
+    def _retry_markers(self, markers: WriteTxnMarkers, partitions: tuple[TopicPartition, ...]) -> None:
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle
+
+        def again() -> None:
+            self._marker_retries.discard(handle)
+            try:
+                self._write_markers(markers, partitions)
+            except Exception:
+                log.exception("writing the markers of %r failed", markers.transactional_id)
+
+        handle = loop.call_later(MARKER_RETRY_BACKOFF_S, again)
+        self._marker_retries.add(handle)
+
+    # -- time ------------------------------------------------------------------------------------------
+
+    def _on_timer(self, key: TxnTimerKey, now_ms: int) -> None:
+        self._apply(self.coordinator.on_timeout(key, now_ms))
+
+
+def _summary(message: Any) -> str:
+    """A short description of a request or response for debug logs."""
+    parts = []
+    for name in ("transactional_id", "producer_id", "producer_epoch", "committed", "group_id", "error_code"):
+        value = getattr(message, name, None)
+        if value not in (None, ""):
+            parts.append(f"{name}={value}")
+    return " ".join(parts)
