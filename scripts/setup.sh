@@ -42,3 +42,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".${extras}"
   touch "$stamp"
 fi
+
+# quixstreams (the compaction test's stream framework, tests/server/test_quixstreams.py) pins
+# confluent-kafka < 2.13 while tidelog's dev tools use a newer one: it gets its own virtualenv.
+quix_spec="quixstreams==3.28.1"
+quix_stamp=".venv-quix/.installed-${quix_spec}"
+if [ "$mode" = test ] && [ ! -f "$quix_stamp" ]; then
+  echo "setup: installing ${quix_spec} into .venv-quix"
+  [ -x .venv-quix/bin/python ] || "$python_bin" -m venv .venv-quix
+  .venv-quix/bin/python -m pip install -q "$quix_spec"
+  rm -f .venv-quix/.installed-*
+  touch "$quix_stamp"
+fi
