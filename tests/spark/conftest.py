@@ -22,21 +22,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tidelog.testing import Broker
 
 
-def _broker_serves_transactions() -> bool:
-    from tidelog.protocol.messages import ApiKey
-    from tidelog.server.handlers import ROUTES
-
-    return any(route[0] == ApiKey.END_TXN for route in ROUTES)
-
-
-# Broker transactions were built in parallel with the Spark sink: until the broker routes EndTxn the tests
-# that need them cannot run; from then on they are strict (this reads the broker's route table, not a probe
-# that a broken broker could fail).
-requires_broker_transactions = pytest.mark.skipif(
-    not _broker_serves_transactions(), reason="the broker does not serve EndTxn yet"
-)
-
-
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     base = tmp_path_factory.mktemp("spark-broker")

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
-from tests.spark.conftest import Kafka, requires_broker_transactions
+from tests.spark.conftest import Kafka
 
 from tidelog.spark import pipeline
 from tidelog.testing import Broker
 
-pytestmark = [pytest.mark.clients, requires_broker_transactions]
+pytestmark = pytest.mark.clients
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

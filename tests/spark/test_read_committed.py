@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from tests.spark.conftest import Kafka, requires_broker_transactions
+from tests.spark.conftest import Kafka
 
-pytestmark = [pytest.mark.clients, requires_broker_transactions]
+pytestmark = pytest.mark.clients
 
 
 def _values(spark: Any, bootstrap: str, topic: str, isolation: str) -> list[bytes]:
