@@ -43,8 +43,6 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from tidelog.protocol.messages import ApiKey
-from tidelog.server.handlers import ROUTES
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from tidelog.testing import Broker
@@ -78,8 +76,6 @@ FIRST_RUN_COMMIT_INTERVAL = 0.05
 TRANSACTION_TIMEOUT_MS = 5_000
 # A SIGKILLed member stays in the group until its session times out; the restarted app waits for that.
 SESSION_TIMEOUT_MS = 6_000
-
-BROKER_HAS_TRANSACTIONS = any(api_key == ApiKey.END_TXN for api_key, *_ in ROUTES)
 
 
 def _quix_python() -> Path:
@@ -340,18 +336,8 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float, app: Qu
 
 CASES = [
     pytest.param("at-least-once", signal.SIGTERM, id="at-least-once-sigterm"),
-    pytest.param(
-        "exactly-once",
-        signal.SIGTERM,
-        id="exactly-once-sigterm",
-        marks=pytest.mark.xfail(not BROKER_HAS_TRANSACTIONS, reason="the broker lacks transactions (EndTxn)"),
-    ),
-    pytest.param(
-        "exactly-once",
-        signal.SIGKILL,
-        id="exactly-once-sigkill",
-        marks=pytest.mark.xfail(not BROKER_HAS_TRANSACTIONS, reason="the broker lacks transactions (EndTxn)"),
-    ),
+    pytest.param("exactly-once", signal.SIGTERM, id="exactly-once-sigterm"),
+    pytest.param("exactly-once", signal.SIGKILL, id="exactly-once-sigkill"),
 ]
 
 
