@@ -13,6 +13,9 @@ recovers the counts from it.
 output record, in the middle of a checkpoint: the output records since the last commit are written, their
 transaction (exactly-once) still open, until a test kills the app.
 
+``--consumer-debug cgrp,protocol --loglevel DEBUG`` puts librdkafka's view of the consumer group in the
+app's output (for investigating a failure).
+
 The app runs until SIGTERM (graceful: quixstreams commits its checkpoint, then exits 0) or SIGKILL.
 """
 
@@ -39,6 +42,7 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=45_000)
     parser.add_argument("--pause-after", type=int, default=0)
     parser.add_argument("--loglevel", default="INFO")
+    parser.add_argument("--consumer-debug", default="", help="librdkafka debug contexts, e.g. cgrp,protocol")
     args = parser.parse_args()
 
     app = Application(
@@ -50,7 +54,10 @@ def main() -> None:
         commit_interval=args.commit_interval,
         loglevel=args.loglevel,
         # A SIGKILLed member stays in the group until its session times out.
-        consumer_extra_config={"session.timeout.ms": args.session_timeout_ms},
+        consumer_extra_config={
+            "session.timeout.ms": args.session_timeout_ms,
+            **({"debug": args.consumer_debug} if args.consumer_debug else {}),
+        },
         producer_extra_config={
             # A SIGKILLed exactly-once app leaves its transaction open (quixstreams draws a new
             # transactional.id per process); the broker aborts it after this timeout, and until then
