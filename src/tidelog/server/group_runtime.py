@@ -28,7 +28,6 @@ broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -55,13 +54,11 @@ from tidelog.protocol.records import (
     Compression,
     ControlRecordType,
     SimpleRecord,
-    decode_batch,
     decode_control_record,
     encode_batch,
-    iter_batch_headers,
 )
 from tidelog.protocol.schema import Request
-from tidelog.server.timing_wheel import Timer, TimerTask
+from tidelog.server.coordinator_support import KeyedTimers, read_records
 from tidelog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -79,15 +76,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class _CoordinatorTimer(TimerTask):
-    __slots__ = ("deadline_ms", "key")
-
-    def __init__(self, key: TimerKey, deadline_ms: int, now_ms: int) -> None:
-        super().__init__(deadline_ms - now_ms)
-        self.key = key
-        self.deadline_ms = deadline_ms
 
 
 @dataclass(slots=True)
@@ -121,10 +109,9 @@ class GroupRuntime:
         self.coordinator = GroupCoordinator(coordinator_config(broker.config, partitions))
         self._compression = Compression(broker.config.offsets_topic_compression_codec)
         self._load_buffer = max(broker.config.offsets_load_buffer_size, 1024)
-        self._timer = Timer(start_ms=clock())
-        self._timers: dict[TimerKey, _CoordinatorTimer] = {}
-        self._due: list[_CoordinatorTimer] = []
-        self._wakeup = asyncio.Event()
+        self.timers: KeyedTimers[TimerKey] = KeyedTimers(
+            self._on_timer, clock=clock, name="group coordinator"
+        )
         self._parked: dict[int, _Parked] = {}
         self._to_load: list[int] = []
         self._load_wakeup = asyncio.Event()
@@ -193,33 +180,11 @@ class GroupRuntime:
                     )
 
     async def run_clock(self) -> None:
-        """Fires coordinator timers when due; sleeps until the next one or until woken by a new one."""
-        while True:
-            now = self._clock()
-            expired: list[TimerTask] = self._timer.advance_clock(now)
-            if self._due:
-                expired.extend(self._due)
-                self._due = []
-            for task in expired:
-                assert isinstance(task, _CoordinatorTimer)
-                if self._timers.get(task.key) is not task:
-                    continue  # replaced or cancelled
-                if task.deadline_ms > now:  # never early: put it back
-                    task.delay_ms = task.deadline_ms - now
-                    if self._timer.add(task, now):
-                        continue
-                del self._timers[task.key]
-                try:
-                    self._apply(self.coordinator.on_timeout(task.key, max(now, task.deadline_ms)))
-                except Exception:
-                    log.exception("group coordinator timer %s failed", task.key)
-            if self._due:
-                continue
-            deadline = self._timer.next_expiration_ms()
-            timeout = None if deadline is None else max(deadline - self._clock(), 0) / 1000
-            self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+        """Fires coordinator timers when due (see :class:`~tidelog.server.coordinator_support.KeyedTimers`)."""
+        await self.timers.run()
+
+    def _on_timer(self, key: TimerKey, now_ms: int) -> None:
+        self._apply(self.coordinator.on_timeout(key, now_ms))
 
     def shutdown(self) -> None:
         """Broker stop: unload every partition, so parked requests are answered (NOT_COORDINATOR) now."""
@@ -264,25 +229,18 @@ class GroupRuntime:
             )
 
     def _partition_chunks(self, partition: int) -> Any:
-        """Replays the partition's log into its shard, one read of ``offsets.load.buffer.size`` at a time;
-        yields the number of records replayed by each read."""
+        """Replays the partition's log into its shard, one read of ``offsets.load.buffer.size`` at a time,
+        up to the high watermark as it is at each read (markers the transaction coordinator writes while
+        this partition loads are replayed here: on_transaction_marker skips loading shards); yields the
+        number of records replayed by each read."""
         replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
         if replica is None:
             return
         shard = self.coordinator.shard(partition)
         assert shard is not None
-        plog = replica.log
-        offset = plog.log_start_offset
-        # Up to the high watermark as it is at each read: markers the transaction coordinator writes
-        # while this partition loads are replayed here (on_transaction_marker skips loading shards).
-        while offset < replica.high_watermark:
-            data = plog.read(offset, self._load_buffer, max_offset=replica.high_watermark)
-            if not data.regions:
-                break
-            buf = data.read_bytes()
+        for chunk in read_records(replica, self._load_buffer):
             replayed = 0
-            for pos, header in iter_batch_headers(buf):
-                _, records = decode_batch(buf, pos)
+            for header, records in chunk:
                 if header.is_control:
                     for record in records:
                         kind, _epoch = decode_control_record(record)
@@ -292,7 +250,7 @@ class GroupRuntime:
                     continue
                 producer_id = header.producer_id if header.is_transactional else -1
                 for record in records:
-                    if record.offset < offset or record.key is None:
+                    if record.key is None:
                         continue
                     try:
                         self.coordinator.replay(partition, record.key, record.value, producer_id=producer_id)
@@ -305,7 +263,6 @@ class GroupRuntime:
                             exc,
                         )
                     replayed += 1
-            offset = data.next_offset
             yield replayed
 
     # -- requests --------------------------------------------------------------------------------------
@@ -366,15 +323,12 @@ class GroupRuntime:
             if failure is not None:
                 response = error_response(parked.request, parked.api_version, failure)
             parked.future.set_result(response)
-        now = self._clock()
         for op in result.timers:
             if isinstance(op, ScheduleTimer):
-                self._schedule(op.key, op.deadline_ms, now)
+                self.timers.schedule(op.key, op.deadline_ms)
             else:
                 assert isinstance(op, CancelTimer)
-                task = self._timers.pop(op.key, None)
-                if task is not None:
-                    task.cancel()
+                self.timers.cancel(op.key)
         for partition in failed_partitions:
             self._reload(partition)
         return answer
@@ -427,16 +381,6 @@ class GroupRuntime:
         self.coordinator.begin_loading(partition)
         self._to_load.append(partition)
         self._load_wakeup.set()
-
-    def _schedule(self, key: TimerKey, deadline_ms: int, now: int) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        task = _CoordinatorTimer(key, deadline_ms, now)
-        self._timers[key] = task
-        if not self._timer.add(task, now):
-            self._due.append(task)
-        self._wakeup.set()
 
 
 def _summary(message: Any) -> str:
