@@ -168,7 +168,9 @@ def handle_delete_topics(
             continue
         if topic.is_internal:
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            result.error_message = f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
+            result.error_message = (
+                f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
+            )
             continue
         broker.delete_topic(topic.name)
     return response
