@@ -13,7 +13,7 @@ test:
 
 lint:
 	.venv/bin/ruff check .
-	.venv/bin/ruff format --check src tests tools bench
+	.venv/bin/ruff format --check src tests tools bench examples
 
 typecheck:
 	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage src/tidelog/coordinator
