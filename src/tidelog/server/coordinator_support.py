@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tidelog.protocol.records import Record, RecordBatchHeader, decode_batch, iter_batch_headers
@@ -142,3 +142,29 @@ def read_records(
             chunk.append((header, [r for r in records if r.offset >= offset]))
         offset = data.next_offset
         yield chunk
+
+
+async def run_partition_loader(
+    queue: list[int],
+    wakeup: asyncio.Event,
+    *,
+    is_loading: Callable[[int], bool],
+    load: Callable[[int], Awaitable[None]],
+    stopped: Callable[[], bool],
+    topic: str,
+    what: str,
+) -> None:
+    """Load the coordinator partitions queued in ``queue`` (at start and after failed appends), one at a
+    time, each time ``wakeup`` is set; a partition no longer loading is skipped, a failed load is logged
+    and leaves that partition's keys (``what``) unavailable."""
+    while True:
+        await wakeup.wait()
+        wakeup.clear()
+        while queue and not stopped():
+            partition = queue.pop(0)
+            if not is_loading(partition):
+                continue
+            try:
+                await load(partition)
+            except Exception:
+                log.exception("loading %s-%d failed; its %s stay unavailable", topic, partition, what)

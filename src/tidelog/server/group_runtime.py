@@ -58,7 +58,7 @@ from tidelog.protocol.records import (
     encode_batch,
 )
 from tidelog.protocol.schema import Request
-from tidelog.server.coordinator_support import KeyedTimers, read_records
+from tidelog.server.coordinator_support import KeyedTimers, read_records, run_partition_loader
 from tidelog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -165,19 +165,15 @@ class GroupRuntime:
 
     async def run_loader(self) -> None:
         """Loads the partitions queued by :meth:`start` and by failed appends, one at a time."""
-        while True:
-            await self._load_wakeup.wait()
-            self._load_wakeup.clear()
-            while self._to_load and not self._stopped:
-                partition = self._to_load.pop(0)
-                if not self.coordinator.is_loading(partition):
-                    continue
-                try:
-                    await self._load_partition(partition)
-                except Exception:
-                    log.exception(
-                        "loading %s-%d failed; its groups stay unavailable", OFFSETS_TOPIC, partition
-                    )
+        await run_partition_loader(
+            self._to_load,
+            self._load_wakeup,
+            is_loading=self.coordinator.is_loading,
+            load=self._load_partition,
+            stopped=lambda: self._stopped,
+            topic=OFFSETS_TOPIC,
+            what="groups",
+        )
 
     async def run_clock(self) -> None:
         """Fires coordinator timers when due (see :class:`~tidelog.server.coordinator_support.KeyedTimers`)."""

@@ -54,7 +54,7 @@ from tidelog.coordinator.txn_result import (
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch
 from tidelog.protocol.schema import Request
-from tidelog.server.coordinator_support import KeyedTimers, read_records, wall_clock_ms
+from tidelog.server.coordinator_support import KeyedTimers, read_records, run_partition_loader, wall_clock_ms
 from tidelog.server.group_runtime import OFFSETS_TOPIC
 from tidelog.storage import TopicPartition
 
@@ -176,21 +176,15 @@ class TransactionRuntime:
 
     async def run_loader(self) -> None:
         """Loads the partitions queued by :meth:`start` and by failed appends, one at a time."""
-        while True:
-            await self._load_wakeup.wait()
-            self._load_wakeup.clear()
-            while self._to_load and not self._stopped:
-                partition = self._to_load.pop(0)
-                if not self.coordinator.is_loading(partition):
-                    continue
-                try:
-                    await self._load_partition(partition)
-                except Exception:
-                    log.exception(
-                        "loading %s-%d failed; its transactional ids stay unavailable",
-                        TRANSACTION_STATE_TOPIC,
-                        partition,
-                    )
+        await run_partition_loader(
+            self._to_load,
+            self._load_wakeup,
+            is_loading=self.coordinator.is_loading,
+            load=self._load_partition,
+            stopped=lambda: self._stopped,
+            topic=TRANSACTION_STATE_TOPIC,
+            what="transactional ids",
+        )
 
     async def run_clock(self) -> None:
         await self.timers.run()
