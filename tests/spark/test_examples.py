@@ -1,4 +1,8 @@
-"""Every pipeline in examples/ on small data, through the same runner the README's command uses."""
+"""Every pipeline in examples/ on small data, through the same runner the README's command uses.
+
+The README's command itself (``tidelog pipeline``) runs once, in a process of its own; its twin
+``python -m tidelog.spark.pipeline`` runs in test_exactly_once.py, and both share ``pipeline.run``.
+"""
 
 from __future__ import annotations
 
@@ -218,16 +222,15 @@ def test_archive_parquet(spark: Any, bootstrap: str, kafka: Kafka, topic_name: A
 def test_the_readme_command_runs_a_pipeline(
     bootstrap: str, kafka: Kafka, topic_name: Any, tmp_path: Path
 ) -> None:
-    """``python -m tidelog.spark.pipeline examples/transform.py ...`` in a process of its own."""
+    """``tidelog pipeline examples/transform.py ...`` (the console script) in a process of its own."""
     source, sink = topic_name("in"), topic_name("out")
     kafka.create(source, 1)
     kafka.create(sink, 1)
     kafka.produce(source, [{"value": b"abc%d" % i} for i in range(50)])
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "tidelog.spark.pipeline",
+            str(Path(sys.executable).parent / "tidelog"),
+            "pipeline",
             str(EXAMPLES / "transform.py"),
             "--master",
             "local[1]",
