@@ -14,15 +14,16 @@ Invariants: pure (time comes in as ``now_ms``; randomness only for new member id
 ``new_uuid``); every entry point returns a :class:`~tidelog.coordinator.result.CoordinatorResult`;
 multi-group requests (OffsetFetch v8+, DescribeGroups, ConsumerGroupDescribe, ListGroups, DeleteGroups)
 are split per shard and merged in request order, with per-group errors where the response has room for
-them. KIP-848 consumer groups assign partitions of the topics in :attr:`GroupCoordinator.topics_image`,
-which the runtime keeps current with :meth:`GroupCoordinator.set_topics_image`.
+them; a deleted topic's offsets are removed from every shard, a loading one's as soon as it is loaded.
+KIP-848 consumer groups assign partitions of the topics in :attr:`GroupCoordinator.topics_image`, which
+the runtime keeps current with :meth:`GroupCoordinator.set_topics_image`.
 """
 
 from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from uuid import UUID
 
 from tidelog.coordinator.config import GroupCoordinatorConfig
@@ -82,6 +83,8 @@ class GroupCoordinator:
         self._new_uuid = new_uuid
         self._handle_ids = itertools.count(1)
         self._shards: dict[int, GroupCoordinatorShard] = {}
+        self._topics_deleted_while_loading: dict[int, dict[str, None]] = {}
+        """Per partition: topics deleted while its shard was loading, to delete offsets of once loaded."""
         self.topics_image = TopicsImage.EMPTY
 
     def set_topics_image(self, image: TopicsImage) -> None:
@@ -132,7 +135,13 @@ class GroupCoordinator:
         self._shards[partition].replay(key, value, producer_id=producer_id)
 
     def complete_loading(self, partition: int, now_ms: int) -> CoordinatorResult:
-        return self._shards[partition].complete_loading(now_ms)
+        """The partition is replayed: serve it, after deleting the offsets of topics deleted meanwhile."""
+        shard = self._shards[partition]
+        result = shard.complete_loading(now_ms)
+        deleted = self._topics_deleted_while_loading.pop(partition, None)
+        if deleted:
+            result.merge(shard.on_topics_deleted(deleted))
+        return result
 
     def unload(self, partition: int) -> CoordinatorResult:
         """Stop coordinating ``partition``: its parked requests get NOT_COORDINATOR, its timers go."""
@@ -265,6 +274,23 @@ class GroupCoordinator:
         result.response = DeleteGroupsResponse(
             results=[by_group[g] for g in dict.fromkeys(request.groups_names)]
         )
+        return result
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    def on_topics_deleted(self, topics: Iterable[str]) -> CoordinatorResult:
+        """Topics were deleted (Kafka's ``onPartitionsDeleted``): every loaded shard tombstones their
+        committed and pending offsets in all its groups and deletes the Empty groups this leaves without
+        offsets. A loading shard does it when :meth:`complete_loading` is called, before it serves any
+        request (also across an unload and reload of the partition)."""
+        names = list(dict.fromkeys(topics))
+        result = CoordinatorResult()
+        for partition in sorted(self._shards):
+            shard = self._shards[partition]
+            if shard.loading:
+                self._topics_deleted_while_loading.setdefault(partition, {}).update(dict.fromkeys(names))
+            else:
+                result.merge(shard.on_topics_deleted(names))
         return result
 
     # -- time ----------------------------------------------------------------------------------------

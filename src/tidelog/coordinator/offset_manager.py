@@ -1,4 +1,5 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and offset expiry (Kafka's ``OffsetMetadataManager``).
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, deleted topics and offset expiry (Kafka's
+``OffsetMetadataManager``).
 
 Invariants:
 
@@ -15,9 +16,14 @@ Invariants:
 - Offsets of open transactions (TxnOffsetCommit, :mod:`tidelog.coordinator.txn_offsets`) are pending, not
   committed: OffsetFetch ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them, expiry keeps them
   and their group, OffsetDelete and DeleteGroups tombstone them too.
+- Deleting a topic tombstones its committed and pending offsets in every group, whatever the group's
+  state or subscription (Kafka's ``onPartitionsDeleted``), so neither the group nor a topic created
+  later with the same name sees them again, live or after a reload.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from tidelog.coordinator.consumer_group import ConsumerGroup
 from tidelog.coordinator.errors import CoordinatorError
@@ -282,16 +288,40 @@ class OffsetManager:
         return response
 
     def delete_all_offsets(self, group_id: str) -> int:
-        """Tombstones for every offset of the group (DeleteGroups); returns how many."""
-        pending = list(self.s.pending_offsets.pending_partitions(group_id))
+        """Tombstones for every offset of the group (DeleteGroups); returns how many were written."""
+        return self._tombstone_offsets(group_id, None)
+
+    def groups_with_offsets(self) -> list[str]:
+        """Every group with a committed or pending offset (a snapshot, in the order of first commits)."""
+        return list(dict.fromkeys([*self.s.offsets.group_ids(), *self.s.pending_offsets.group_ids()]))
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Whether the group has a committed or pending offset."""
+        return self.s.offsets.has_offsets(group_id) or self.s.pending_offsets.has_pending_group(group_id)
+
+    def delete_topic_offsets(self, group_id: str, topics: Collection[str]) -> int:
+        """Tombstones for the group's committed and pending offsets of ``topics`` (they were deleted:
+        Kafka's ``onPartitionsDeleted``); returns how many. All partitions of a topic go, also those it
+        never had, so a topic created again with the same name starts without committed offsets."""
+        return self._tombstone_offsets(group_id, topics)
+
+    def _tombstone_offsets(self, group_id: str, topics: Collection[str] | None) -> int:
+        """Tombstones for the group's committed offsets of ``topics`` (None: all), then for its partitions
+        of them that have only pending transactional offsets (one per partition); returns how many."""
+        pending = [
+            (topic, partition)
+            for topic, partition in self.s.pending_offsets.pending_partitions(group_id)
+            if topics is None or topic in topics
+        ]
         count = 0
         for topic, partition, _ in self.s.offsets.iter_group(group_id):
-            self._tombstone(group_id, topic, partition)
-            count += 1
-        # Partitions with only pending transactional offsets get their tombstone too (one per partition).
+            if topics is None or topic in topics:
+                self._tombstone(group_id, topic, partition)
+                count += 1
         for topic, partition in pending:
             if self.s.pending_offsets.has_pending(group_id, topic, partition):
                 self._tombstone(group_id, topic, partition)
+                count += 1
         return count
 
     def _tombstone(self, group_id: str, topic: str, partition: int) -> None:

@@ -95,6 +95,10 @@ class OffsetStore:
     def has_offsets(self, group_id: str) -> bool:
         return group_id in self._by_group
 
+    def group_ids(self) -> list[str]:
+        """Every group with an offset, in the order of their first commits (a snapshot)."""
+        return list(self._by_group)
+
     def iter_group(self, group_id: str) -> Iterator[tuple[str, int, OffsetAndMetadata]]:
         """``(topic, partition, offset)`` for every offset of the group, over a snapshot."""
         for topic, partitions in list(self._by_group.get(group_id, {}).items()):

@@ -13,7 +13,7 @@ shard answers nothing and holds no timers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from uuid import UUID
 
 from tidelog.coordinator.classic_protocol import ClassicGroupManager
@@ -311,11 +311,33 @@ class GroupCoordinatorShard:
         return self.state.finish()
 
     def _expire(self, now_ms: int) -> None:
-        for group in list(self.state.groups.values()):
-            all_expired = self.offset_manager.cleanup_expired_offsets(group, now_ms)
-            if all_expired and group.is_in_state(_S.EMPTY):
-                self.state.write(GroupMetadataKey(group=group.group_id), None, replay=True)
-        for consumer_group in list(self.state.consumer_groups.values()):
-            all_expired = self.offset_manager.cleanup_expired_offsets(consumer_group, now_ms)
-            if all_expired and consumer_group.is_empty:
-                self.consumer.delete_group(consumer_group)
+        groups: list[ClassicGroup | ConsumerGroup] = [
+            *self.state.groups.values(),
+            *self.state.consumer_groups.values(),
+        ]
+        for group in groups:
+            if self.offset_manager.cleanup_expired_offsets(group, now_ms):
+                self._delete_if_empty(group)
+
+    def on_topics_deleted(self, topics: Collection[str]) -> CoordinatorResult:
+        """Kafka's ``onPartitionsDeleted``: tombstones for every committed and pending offset of the deleted
+        ``topics`` in every group; a group this leaves Empty without offsets is deleted (Dead, tombstoned)."""
+        self.state.begin()
+        for group_id in self.offset_manager.groups_with_offsets():
+            if not self.offset_manager.delete_topic_offsets(group_id, topics):
+                continue
+            group: ClassicGroup | ConsumerGroup | None = self.state.consumer_groups.get(group_id)
+            if group is None:
+                group = self.state.groups.get(group_id)
+            if group is not None and not self.offset_manager.has_offsets(group_id):
+                self._delete_if_empty(group)
+        return self.state.finish()
+
+    def _delete_if_empty(self, group: ClassicGroup | ConsumerGroup) -> None:
+        """Delete a group left without offsets if it has no members: the end of Kafka's
+        ``cleanupGroupMetadata`` (a classic group becomes Dead by its tombstone)."""
+        if isinstance(group, ConsumerGroup):
+            if group.is_empty:
+                self.consumer.delete_group(group)
+        elif group.is_in_state(_S.EMPTY):
+            self.state.write(GroupMetadataKey(group=group.group_id), None, replay=True)

@@ -142,6 +142,10 @@ class PendingTransactionalOffsets:
             for p in self._by_group.get(group_id, ())
         )
 
+    def group_ids(self) -> list[str]:
+        """Every group with a pending offset (a snapshot)."""
+        return list(self._by_group)
+
     def pending_partitions(self, group_id: str) -> Iterator[tuple[str, int]]:
         """(topic, partition) of every pending offset of the group, without repeats."""
         seen: set[tuple[str, int]] = set()
