@@ -136,6 +136,12 @@ class Broker:
         return topic
 
     def delete_topic(self, name: str) -> TopicMetadata:
+        """Delete the topic, its partitions and every group's committed offsets of it. The offsets go
+        first: a crash in between leaves the topic without offsets, never offsets that a topic created
+        later with the same name would inherit."""
+        if name not in self.metadata:
+            raise KeyError(name)
+        self.groups.on_topics_deleted([name])
         topic = self.metadata.delete(name)
         for index in range(topic.num_partitions):
             self.replicas.delete(name, index)

@@ -17,6 +17,8 @@ broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
   append answers the request and the
   completions with the mapped error, and the partition is unloaded and loaded again from its log (the
   truth).
+- A deleted topic's committed offsets are tombstoned in every group at once
+  (:meth:`GroupRuntime.on_topics_deleted`); partitions still loading do it when loaded.
 - A parked JoinGroup/SyncGroup is an ``asyncio.Future`` the connection awaits; it is resolved exactly once
   (by a completion, or with NOT_COORDINATOR when the partition is unloaded or the broker stops).
 - Coordinator timers live on a timing wheel driven by one clock task (the pattern of
@@ -360,6 +362,15 @@ class GroupRuntime:
                 message or "",
             )
         return ErrorCode(error)
+
+    def on_topics_deleted(self, topics: list[str]) -> None:
+        """Topics were deleted: tombstone their committed offsets in every group (Kafka's
+        ``onPartitionsDeleted``). A partition whose append fails is reloaded from its log, which still has
+        the offsets: the deletion is handed to the coordinator again, which redoes it once it is loaded."""
+        result = self.coordinator.on_topics_deleted(topics)
+        self._apply(result)
+        if any(self.coordinator.is_loading(partition) for partition in result.records):
+            self._apply(self.coordinator.on_topics_deleted(topics))
 
     def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
         """The transaction coordinator wrote a COMMIT/ABORT marker of ``producer_id`` on
