@@ -177,6 +177,13 @@ class _SparseIndex:
         finally:
             os.close(fd)
 
+    def open_for_fsync(self) -> int | None:
+        """A new read-only descriptor of the file for an fsync on another thread (the caller closes it);
+        None if the index was never loaded (nothing written). No msync: see :mod:`.flush_plan`."""
+        if not self._loaded:
+            return None
+        return os.open(self._path, os.O_RDONLY)
+
     def rename_to(self, new_path: Path) -> None:
         """Rename the file (a mapping stays valid across a rename)."""
         with contextlib.suppress(FileNotFoundError):

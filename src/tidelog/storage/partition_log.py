@@ -8,8 +8,11 @@ Invariants:
 * Offsets in a log that is not compacted are contiguous: an append with assigned offsets that leaves a gap
   (a follower after the leader deleted records) starts a new segment at its first offset.
 * Data written by :meth:`PartitionLog.append` is in the page cache when it returns: a process crash loses
-  none of it. fsync happens when ``flush.messages`` / ``flush.ms`` say so, on :meth:`flush`, and (deferred
-  to :meth:`maybe_flush`) for segments that rolled; the recovery point advances only then.
+  none of it. fsync happens in :meth:`append` once ``flush.messages`` are unflushed, on :meth:`flush`, and
+  in the periodic flush (:meth:`plan_flush` / :meth:`complete_flush` around a :class:`FlushPlan` executed
+  on another thread, or :meth:`maybe_flush` doing all three) for segments that rolled and once ``flush.ms``
+  passed. The recovery point advances only after the fsync returned, never past what it covered: a flush
+  completed after the log was closed or truncated since its plan is dropped.
 * Compaction (:mod:`.cleaner`) replaces inactive segments below the recovery point by
   :meth:`replace_segments` (``.cleaned`` -> ``.swap`` -> live, crash-safe); offsets never change, gaps
   appear.
@@ -64,6 +67,7 @@ from tidelog.storage.errors import (
 )
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.flush_plan import FlushPlan, close_descriptors, open_dir_for_fsync
 from tidelog.storage.producer_state import (
     AppendOrigin,
     AppendStatus,
@@ -128,7 +132,9 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._clock_ms = now_ms
         self._roll_flush_offset: int | None = None
-        self._dir_dirty = False
+        self._dir_changes = 0  # files created, renamed or deleted (counted); fsynced up to _dir_synced
+        self._dir_synced = 0
+        self._truncations = 0  # truncate_to / truncate_fully_and_start_at calls that removed something
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
@@ -285,9 +291,9 @@ class PartitionLog:
         With ``assign_offsets`` (leader): batches get offsets from the log end and ``leader_epoch``, rewritten
         in place (``records`` is copied first unless it is a writable buffer), and with LogAppendTime the
         broker's ``now_ms``. Without (follower): offsets must start at or above the log end and increase.
-        May roll first; may fsync afterwards (``flush.messages`` / ``flush.ms``). ``origin`` COORDINATOR is for
-        the broker's own writes with a producer id (transactional offset commits): epochs are checked, but
-        not sequences or duplicates. COMMIT/ABORT control batches close the producer's transaction.
+        May roll first; fsyncs afterwards once ``flush.messages`` are unflushed (``flush.ms`` is the periodic
+        flush's, as in Kafka). ``origin`` COORDINATOR is for the broker's own writes with a producer id
+        (transactional offset commits): epochs are checked, but not sequences or duplicates. COMMIT/ABORT control batches close the producer's transaction.
         """
         self._observe(now_ms)
         buf: bytearray | memoryview
@@ -354,10 +360,7 @@ class PartitionLog:
             completed = [txn for txn in replayed if txn is not None]
         self._index_completed_transactions(completed)
 
-        if (
-            self.unflushed_messages >= config.flush_messages
-            or now_ms - self._last_flush_ms >= config.flush_ms
-        ):
+        if self.unflushed_messages >= config.flush_messages:
             self.flush(now_ms)
         return LogAppendInfo(
             first_offset=first_offset,
@@ -506,7 +509,7 @@ class PartitionLog:
         """Start a new active segment at ``max(expected_next_offset, log_end_offset)``.
 
         An empty active segment at that offset is kept as it is; an empty one below it is replaced. The
-        segments rolled past are fsynced by the next :meth:`maybe_flush`.
+        segments rolled past are fsynced by the next periodic flush (:meth:`plan_flush`).
         """
         self._observe(now_ms)
         log_end = self.log_end_offset
@@ -524,7 +527,7 @@ class PartitionLog:
         segment = LogSegment.create(self._dir, new_base, self._config, self._limiter, now_ms=now_ms)
         self._segments.append(segment)
         self._bases.append(new_base)
-        self._dir_dirty = True
+        self._dir_changes += 1
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
         logger.debug("%s: rolled new segment at offset %d", self._dir.name, new_base)
@@ -617,6 +620,7 @@ class PartitionLog:
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return True
+        self._truncations += 1
         doomed = [segment for segment in self._segments if segment.base_offset > offset]
         self._delete_segments(doomed, now)
         active = self._segments[-1]
@@ -635,11 +639,12 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete every segment; the log restarts empty at ``offset`` (start, end, high watermark)."""
         now = self._observe(now_ms)
+        self._truncations += 1
         self._delete_segments(list(self._segments), now)
         segment = LogSegment.create(self._dir, offset, self._config, self._limiter, now_ms=now)
         self._segments = [segment]
         self._bases = [offset]
-        self._dir_dirty = True
+        self._dir_changes += 1
         self._log_start_offset = self._recovery_point = self._high_watermark = offset
         self._roll_flush_offset = None
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -732,7 +737,7 @@ class PartitionLog:
                 segment.delete_files()
             else:
                 self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
-        self._dir_dirty = True
+        self._dir_changes += 1
 
     def remove_deleted_files(self, now_ms: int) -> int:
         """Unlink the ``.deleted`` files whose delay has passed; returns how many segments went."""
@@ -802,7 +807,7 @@ class PartitionLog:
             self._segments.insert(index, segment)
             self._bases.insert(index, base)
         fsync_dir(directory)
-        self._dir_dirty = False
+        self._dir_synced = self._dir_changes
         return len(accepted), rejected
 
     def _rename_segment_files(self, base_offset: int, from_suffix: str, to_suffix: str) -> None:
@@ -849,40 +854,120 @@ class PartitionLog:
 
     def flush(self, now_ms: int | None = None, *, up_to_offset: int | None = None) -> None:
         """fsync the segments holding ``[recovery_point, up_to_offset)`` (default: the log end) and the
-        directory if files came or went; the recovery point becomes ``up_to_offset``."""
+        directory if files came or went; the recovery point becomes ``up_to_offset``. Synchronous, on the
+        owner's thread (shutdown, ``flush.messages``); the broker's periodic flush uses :meth:`plan_flush`."""
         if now_ms is not None:
             self._observe(now_ms)
             self._last_flush_ms = now_ms
         log_end = self.log_end_offset
         target = log_end if up_to_offset is None else min(up_to_offset, log_end)
         if target > self._recovery_point:
-            segments = self._segments
-            for i, segment in enumerate(segments):
-                upper = segments[i + 1].base_offset if i + 1 < len(segments) else log_end
-                if upper > self._recovery_point and segment.base_offset < target:
-                    segment.flush()
-        if self._dir_dirty:
+            for segment in self._segments_to_flush(target):
+                segment.flush()
+        if self._dir_changes != self._dir_synced:
+            changes = self._dir_changes
             fsync_dir(self._dir)
-            self._dir_dirty = False
+            self._dir_synced = changes
         self._recovery_point = max(self._recovery_point, target)
 
-    def maybe_flush(self, now_ms: int) -> bool:
-        """The periodic flush: segments that rolled, and everything once ``flush.ms`` passed since the last
-        flush (or ``flush.messages`` are unflushed). Returns whether it fsynced."""
+    def _segments_to_flush(self, target: int) -> list[LogSegment]:
+        """The segments holding offsets in ``[recovery_point, target)``."""
+        segments = self._segments
+        log_end = self.log_end_offset
+        return [
+            segment
+            for i, segment in enumerate(segments)
+            if (segments[i + 1].base_offset if i + 1 < len(segments) else log_end) > self._recovery_point
+            and segment.base_offset < target
+        ]
+
+    def plan_flush(self, now_ms: int) -> FlushPlan | None:
+        """Plan the periodic flush (Kafka's ``flushDirtyLogs``); None if nothing is due or left to fsync.
+
+        Due: the segments that rolled, and everything once ``flush.ms`` passed since the last flush or
+        ``flush.messages`` are unflushed. The plan holds new descriptors of the segments holding
+        ``[recovery_point, target_offset)`` and of the directory if files came or went; run
+        :meth:`FlushPlan.execute` on any thread, then :meth:`complete_flush` here. Nothing changes until
+        then (another plan made meanwhile covers the same again). See :mod:`.flush_plan`.
+        """
         self._observe(now_ms)
-        flushed = False
-        if self._roll_flush_offset is not None:
-            self.flush(up_to_offset=self._roll_flush_offset)
-            self._roll_flush_offset = None
-            flushed = True
         config = self._config
+        log_end = self.log_end_offset
         if (
             self.unflushed_messages >= config.flush_messages
             or now_ms - self._last_flush_ms >= config.flush_ms
         ):
-            self.flush(now_ms)
-            flushed = True
-        return flushed
+            target, flush_time_ms = log_end, now_ms
+        elif self._roll_flush_offset is not None:
+            target, flush_time_ms = min(self._roll_flush_offset, log_end), None
+        else:
+            return None
+        dir_generation = self._dir_changes
+        if target <= self._recovery_point and dir_generation == self._dir_synced:
+            self._record_flush(target, flush_time_ms)  # nothing left to fsync
+            return None
+        descriptors: list[int] = []
+        txn_writes = []
+        dir_fd = None
+        try:
+            if target > self._recovery_point:
+                for segment in self._segments_to_flush(target):
+                    opened = segment.open_for_fsync()
+                    descriptors.extend(opened.descriptors)
+                    if opened.txn_writes is not None:
+                        txn_writes.append((segment.txn_index, opened.txn_writes))
+            if dir_generation != self._dir_synced:
+                dir_fd = open_dir_for_fsync(self._dir)
+        except BaseException:
+            close_descriptors(descriptors)
+            raise
+        return FlushPlan(
+            log_name=self._dir.name,
+            target_offset=target,
+            descriptors=tuple(descriptors),
+            dir_descriptor=dir_fd,
+            owner=self,
+            truncations=self._truncations,
+            flush_time_ms=flush_time_ms,
+            dir_generation=dir_generation,
+            txn_writes=tuple(txn_writes),
+        )
+
+    def complete_flush(self, plan: FlushPlan) -> bool:
+        """Record an executed :meth:`plan_flush`: the recovery point rises to its target offset, the files
+        and directory changes it covered count as fsynced, a due roll flush it covered is done. Returns
+        False, changing nothing, if the log was closed or truncated since the plan (what it fsynced may
+        no longer be what the log holds below the target). ``ValueError`` for a plan of another log or one
+        that did not execute successfully."""
+        if plan.owner is not self:
+            raise ValueError(f"flush plan of {plan.log_name} completed on {self._dir.name}")
+        if not plan.executed:
+            raise ValueError(f"flush plan of {plan.log_name} did not execute: nothing was made durable")
+        if self._closed or plan.truncations != self._truncations:
+            return False
+        self._dir_synced = max(self._dir_synced, plan.dir_generation)
+        for txn_index, writes in plan.txn_writes:
+            txn_index.mark_synced(writes)
+        self._record_flush(min(plan.target_offset, self.log_end_offset), plan.flush_time_ms)
+        return True
+
+    def _record_flush(self, target: int, flush_time_ms: int | None) -> None:
+        self._recovery_point = max(self._recovery_point, target)
+        if flush_time_ms is not None:
+            self._last_flush_ms = max(self._last_flush_ms, flush_time_ms)
+        if self._roll_flush_offset is not None and self._roll_flush_offset <= self._recovery_point:
+            self._roll_flush_offset = None
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """The periodic flush done synchronously: :meth:`plan_flush`, execute, :meth:`complete_flush`.
+        Returns whether it fsynced."""
+        plan = self.plan_flush(now_ms)
+        if plan is None:
+            return False
+        with plan:
+            plan.execute()
+        self.complete_flush(plan)
+        return True
 
     def close(self) -> None:
         """Finish every segment's indexes and release all handles (no fsync: flush first for that).

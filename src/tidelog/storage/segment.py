@@ -30,7 +30,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from tidelog.protocol.records import (
     LOG_OVERHEAD,
@@ -49,10 +49,11 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import CorruptIndexError, KafkaStorageError, LogCorruptionError
 from tidelog.storage.fetch_data import FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter, SegmentFile
+from tidelog.storage.flush_plan import close_descriptors
 from tidelog.storage.index import OffsetIndex, OffsetPosition, TimeIndex
 from tidelog.storage.txn_index import TransactionIndex
 
-__all__ = ["LogSegment"]
+__all__ = ["LogSegment", "SegmentDescriptors"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,14 @@ _INT32_MAX: Final = 2**31 - 1
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_HEADER_SIZE - LOG_OVERHEAD
 _BATCH_LENGTH: Final = struct.Struct(">i")
 _NO_TIMESTAMP: Final = -1
+
+
+class SegmentDescriptors(NamedTuple):
+    """New descriptors of a segment's files to fsync (:meth:`LogSegment.open_for_fsync`), and the
+    transaction index writes they cover (None if its descriptor is not among them)."""
+
+    descriptors: tuple[int, ...]
+    txn_writes: int | None
 
 
 def _jitter_ms(config: LogConfig, directory: Path, base_offset: int) -> int:
@@ -269,6 +278,30 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
+
+    def open_for_fsync(self) -> SegmentDescriptors:
+        """What :meth:`flush` makes durable, as new descriptors for an fsync on another thread, in its order:
+        the log (a duplicate of the open handle, else opened by name), the indexes in use, the transaction
+        index if written since its last fsync. The caller owns them (:mod:`.flush_plan`)."""
+        if self._deleted:
+            raise KafkaStorageError(f"segment {self._log_path} was deleted")
+        handle = self._file
+        descriptors = [
+            os.dup(handle.fileno()) if handle is not None else os.open(self._log_path, os.O_RDONLY)
+        ]
+        try:
+            for index in (self.offset_index, self.time_index):
+                fd = index.open_for_fsync()
+                if fd is not None:
+                    descriptors.append(fd)
+            txn = self.txn_index.open_for_fsync()
+        except BaseException:
+            close_descriptors(descriptors)
+            raise
+        if txn is None:
+            return SegmentDescriptors(tuple(descriptors), None)
+        descriptors.append(txn[0])
+        return SegmentDescriptors(tuple(descriptors), txn[1])
 
     def close(self) -> None:
         """Finish the indexes (if active) and release every handle."""

@@ -16,7 +16,9 @@ Invariants:
 * The file exists only once an entry was written (Kafka creates it lazily too); :meth:`reset` removes it.
   A torn trailing partial entry is ignored, as Kafka's iterator does.
 * The index is derived data: the log rebuilds it from the markers (a replay of the producer state) after
-  recovery or truncation, so it is only fsynced with its segment (:meth:`flush`).
+  recovery or truncation, so it is only fsynced with its segment (:meth:`flush`, or off the owner's thread
+  through :meth:`open_for_fsync` and :meth:`mark_synced`). Every change to the file counts as a write; the
+  index is clean when the writes up to the latest were fsynced.
 * Entries are read once and cached; :meth:`release` drops a non-empty cache (the open-segment limiter).
   Not thread-safe.
 """
@@ -71,7 +73,8 @@ class TransactionIndex:
         self._path = path
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] | None = None
-        self._dirty = False
+        self._writes = 0
+        self._synced_writes = 0
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self._path.name})"
@@ -164,7 +167,7 @@ class TransactionIndex:
         except OSError as exc:
             raise KafkaStorageError(f"write to {self._path} failed: {exc}") from exc
         entries.append(entry)
-        self._dirty = True
+        self._writes += 1
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries whose marker is at or after ``offset``."""
@@ -178,25 +181,42 @@ class TransactionIndex:
             return
         with open(self._path, "r+b") as handle:
             handle.truncate(keep * ABORTED_TXN_SIZE)
-        self._dirty = True
+        self._writes += 1
 
     def reset(self) -> None:
         """Remove every entry (and the file): the segment is being recovered."""
         self._path.unlink(missing_ok=True)
         self._entries = []
-        self._dirty = False
+        self._synced_writes = self._writes
 
     def flush(self) -> None:
         """fsync the file if entries were written since the last flush."""
-        if not self._dirty:
+        if self._writes == self._synced_writes:
             return
+        writes = self._writes
         with contextlib.suppress(FileNotFoundError):
             fd = os.open(self._path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        self._dirty = False
+        self.mark_synced(writes)
+
+    def open_for_fsync(self) -> tuple[int, int] | None:
+        """For an fsync on another thread: a new read-only descriptor of the file (the caller closes it) and
+        the writes it covers, to pass to :meth:`mark_synced` once fsynced; None if the index is clean."""
+        if self._writes == self._synced_writes:
+            return None
+        writes = self._writes
+        try:
+            return os.open(self._path, os.O_RDONLY), writes
+        except FileNotFoundError:
+            self.mark_synced(writes)  # no file (truncated away): nothing to make durable
+            return None
+
+    def mark_synced(self, writes: int) -> None:
+        """The writes up to ``writes`` (from :meth:`open_for_fsync`) are durable; later ones are not."""
+        self._synced_writes = max(self._synced_writes, writes)
 
     # ---- lifecycle --------------------------------------------------------------------------------
 
@@ -213,4 +233,4 @@ class TransactionIndex:
     def delete_file(self) -> None:
         self._path.unlink(missing_ok=True)
         self._entries = []
-        self._dirty = False
+        self._synced_writes = self._writes
