@@ -9,10 +9,12 @@ Invariants:
 - Background work runs on this one event loop: the purgatory clock, retention every
   ``log.retention.check.interval.ms``, removal of ``.deleted`` files after ``file.delete.delay.ms``,
   expiry of idle producer ids every ``producer.id.expiration.check.interval.ms``,
-  time-based flushes and checkpoints, closing idle connections after ``connections.max.idle.ms``, and the
+  checkpoints, closing idle connections after ``connections.max.idle.ms``, and the
   group coordinator's runtime (loading ``__consumer_offsets`` partitions, its timers; see group_runtime.py)
   and the transaction coordinator's (``__transaction_state``, markers, timeouts; see txn_runtime.py).
   The log cleaner runs every ``log.cleaner.backoff.ms``, cleaning in a worker thread (log_cleaner_task.py).
+  The periodic flush (rolled segments, ``flush.ms``) is planned and completed on the loop and fsyncs in a
+  worker thread (log_flush_task.py); stopping awaits it before the logs are flushed and closed.
   Stopping unloads the coordinators first, so parked JoinGroup/SyncGroup requests are answered.
 """
 
@@ -37,6 +39,7 @@ from .dispatch import Dispatcher, Route
 from .fetch_purgatory import FetchPurgatory
 from .group_runtime import GroupRuntime
 from .log_cleaner_task import LogCleanerTask, cleaner_config
+from .log_flush_task import LogFlushTask
 from .metadata_store import MetadataStore, TopicMetadata
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from .replica_manager import ReplicaManager
@@ -79,6 +82,7 @@ class Broker:
             clock_ms=now_ms,
             after_swap=self.logs.checkpoint_recovery_points,
         )
+        self.log_flusher = LogFlushTask(lambda: [p.log for p in self.replicas], clock_ms=now_ms)
         self._reconcile_topics()
         self.groups = GroupRuntime(self)
         self.transactions = TransactionRuntime(self)
@@ -193,7 +197,7 @@ class Broker:
             loop.create_task(self._accept_loop(sock)),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
             loop.create_task(
-                self._every(min(self.config.log_flush_scheduler_interval_ms, 1000), self._flush)
+                self._every(min(self.config.log_flush_scheduler_interval_ms, 1000), self.log_flusher.run_once)
             ),
             loop.create_task(
                 self._every(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
@@ -281,11 +285,6 @@ class Broker:
                     "retention deleted %d segment(s) of %s-%s", deleted, partition.topic, partition.index
                 )
             partition.log.remove_deleted_files(now)
-
-    def _flush(self) -> None:
-        now = now_ms()
-        for partition in self.replicas:
-            partition.log.maybe_flush(now)
 
     def _expire_producers(self) -> None:
         now = now_ms()

@@ -1,0 +1,98 @@
+"""The periodic log flush in the broker: plans on the event loop, fsyncs in a worker thread, completes on the
+event loop (Kafka flushes on its scheduler thread, so an fsync never stalls the connections).
+
+Invariants:
+
+- Everything that touches a ``PartitionLog`` runs on the event loop: :meth:`PartitionLog.plan_flush` (which
+  opens the plan's own descriptors) and :meth:`PartitionLog.complete_flush` (which advances the recovery
+  point). The worker thread only runs :meth:`FlushPlan.execute` over those descriptors, so appends, reads,
+  retention, the cleaner and topic deletion go on meanwhile (see :mod:`tidelog.storage.flush_plan`).
+- One background flush at a time: a round plans every due log, fsyncs the plans one after the other in
+  one worker call, then completes them; ``Broker._every`` starts the next round only after this one ended.
+- A recovery point moves only after its fsync returned: the checkpoint written meanwhile
+  (``log.flush.offset.checkpoint.interval.ms``) still has the old one, so a ``kill -9`` or a power loss
+  at any moment never leaves a checkpoint claiming unsynced data.
+- A log whose fsync fails is logged and left as it was (recovery point, due roll flush); the next round
+  retries it. The other logs of the round complete.
+- Stopping the broker cancels the task: the worker is awaited to its end (however often the task is
+  cancelled) before the descriptors are closed and the task ends, so ``LogManager.shutdown``, whose own
+  flush covers whatever this round did not record, never races it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from tidelog.storage.flush_plan import FlushPlan
+from tidelog.storage.partition_log import PartitionLog
+
+__all__ = ["LogFlushTask"]
+
+log = logging.getLogger("tidelog.log_flush")
+
+_T = TypeVar("_T")
+
+
+def _execute(plans: Sequence[FlushPlan]) -> list[Exception | None]:
+    """The worker thread: every plan's fsyncs; each plan's failure (None: success), in order."""
+    failures: list[Exception | None] = []
+    for plan in plans:
+        try:
+            plan.execute()
+        except Exception as exc:  # noqa: BLE001 - reported per log on the event loop
+            failures.append(exc)
+        else:
+            failures.append(None)
+    return failures
+
+
+class LogFlushTask:
+    """Runs the broker's periodic flush rounds (``log.flush.scheduler.interval.ms``, at most 1 s)."""
+
+    def __init__(self, logs: Callable[[], Iterable[PartitionLog]], *, clock_ms: Callable[[], int]) -> None:
+        self._logs = logs
+        self._clock_ms = clock_ms
+        self.rounds = 0
+        self.completed = 0
+
+    async def run_once(self) -> None:
+        """One round: plan every due log, fsync in a worker thread, complete."""
+        now = self._clock_ms()
+        planned: list[tuple[PartitionLog, FlushPlan]] = []
+        try:
+            for partition_log in self._logs():
+                plan = partition_log.plan_flush(now)
+                if plan is not None:
+                    planned.append((partition_log, plan))
+            if not planned:
+                return
+            self.rounds += 1
+            failures = await _wait_out(
+                asyncio.ensure_future(asyncio.to_thread(_execute, [plan for _, plan in planned]))
+            )
+        finally:
+            for _, plan in planned:
+                plan.close()
+        for (partition_log, plan), failure in zip(planned, failures, strict=True):
+            if failure is not None:
+                log.warning("flush of %s failed: %s", plan.log_name, failure)
+            elif partition_log.complete_flush(plan):
+                self.completed += 1
+
+
+async def _wait_out(work: asyncio.Future[_T]) -> _T:
+    """``work``'s result; if the caller is cancelled meanwhile, ``work`` still runs to its end first and
+    the cancellation is raised then (a worker thread cannot be interrupted, and its caller's cleanup must
+    not race it)."""
+    cancelled = False
+    while not work.done():
+        try:
+            await asyncio.wait((work,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return work.result()
