@@ -130,6 +130,7 @@ def test_broker_prints_config_warnings(tmp_path: Path) -> None:
         (["produce", "t"], "hello\n"),
         (["consume", "t"], None),
         (["configs", "describe", "--topic", "t"], None),
+        (["configs", "describe", "--broker-defaults"], None),
     ],
 )
 def test_unreachable_broker_is_a_short_clear_error(args: list[str], stdin: str | None) -> None:
@@ -151,6 +152,8 @@ def test_unreachable_broker_is_a_short_clear_error(args: list[str], stdin: str |
         ["topics", "alter", "t"],
         ["configs", "describe"],
         ["configs", "describe", "--topic", "t", "--broker", "1"],
+        ["configs", "describe", "--broker-defaults", "--broker", "1"],
+        ["configs", "alter", "--broker-defaults"],
         ["produce", "t", "--rate", "0"],
     ],
 )
@@ -427,3 +430,63 @@ def test_configs_describe_broker(b: list[str], broker: Broker) -> None:
     only_set = json.loads(ok(tidelog_cli("configs", "describe", "--broker", "1", *b, "--format", "json")))
     assert {c["name"] for c in only_set["configs"]} >= {"listeners", "log.dirs", "auto.create.topics.enable"}
     assert all(c["source"] != "DEFAULT_CONFIG" for c in only_set["configs"])
+
+
+def test_configs_dynamic_broker_configs(b: list[str]) -> None:
+    ok(tidelog_cli("topics", "create", "dynamic-plain", *b))
+
+    def describe(*args: str) -> dict[str, dict[str, Any]]:
+        document = json.loads(ok(tidelog_cli("configs", "describe", *args, *b, "--format", "json")))
+        return {c["name"]: c for c in document["configs"]}
+
+    def retention(where: dict[str, dict[str, Any]], name: str) -> tuple[str, str, bool]:
+        return where[name]["value"], where[name]["source"], where[name]["read_only"]
+
+    try:
+        alter = tidelog_cli("configs", "alter", "--broker-defaults", "--set", "log.retention.ms=3600000", *b)
+        assert "Updated the broker defaults." in alter.stderr.decode()
+        assert describe("--broker-defaults", "--synonyms") == {
+            "log.retention.ms": {
+                "name": "log.retention.ms",
+                "value": "3600000",
+                "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                "read_only": False,
+                "sensitive": False,
+                "synonyms": [
+                    {
+                        "name": "log.retention.ms",
+                        "value": "3600000",
+                        "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                    },
+                    {"name": "log.retention.hours", "value": "168", "source": "DEFAULT_CONFIG"},
+                ],
+            }
+        }
+        topic = describe("--topic", "dynamic-plain", "--all")
+        assert retention(topic, "retention.ms") == ("3600000", "DYNAMIC_DEFAULT_BROKER_CONFIG", False)
+
+        ok(tidelog_cli("configs", "alter", "--broker", "1", "--set", "log.retention.ms=7200000", *b))
+        broker = describe("--broker", "1")
+        assert retention(broker, "log.retention.ms") == ("7200000", "DYNAMIC_BROKER_CONFIG", False)
+        assert retention(broker, "listeners")[1:] == ("STATIC_BROKER_CONFIG", True)
+        topic = describe("--topic", "dynamic-plain", "--all")
+        assert retention(topic, "retention.ms") == ("7200000", "DYNAMIC_BROKER_CONFIG", False)
+
+        refused = failed(
+            tidelog_cli("configs", "alter", "--broker", "1", "--set", "listeners=PLAINTEXT://:1", *b)
+        )
+        assert "Cannot update these configs dynamically: listeners" in refused
+        refused = failed(
+            tidelog_cli("configs", "alter", "--broker-defaults", "--set", "num.partitions=3", *b)
+        )
+        assert "Cannot update these configs dynamically: num.partitions" in refused
+        refused = failed(
+            tidelog_cli("configs", "alter", "--broker-defaults", "--set", "log.retention.ms=x", *b)
+        )
+        assert "Invalid value x for configuration log.retention.ms" in refused
+    finally:
+        ok(tidelog_cli("configs", "alter", "--broker", "1", "--delete", "log.retention.ms", *b))
+        ok(tidelog_cli("configs", "alter", "--broker-defaults", "--delete", "log.retention.ms", *b))
+    assert describe("--broker-defaults") == {}
+    topic = describe("--topic", "dynamic-plain", "--all")
+    assert retention(topic, "retention.ms") == ("604800000", "DEFAULT_CONFIG", False)

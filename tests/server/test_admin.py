@@ -420,14 +420,15 @@ def test_describe_configs_sources_and_defaults(broker: Broker, topic: str) -> No
     ]
     assert retention_synonyms == [("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG)]
 
-    # broker resource: read-only static values with their sources
+    # broker resource: static values with their sources
     broker_entries = ck_describe(bootstrap, ConfigResource(ConfigResource.Type.BROKER, "1"))
     assert broker_entries["log.segment.bytes"].value == "536870912"
     assert ConfigSource(broker_entries["log.segment.bytes"].source) == ConfigSource.STATIC_BROKER_CONFIG
     assert broker_entries["num.partitions"].value == "3"
     assert ConfigSource(broker_entries["message.max.bytes"].source) == ConfigSource.DEFAULT_CONFIG
     assert broker_entries["message.max.bytes"].value == "1048588"
-    assert all(e.is_read_only for e in broker_entries.values())
+    assert broker_entries["num.partitions"].is_read_only
+    assert not broker_entries["log.segment.bytes"].is_read_only  # dynamic (KIP-226)
 
     # an unknown topic
     with pytest.raises(confluent_kafka.KafkaException) as info:

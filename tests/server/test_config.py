@@ -160,7 +160,8 @@ def test_defaults() -> None:
 
 def test_every_broker_definition_has_an_attribute() -> None:
     attrs = {f.name for f in dataclasses.fields(BrokerConfig)}
-    assert attrs == {d.attr for d in BROKER_CONFIGS.values()} | {"originals"}
+    layers = {"originals", "dynamic_default_configs", "dynamic_broker_configs"}
+    assert attrs == {d.attr for d in BROKER_CONFIGS.values()} | layers
 
 
 def test_every_topic_synonym_is_a_broker_config_of_a_compatible_type() -> None:
@@ -775,7 +776,8 @@ def test_describe_broker_configs(
 ) -> None:
     broker = BrokerConfig.from_mapping(broker_props)
     (entry,) = describe_broker_configs(broker, [name, "not.a.config"], include_synonyms=True)
-    assert (entry.name, entry.value, entry.source, entry.read_only) == (name, value, source, True)
+    read_only = name not in ("log.roll.ms", "log.retention.ms")  # the dynamic ones (KIP-226)
+    assert (entry.name, entry.value, entry.source, entry.read_only) == (name, value, source, read_only)
     assert entry.synonyms == tuple(ConfigSynonym(*s) for s in synonyms)
 
 

@@ -1,7 +1,9 @@
 """``tidelog configs describe|alter`` for topics and brokers (the jobs of ``kafka-configs.sh``).
 
-Invariants: exactly one of ``--topic`` / ``--broker`` names the resource; describe shows overrides only
-(topic: ``DYNAMIC_TOPIC_CONFIG``; broker: anything not ``DEFAULT_CONFIG``) unless ``--all``.
+Invariants: exactly one of ``--topic`` / ``--broker`` / ``--broker-defaults`` names the resource; describe
+shows overrides only (topic: ``DYNAMIC_TOPIC_CONFIG``; broker: anything not ``DEFAULT_CONFIG``) unless
+``--all``. ``--broker-defaults`` is the BROKER resource named ``""`` (the dynamic cluster-wide defaults),
+which confluent-kafka cannot address: those requests go through :mod:`tidelog.cli._wire`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from tidelog.cli._common import (
     alter_configs,
     client_options,
     config_source,
+    err_console,
     fail,
     out_console,
     parse_key_values,
@@ -25,15 +28,22 @@ from tidelog.cli._common import (
     table as make_table,
 )
 
+_BROKER = 4
+"""ConfigResource type BROKER on the wire."""
+
 
 @click.group("configs")
 def configs_group() -> None:
     """Describe and alter topic and broker configs."""
 
 
-def _resource(client: ClientOptions, admin: Any, topic: str | None, broker: str | None) -> tuple[str, str]:
-    if (topic is None) == (broker is None):
-        raise click.UsageError("give exactly one of --topic NAME or --broker [ID]")
+def _resource(
+    client: ClientOptions, admin: Any, topic: str | None, broker: str | None, broker_defaults: bool = False
+) -> tuple[str, str]:
+    if [topic is not None, broker is not None, broker_defaults].count(True) != 1:
+        raise click.UsageError("give exactly one of --topic NAME, --broker [ID] or --broker-defaults")
+    if broker_defaults:
+        return "broker", ""
     metadata = client.cluster_metadata(admin)
     if topic is not None:
         if topic not in metadata.topics:
@@ -59,6 +69,11 @@ _RESOURCE_OPTIONS = [
         metavar="[ID]",
         help="The broker whose configs to use (default: the first broker).",
     ),
+    click.option(
+        "--broker-defaults",
+        is_flag=True,
+        help="The cluster-wide default broker configs (dynamic; a broker's own dynamic configs win).",
+    ),
 ]
 
 
@@ -77,56 +92,126 @@ def _resource_options(func: Any) -> Any:
 )
 @client_options
 def describe_command(
-    client: ClientOptions, topic: str | None, broker: str | None, show_all: bool, synonyms: bool, fmt: str
+    client: ClientOptions,
+    topic: str | None,
+    broker: str | None,
+    broker_defaults: bool,
+    show_all: bool,
+    synonyms: bool,
+    fmt: str,
 ) -> None:
-    """Describe the configs of a topic or broker."""
-    from tidelog.cli._kafka import ConfigResource, ConfigSource, ResourceType
-
-    admin = client.admin()
-    kind, name = _resource(client, admin, topic, broker)
-    resource = ConfigResource(ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER, name)
-    futures = admin.describe_configs([resource], request_timeout=client.timeout)
-    entries = wait_result(client, futures[resource], f"cannot describe configs of {kind} {name!r}")
-    hidden = ConfigSource.DEFAULT_CONFIG if kind == "broker" else None
+    """Describe the configs of a topic or broker, or the cluster-wide broker defaults."""
+    if broker_defaults:
+        kind, name = _resource(client, None, topic, broker, broker_defaults)
+        described = _describe_broker_defaults(client)
+    else:
+        admin = client.admin()
+        kind, name = _resource(client, admin, topic, broker)
+        described = _describe(client, admin, kind, name)
     rows = []
-    for config_name, entry in sorted(entries.items()):
-        source = config_source(entry)
-        if not show_all and (
-            source is hidden or (kind == "topic" and source is not ConfigSource.DYNAMIC_TOPIC_CONFIG)
-        ):
-            continue
-        rows.append(
-            {
-                "name": config_name,
-                "value": None if entry.is_sensitive else entry.value,
-                "source": source.name,
-                "read_only": bool(entry.is_read_only),
-                "sensitive": bool(entry.is_sensitive),
-                **(
-                    {
-                        "synonyms": [
-                            {"name": s.name, "value": s.value, "source": config_source(s).name}
-                            for s in entry.synonyms.values()
-                        ]
-                    }
-                    if synonyms
-                    else {}
-                ),
-            }
+    for row in described:
+        hidden = row["source"] == "DEFAULT_CONFIG" or (
+            kind == "topic" and row["source"] != "DYNAMIC_TOPIC_CONFIG"
         )
+        if not show_all and hidden:
+            continue
+        if not synonyms:
+            del row["synonyms"]
+        rows.append(row)
     if fmt == "json":
         out_console.print_json(json.dumps({"resource": kind, "name": name, "configs": rows}))
         return
     what = "all configs" if show_all else "overrides"
-    table = make_table(
-        "Name", "Value", "Source", *(["Synonyms"] if synonyms else []), title=f"{kind} {name}: {what}"
-    )
+    title = f"broker defaults: {what}" if broker_defaults else f"{kind} {name}: {what}"
+    table = make_table("Name", "Value", "Source", *(["Synonyms"] if synonyms else []), title=title)
     for row in rows:
         cells = [row["name"], "(sensitive)" if row["sensitive"] else str(row["value"]), row["source"]]
         if synonyms:
             cells.append("\n".join(f"{s['source']}:{s['name']}={s['value']}" for s in row["synonyms"]))
         table.add_row(*cells)
     out_console.print(table)
+
+
+def _describe(client: ClientOptions, admin: Any, kind: str, name: str) -> list[dict[str, Any]]:
+    """Rows (sorted by name, with synonyms) of a topic or broker, through confluent-kafka."""
+    from tidelog.cli._kafka import ConfigResource, ResourceType
+
+    resource = ConfigResource(ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER, name)
+    futures = admin.describe_configs([resource], request_timeout=client.timeout)
+    entries = wait_result(client, futures[resource], f"cannot describe configs of {kind} {name!r}")
+    return [
+        {
+            "name": config_name,
+            "value": None if entry.is_sensitive else entry.value,
+            "source": config_source(entry).name,
+            "read_only": bool(entry.is_read_only),
+            "sensitive": bool(entry.is_sensitive),
+            "synonyms": [
+                {"name": s.name, "value": s.value, "source": config_source(s).name}
+                for s in entry.synonyms.values()
+            ],
+        }
+        for config_name, entry in sorted(entries.items())
+    ]
+
+
+def _describe_broker_defaults(client: ClientOptions) -> list[dict[str, Any]]:
+    """Rows of the BROKER resource ``""`` (the dynamic cluster-wide defaults), over the wire client."""
+    from tidelog.protocol.messages import DescribeConfigsRequest
+    from tidelog.server.config_defs import ConfigSource
+
+    resource = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=_BROKER, resource_name="", configuration_keys=None
+    )
+    result = _wire_call(client, DescribeConfigsRequest(resources=[resource], include_synonyms=True)).results[
+        0
+    ]
+    _check(result, "cannot describe the broker defaults")
+    return [
+        {
+            "name": entry.name,
+            "value": None if entry.is_sensitive else entry.value,
+            "source": ConfigSource(entry.config_source).name,
+            "read_only": bool(entry.read_only),
+            "sensitive": bool(entry.is_sensitive),
+            "synonyms": [
+                {"name": s.name, "value": s.value, "source": ConfigSource(s.source).name}
+                for s in entry.synonyms
+            ],
+        }
+        for entry in sorted(result.configs, key=lambda e: e.name)
+    ]
+
+
+def _alter_broker_defaults(client: ClientOptions, sets: dict[str, str], deletes: tuple[str, ...]) -> None:
+    from tidelog.protocol.messages import IncrementalAlterConfigsRequest
+
+    config = IncrementalAlterConfigsRequest.AlterableConfig
+    configs = [config(name=k, value=v, config_operation=0) for k, v in sets.items()]
+    configs += [config(name=k, value=None, config_operation=1) for k in deletes]
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=_BROKER, resource_name="", configs=configs
+    )
+    result = _wire_call(client, IncrementalAlterConfigsRequest(resources=[resource])).responses[0]
+    _check(result, "cannot alter the broker defaults")
+    err_console.print("Updated the broker defaults.")
+
+
+def _wire_call(client: ClientOptions, request: Any) -> Any:
+    from tidelog.cli._wire import WireError, connect
+
+    try:
+        with connect(client.bootstrap_server, timeout=client.timeout) as wire:
+            return wire.call(request)
+    except WireError as exc:
+        fail(str(exc))
+
+
+def _check(result: Any, what: str) -> None:
+    from tidelog.protocol.errors import ErrorCode
+
+    if result.error_code:
+        fail(f"{what}: {result.error_message or ErrorCode(result.error_code).name}")
 
 
 @configs_group.command("alter")
@@ -140,13 +225,22 @@ def alter_command(
     client: ClientOptions,
     topic: str | None,
     broker: str | None,
+    broker_defaults: bool,
     sets: tuple[str, ...],
     deletes: tuple[str, ...],
 ) -> None:
-    """Set or remove config overrides of a topic or broker."""
+    """Set or remove config overrides of a topic or broker, or the cluster-wide broker defaults.
+
+    Only dynamic broker configs can be altered (``configs describe --broker --all`` marks the others
+    read-only); a broker's own value wins over the defaults, a topic's override over both.
+    """
     values = parse_key_values(sets, "--set")
     if not values and not deletes:
         raise click.UsageError("nothing to alter: give --set KEY=VALUE or --delete KEY")
+    if broker_defaults:
+        _resource(client, None, topic, broker, broker_defaults)
+        _alter_broker_defaults(client, values, deletes)
+        return
     admin = client.admin()
     kind, name = _resource(client, admin, topic, broker)
     alter_configs(client, admin, kind, name, values, deletes)

@@ -16,6 +16,9 @@ Invariants:
   The periodic flush (rolled segments, ``flush.ms``) is planned and completed on the loop and fsyncs in a
   worker thread (log_flush_task.py); stopping awaits it before the logs are flushed and closed.
   Stopping unloads the coordinators first, so parked JoinGroup/SyncGroup requests are answered.
+- ``self.config`` is the effective config: the static one with the dynamic broker configs laid over it
+  (dynamic_config.py). Altering them stores them first, then swaps ``self.config`` and gives every
+  partition log its re-derived ``LogConfig`` (topics without an override take the new defaults).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tidelog.server.config import BrokerConfig, log_config_for_topic
+from tidelog.server.config import BrokerConfig, ConfigError, log_config_for_topic
+from tidelog.storage.errors import InvalidConfigError
 from tidelog.storage.log_manager import LogManager
 
 from .connection import Connection
 from .dispatch import Dispatcher, Route
+from .dynamic_config import DynamicBrokerConfigs
 from .fetch_purgatory import FetchPurgatory
 from .group_runtime import GroupRuntime
 from .log_cleaner_task import LogCleanerTask, cleaner_config
@@ -63,10 +68,12 @@ class Broker:
         self.node_id = config.node_id
         log_dirs = [Path(d) for d in config.log_dirs]
         log_dirs[0].mkdir(parents=True, exist_ok=True)
+        self.dynamic_configs = DynamicBrokerConfigs(config, log_dirs[0])
+        self.config = self.dynamic_configs.config
         self.metadata = MetadataStore(log_dirs[0])
         self.logs = LogManager(
             log_dirs,
-            log_config_for_topic(config, {}),
+            log_config_for_topic(self.config, {}),
             now_ms=now_ms(),
             node_id=config.node_id,
             cluster_id=config.cluster_id,
@@ -165,6 +172,26 @@ class Broker:
         self._apply_log_config(topic)
         return topic
 
+    def alter_broker_configs(self, entity: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        """Make ``configs`` (validated) the dynamic layer ``entity`` (``""`` or this node's id): stored, then
+        applied live to every partition log. Raises ``ConfigError`` and changes nothing if it cannot be."""
+        config = self.dynamic_configs.propose(entity, configs)
+        try:
+            log_configs = {topic.name: log_config_for_topic(config, topic.configs) for topic in self.metadata}
+        except InvalidConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        if validate_only:
+            return
+        self.dynamic_configs.commit(entity, configs, config)
+        self.config = config
+        for topic in self.metadata:
+            for index in range(topic.num_partitions):
+                partition = self.replicas.get(topic.name, index)
+                if partition is not None:
+                    partition.log.update_config(log_configs[topic.name])
+        level = "cluster default" if entity == "" else f"broker {entity}"
+        log.info("dynamic broker configs (%s) are now %s", level, configs or "empty")
+
     def _apply_log_config(self, topic: TopicMetadata) -> None:
         log_config = self.log_config(topic)
         for index in range(topic.num_partitions):
@@ -214,7 +241,9 @@ class Broker:
         ]
         if self.log_cleaner.enabled:
             self._background.append(
-                loop.create_task(self._every(self.config.log_cleaner_backoff_ms, self.log_cleaner.run_once))
+                loop.create_task(
+                    self._every(lambda: self.config.log_cleaner_backoff_ms, self.log_cleaner.run_once)
+                )
             )
         log.info(
             "listening on %s:%s (node %s, cluster %s)", self.host, self.port, self.node_id, self.cluster_id
@@ -266,9 +295,13 @@ class Broker:
             connection.close()
             self._connections.pop(connection_id, None)
 
-    async def _every(self, interval_ms: int, action: Callable[[], Coroutine[Any, Any, None] | None]) -> None:
+    async def _every(
+        self, interval_ms: int | Callable[[], int], action: Callable[[], Coroutine[Any, Any, None] | None]
+    ) -> None:
+        """Run ``action`` every ``interval_ms`` (a callable is asked again each time: a dynamic config)."""
         while True:
-            await asyncio.sleep(max(interval_ms, 10) / 1000)
+            interval = interval_ms() if callable(interval_ms) else interval_ms
+            await asyncio.sleep(max(interval, 10) / 1000)
             try:
                 result = action()
                 if asyncio.iscoroutine(result):

@@ -16,6 +16,9 @@ Invariants:
   the topic default. :func:`describe_topic_configs` / :func:`describe_broker_configs` report values,
   sources and synonyms exactly as Kafka's ``ConfigHelper`` does, so ``kafka-configs --describe`` output
   reads the same.
+- Dynamic broker configs (KIP-226) are layers over the static config (:meth:`BrokerConfig.with_dynamic`);
+  precedence is Kafka's: topic override > this broker's dynamic config > dynamic cluster default > static
+  (``server.properties`` / ``--set``) > default. Only ``DYNAMIC_BROKER_CONFIGS`` are reported writable.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidelog.server.config_defs import (
     BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigDef,
     ConfigError,
@@ -384,6 +388,9 @@ class BrokerConfig:
     delete_records_purgatory_purge_interval_requests: int
     # every key as configured (file then --set), for DescribeConfigs
     originals: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # dynamic broker configs laid over the originals (see with_dynamic), for DescribeConfigs
+    dynamic_default_configs: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    dynamic_broker_configs: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     # ---- construction ----
 
@@ -395,6 +402,28 @@ class BrokerConfig:
     def with_overrides(self, props: Mapping[str, str]) -> BrokerConfig:
         """This config re-parsed with ``props`` laid over its originals."""
         return parse_broker_config({**self.originals, **props})[0]
+
+    def with_dynamic(self, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]) -> BrokerConfig:
+        """The effective config: the originals (static), then ``cluster_default``, then ``per_broker``.
+
+        As Kafka's ``DynamicBrokerConfig.overrideProps``, a dynamic key first removes its synonyms from the
+        layers below (a dynamic ``log.retention.ms`` wins over a static ``log.retention.hours``). Any
+        dynamic layers this config already has are replaced. Raises :class:`ConfigError` naming the key.
+        """
+        entries = {key: PropertyEntry(key, value, "static config") for key, value in self.originals.items()}
+        layers = ((cluster_default, "dynamic cluster default"), (per_broker, "dynamic broker config"))
+        for layer, where in layers:
+            for key, value in layer.items():
+                for synonym in _broker_synonym_group(key):
+                    entries.pop(synonym, None)
+                entries[key] = PropertyEntry(key, value, where)
+        config, _warnings = parse_broker_config(list(entries.values()))
+        return replace(
+            config,
+            originals=self.originals,
+            dynamic_default_configs=dict(cluster_default),
+            dynamic_broker_configs=dict(per_broker),
+        )
 
     # ---- derived values ----
 
@@ -824,10 +853,23 @@ def _broker_synonym_group(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _broker_synonyms(broker: BrokerConfig, head: str, sensitive: bool) -> list[ConfigSynonym]:
-    """Kafka's ``ConfigHelper.configSynonyms``: static values, then defaults, from ``head`` on."""
+def _broker_synonyms(
+    broker: BrokerConfig, head: str, sensitive: bool, *, per_broker: bool = True
+) -> list[ConfigSynonym]:
+    """Kafka's ``ConfigHelper.configSynonyms``: dynamic per-broker values, dynamic cluster defaults, static
+    values, then defaults, from ``head`` on (without the per-broker values when ``per_broker`` is false)."""
     chain = _broker_synonym_group(head)
     found: list[ConfigSynonym] = []
+    layers = (
+        (broker.dynamic_broker_configs if per_broker else {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (broker.dynamic_default_configs, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    )
+    for layer, layer_source in layers:
+        found.extend(
+            ConfigSynonym(synonym, None if sensitive else layer[synonym], layer_source)
+            for synonym in chain
+            if synonym in layer
+        )
     for synonym in chain:
         if synonym in broker.originals:
             value = None if sensitive else broker.originals[synonym]
@@ -891,20 +933,38 @@ def describe_broker_configs(
     *,
     include_synonyms: bool = False,
     include_documentation: bool = False,
+    cluster_default: bool = False,
 ) -> list[ConfigEntry]:
-    """The broker's static configs as DescribeConfigs reports them (all read-only: none is dynamic yet)."""
+    """The broker's configs as DescribeConfigs reports them for its id: every config, with the value of
+    the highest layer that sets it; writable only if in ``DYNAMIC_BROKER_CONFIGS``.
+
+    With ``cluster_default`` (the resource name ``""``), as Kafka: only the configs set as dynamic cluster
+    defaults, with those values, and no per-broker synonyms.
+    """
     entries: list[ConfigEntry] = []
-    for definition in _wanted(BROKER_CONFIGS.values(), names):
-        raw = broker.originals.get(definition.name, definition.default)
+    definitions = _wanted(BROKER_CONFIGS.values(), names)
+    if cluster_default:
+        definitions = [d for d in definitions if d.name in broker.dynamic_default_configs]
+    for definition in definitions:
+        layers = (
+            [broker.dynamic_default_configs]
+            if cluster_default
+            else [broker.dynamic_broker_configs, broker.dynamic_default_configs, broker.originals]
+        )
+        raw = next(
+            (layer[definition.name] for layer in layers if definition.name in layer), definition.default
+        )
         value = None if definition.sensitive else raw
-        synonyms = _broker_synonyms(broker, definition.name, definition.sensitive)
+        synonyms = _broker_synonyms(
+            broker, definition.name, definition.sensitive, per_broker=not cluster_default
+        )
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(
             ConfigEntry(
                 name=definition.name,
                 value=value,
                 source=source,
-                read_only=True,
+                read_only=definition.name not in DYNAMIC_BROKER_CONFIGS,
                 is_sensitive=definition.sensitive,
                 config_type=definition.type,
                 synonyms=tuple(synonyms) if include_synonyms else (),

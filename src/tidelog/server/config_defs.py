@@ -561,3 +561,40 @@ def topic_def(name: str) -> TopicConfigDef:
         raise ConfigError(f"Unknown topic config name: {name}", key=name)
     assert isinstance(definition, TopicConfigDef)
     return definition
+
+
+# -- dynamic broker configs (KIP-226) ------------------------------------------------------------------
+
+DYNAMIC_BROKER_CONFIGS: Final[frozenset[str]] = frozenset(
+    {
+        definition.broker_synonyms[0].name
+        for definition in TOPIC_CONFIGS.values()
+        if isinstance(definition, TopicConfigDef) and definition.broker_synonyms
+    }
+    | {"log.cleaner.backoff.ms", "producer.id.expiration.ms"}
+)
+"""Broker configs tidelog updates live (AlterConfigs / IncrementalAlterConfigs on a BROKER resource):
+Kafka's ``DynamicLogConfig`` set (the head broker synonym of every topic config: ``log.retention.ms``,
+``log.segment.bytes``, ``message.max.bytes``, ...; topics without an override take the new value at
+once), plus ``log.cleaner.backoff.ms`` and ``producer.id.expiration.ms``. Every other broker config is
+read-only; DescribeConfigs says so."""
+
+KAFKA_DYNAMIC_BROKER_CONFIGS: Final[frozenset[str]] = frozenset(
+    {
+        "listeners",
+        "listener.security.protocol.map",
+        "num.io.threads",
+        "num.network.threads",
+        "num.replica.fetchers",
+        "num.recovery.threads.per.data.dir",
+        "background.threads",
+        "max.connections",
+        "max.connections.per.ip",
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+    }
+)
+"""Broker configs Kafka updates dynamically but tidelog applies only at start-up (its threads, listeners
+and cleaner buffers are set up once): altering one is refused with a message saying so, never ignored."""

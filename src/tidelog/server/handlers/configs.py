@@ -1,10 +1,14 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
-Invariants: topic configs are described with their source (dynamic topic override, static broker config,
-default) and, when asked, Kafka's synonym chain; broker configs are static (read-only) and cannot be
-altered; an alteration is validated whole before anything is stored, persisted before the answer, and
-applied live to the topic's partition logs. AlterConfigs *replaces* a topic's overrides (Kafka's
-semantics); IncrementalAlterConfigs edits them (SET, DELETE, APPEND, SUBTRACT).
+Invariants: configs are described with their source (dynamic topic override, dynamic per-broker config,
+dynamic cluster default, static broker config, default) and, when asked, Kafka's synonym chain. A BROKER
+resource is named by this broker's id (every broker config) or ``""`` (the dynamic cluster defaults only,
+as Kafka); any other name is INVALID_REQUEST. An alteration is validated whole before anything is stored,
+persisted before the answer, and applied live to the partition logs; ``validate_only`` stores nothing.
+AlterConfigs *replaces* a topic's overrides or a broker's dynamic configs (Kafka's semantics);
+IncrementalAlterConfigs edits them (SET, DELETE, APPEND, SUBTRACT). Only dynamic broker configs can be
+altered (dynamic_config.py): a read-only one is INVALID_REQUEST, an unknown one or a bad value
+INVALID_CONFIG, each with a message naming the key.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ from tidelog.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 from tidelog.server.config import (
+    BrokerConfig,
     apply_incremental_alter,
     describe_broker_configs,
     describe_topic_configs,
     validate_topic_configs,
 )
 from tidelog.server.config_defs import ConfigError
+from tidelog.server.dynamic_config import apply_incremental_broker_alter, validate_broker_configs
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
@@ -62,12 +68,16 @@ def handle_describe_configs(
                 broker.config, topic.configs, names, include_synonyms=synonyms, include_documentation=docs
             )
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(broker.node_id)):
-                result.error_code = ErrorCode.INVALID_REQUEST
-                result.error_message = f"Unexpected broker id, expected {broker.node_id} or empty string"
+            problem = _check_broker(broker, resource.resource_name)
+            if problem is not None:
+                result.error_code, result.error_message = problem
                 continue
             entries = describe_broker_configs(
-                broker.config, names, include_synonyms=synonyms, include_documentation=docs
+                broker.config,
+                names,
+                include_synonyms=synonyms,
+                include_documentation=docs,
+                cluster_default=resource.resource_name == "",
             )
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -91,16 +101,24 @@ def _entry(e: Any) -> Any:
     )
 
 
+def _check_broker(broker: Broker, name: str) -> tuple[int, str] | None:
+    if broker.dynamic_configs.entity(name) is not None:
+        return None
+    if not name.lstrip("-").isdigit():
+        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+    return (
+        ErrorCode.INVALID_REQUEST,
+        f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
+    )
+
+
 def _check_resource(broker: Broker, resource_type: int, name: str) -> tuple[int, str] | None:
     if resource_type == TOPIC:
         if broker.metadata.get(name) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
         return None
     if resource_type == BROKER:
-        return (
-            ErrorCode.INVALID_REQUEST,
-            "Broker configs of tidelog are static (server.properties / --set); they cannot be updated dynamically",
-        )
+        return _check_broker(broker, name)
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
 
@@ -115,13 +133,20 @@ def handle_alter_configs(
         response.responses.append(result)
         problem = _check_resource(broker, resource.resource_type, resource.resource_name)
         if problem is None:
+            given = {c.name: c.value for c in resource.configs}
             try:
-                configs = validate_topic_configs({c.name: c.value for c in resource.configs}, broker.config)
+                if resource.resource_type == BROKER:
+                    broker.alter_broker_configs(
+                        resource.resource_name,
+                        validate_broker_configs(given),
+                        validate_only=request.validate_only,
+                    )
+                else:
+                    configs = validate_topic_configs(given, broker.config)
+                    if not request.validate_only:
+                        broker.set_topic_configs(resource.resource_name, configs)
             except ConfigError as exc:
-                problem = (ErrorCode.INVALID_CONFIG, str(exc))
-            else:
-                if not request.validate_only:
-                    broker.set_topic_configs(resource.resource_name, configs)
+                problem = (exc.error_code, str(exc))
         if problem is not None:
             result.error_code, result.error_message = problem
     return response
@@ -138,16 +163,28 @@ def handle_incremental_alter_configs(
         response.responses.append(result)
         problem = _check_resource(broker, resource.resource_type, resource.resource_name)
         if problem is None:
-            topic = broker.metadata.get(resource.resource_name)
-            assert topic is not None
+            name = resource.resource_name
             operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
             try:
-                configs = apply_incremental_alter(broker.config, topic.configs, operations)
+                if resource.resource_type == BROKER:
+                    current = broker.dynamic_configs.layer(name)
+                    layer = apply_incremental_broker_alter(current, operations, _below(broker, name))
+                    broker.alter_broker_configs(name, layer, validate_only=request.validate_only)
+                else:
+                    topic = broker.metadata.get(name)
+                    assert topic is not None
+                    configs = apply_incremental_alter(broker.config, topic.configs, operations)
+                    if not request.validate_only:
+                        broker.set_topic_configs(name, configs)
             except ConfigError as exc:
-                problem = (ErrorCode.INVALID_CONFIG, str(exc))
-            else:
-                if not request.validate_only:
-                    broker.set_topic_configs(resource.resource_name, configs)
+                problem = (exc.error_code, str(exc))
         if problem is not None:
             result.error_code, result.error_message = problem
     return response
+
+
+def _below(broker: Broker, entity: str) -> BrokerConfig:
+    """The config a dynamic layer overrides (what APPEND / SUBTRACT start from when the layer lacks a key):
+    the static config for the cluster default, static plus cluster default for this broker's layer."""
+    default = broker.dynamic_configs.layer("")
+    return broker.dynamic_configs.static.with_dynamic({} if entity == "" else default, {})

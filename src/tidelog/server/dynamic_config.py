@@ -1,0 +1,209 @@
+"""Dynamic broker configs (Kafka's KIP-226): the two layers, how an alteration is checked, where it is kept.
+
+Invariants:
+
+- Two layers, as in Kafka: the cluster-wide default (BROKER resource ``""``) and this broker's own
+  (resource ``"<node.id>"``). The effective config is the static one with both laid over it
+  (:meth:`BrokerConfig.with_dynamic`): topic override > per-broker > cluster default > static > default.
+- Only ``DYNAMIC_BROKER_CONFIGS`` can be set or deleted. A read-only key is refused with INVALID_REQUEST
+  (:class:`ReadOnlyConfigError`, naming the key and saying when Kafka could change it live but tidelog
+  cannot); an unknown key or a bad value is refused with INVALID_CONFIG naming the key. An alteration is
+  checked whole (every key and value, then the effective config it would make) before anything is stored,
+  so a refused request, like a ``validate_only`` one, changes nothing.
+- Both layers live in ``<first log dir>/tidelog-broker-configs.json``, replaced crash-safely (temp file,
+  fsync, rename, directory fsync) before a change is applied or answered, and are read at start-up. A stored
+  key that is no longer dynamic or valid is left out with a warning (Kafka ignores such configs too); a
+  stored set that does not make a valid config together is not applied at all (warning, static config).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.config import AlterConfigOp, BrokerConfig
+from tidelog.server.config_defs import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigType,
+    render,
+)
+from tidelog.storage.checkpoint import atomic_write
+
+__all__ = [
+    "FILE_NAME",
+    "DynamicBrokerConfigs",
+    "ReadOnlyConfigError",
+    "apply_incremental_broker_alter",
+    "validate_broker_configs",
+]
+
+log = logging.getLogger("tidelog.dynamic_config")
+
+FILE_NAME: Final = "tidelog-broker-configs.json"
+_FORMAT_VERSION: Final = 1
+CLUSTER_DEFAULT: Final = ""
+"""The entity (resource name) of the cluster-wide default layer."""
+
+
+class ReadOnlyConfigError(ConfigError):
+    """A broker config that cannot be updated dynamically: answered with INVALID_REQUEST, as Kafka does."""
+
+    error_code = ErrorCode.INVALID_REQUEST
+
+
+def _check_dynamic(name: str) -> None:
+    if name in DYNAMIC_BROKER_CONFIGS:
+        return
+    if name not in BROKER_CONFIGS:
+        definition = TOPIC_CONFIGS.get(name)
+        synonyms = getattr(definition, "broker_synonyms", ())
+        hint = f" ({name} is a topic config; its broker default is {synonyms[0].name})" if synonyms else ""
+        raise ConfigError(f"Unknown broker config name: {name}{hint}", key=name)
+    if name in KAFKA_DYNAMIC_BROKER_CONFIGS:
+        raise ReadOnlyConfigError(
+            f"Cannot update these configs dynamically: {name} (Kafka can change it live; tidelog reads it "
+            "only at start-up, from server.properties)",
+            key=name,
+        )
+    raise ReadOnlyConfigError(
+        f"Cannot update these configs dynamically: {name} (a read-only config)", key=name
+    )
+
+
+def validate_broker_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check one dynamic layer's configs (every key dynamic, every value valid); returns them normalised."""
+    for name in configs:
+        _check_dynamic(name)
+    normalised: dict[str, str] = {}
+    for name, raw in configs.items():
+        if raw is None:
+            raise ConfigError(f"Null value not supported for broker configs: {name}", key=name)
+        definition = BROKER_CONFIGS[name]
+        rendered = render(definition.type, definition.parse(raw))
+        assert rendered is not None
+        normalised[name] = rendered
+    return normalised
+
+
+def apply_incremental_broker_alter(
+    current: Mapping[str, str],
+    operations: Sequence[tuple[str, AlterConfigOp | int, str | None]],
+    effective: BrokerConfig,
+) -> dict[str, str]:
+    """A layer's new configs after IncrementalAlterConfigs ``operations``; validated, not yet stored.
+
+    APPEND / SUBTRACT apply only to list configs and start from the layer's value, else from the value the
+    layer would override (``effective``).
+    """
+    names = [name for name, _, _ in operations]
+    if len(set(names)) != len(names):
+        raise ConfigError("Error due to duplicate config keys")
+    for name in names:
+        _check_dynamic(name)
+    updated: dict[str, str | None] = dict(current)
+    for name, op_code, value in operations:
+        definition = BROKER_CONFIGS[name]
+        try:
+            op = AlterConfigOp(op_code)
+        except ValueError:
+            raise ConfigError(
+                f"Unknown config operation {op_code} for config key: {name}", key=name
+            ) from None
+        if op is AlterConfigOp.SET:
+            updated[name] = value
+        elif op is AlterConfigOp.DELETE:
+            updated.pop(name, None)
+        else:
+            if definition.type is not ConfigType.LIST:
+                verb = "append" if op is AlterConfigOp.APPEND else "subtract"
+                raise ConfigError(f"Config value {verb} is not allowed for config key: {name}", key=name)
+            base = updated.get(name)
+            if base is None:
+                base = render(definition.type, getattr(effective, definition.attr)) or ""
+            items = list(_list(name, base))
+            given = _list(name, value or "")
+            if op is AlterConfigOp.APPEND:
+                items.extend(item for item in given if item not in items)
+            else:
+                items = [item for item in items if item not in given]
+            updated[name] = ",".join(items)
+    return validate_broker_configs(updated)
+
+
+def _list(name: str, raw: str) -> tuple[str, ...]:
+    if not raw.strip():
+        return ()
+    value = BROKER_CONFIGS[name].parse(raw)
+    assert isinstance(value, tuple)
+    return value
+
+
+class DynamicBrokerConfigs:
+    """The static config, the stored dynamic layers, and the effective config they make (``config``)."""
+
+    def __init__(self, static: BrokerConfig, directory: Path) -> None:
+        self.static = static
+        self.node = str(static.node_id)
+        self._path = directory / FILE_NAME
+        self._layers: dict[str, dict[str, str]] = self._load()
+        try:
+            self.config = self._compose(self._layers)
+        except ConfigError as exc:
+            log.warning("dynamic broker configs in %s are not applied: %s", self._path, exc)
+            self._layers = {entity: {} for entity in self._layers}
+            self.config = self._compose({})
+
+    def entity(self, resource_name: str) -> str | None:
+        """The layer a BROKER resource name addresses (``""`` or this node's id), else None."""
+        return resource_name if resource_name in (CLUSTER_DEFAULT, self.node) else None
+
+    def layer(self, entity: str) -> dict[str, str]:
+        return dict(self._layers.get(entity, {}))
+
+    def propose(self, entity: str, configs: Mapping[str, str]) -> BrokerConfig:
+        """The effective config if ``entity``'s layer became ``configs`` (already validated); nothing changes.
+
+        Raises :class:`ConfigError` when the layers together break a constraint between configs.
+        """
+        return self._compose({**self._layers, entity: dict(configs)})
+
+    def commit(self, entity: str, configs: Mapping[str, str], config: BrokerConfig) -> None:
+        """Store ``entity``'s new layer durably, then make ``config`` (from :meth:`propose`) current."""
+        layers = {**self._layers, entity: dict(configs)}
+        document = {
+            "version": _FORMAT_VERSION,
+            "cluster_default": layers.get(CLUSTER_DEFAULT, {}),
+            "brokers": {name: layer for name, layer in layers.items() if name != CLUSTER_DEFAULT and layer},
+        }
+        atomic_write(self._path, json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
+        self._layers = layers
+        self.config = config
+
+    def _compose(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
+        return self.static.with_dynamic(layers.get(CLUSTER_DEFAULT, {}), layers.get(self.node, {}))
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        try:
+            document: Any = json.loads(self._path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        if document.get("version") != _FORMAT_VERSION:
+            raise ValueError(f"{self._path}: unsupported format version {document.get('version')!r}")
+        stored = {CLUSTER_DEFAULT: document.get("cluster_default", {}), **document.get("brokers", {})}
+        layers: dict[str, dict[str, str]] = {}
+        for entity, configs in stored.items():
+            layers[entity] = {}
+            for name, value in configs.items():
+                try:
+                    layers[entity].update(validate_broker_configs({name: value}))
+                except ConfigError as exc:
+                    log.warning("ignoring stored dynamic broker config %s=%s: %s", name, value, exc)
+        return layers
