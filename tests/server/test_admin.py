@@ -29,7 +29,9 @@ from confluent_kafka.admin import (
 )
 from tests.support.kafka_workload import GROUP_ID_UNUSED, confluent_create_topic, confluent_high_watermarks
 
+from tidelog.cli._wire import connect
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import DescribeConfigsRequest
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
@@ -434,6 +436,24 @@ def test_describe_configs_sources_and_defaults(broker: Broker, topic: str) -> No
     with pytest.raises(confluent_kafka.KafkaException) as info:
         ck_describe(bootstrap, ConfigResource(ConfigResource.Type.TOPIC, f"{topic}-missing"))
     assert info.value.args[0].code() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("keys", [None, [], ["retention.ms", "cleanup.policy"]])
+def test_describe_configs_key_filter_on_the_wire(broker: Broker, topic: str, keys: list[str] | None) -> None:
+    """``configuration_keys`` null or empty returns every config (as Kafka's ConfigHelper); a list only those."""
+    confluent_create_topic(broker.bootstrap_servers, topic, 1)
+    resource = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name=topic, configuration_keys=keys
+    )
+    with connect(broker.bootstrap_servers, timeout=30) as wire:
+        (result,) = wire.call(DescribeConfigsRequest(resources=[resource]), 4).results
+    assert result.error_code == ErrorCode.NONE
+    names = {c.name for c in result.configs}
+    if keys:
+        assert names == set(keys)
+    else:
+        assert {"retention.ms", "cleanup.policy", "segment.bytes", "max.message.bytes"} <= names
+        assert len(names) > 20
 
 
 def test_describe_configs_kafka_python_and_aiokafka(broker: Broker, topic: str) -> None:

@@ -57,7 +57,7 @@ def handle_describe_configs(
     for resource in request.resources:
         result = _Result(resource_type=resource.resource_type, resource_name=resource.resource_name)
         response.results.append(result)
-        names = resource.configuration_keys
+        names = resource.configuration_keys or None  # as Kafka: null and empty both mean every config
         if resource.resource_type == TOPIC:
             topic = broker.metadata.get(resource.resource_name)
             if topic is None:
