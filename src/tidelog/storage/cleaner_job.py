@@ -26,6 +26,12 @@ What :meth:`CleaningJob.run` does, in order (Kafka's algorithm):
    transactions whose ABORT marker it keeps with some of their batches, as Kafka's), then the log and
    indexes are fsynced and the log file gets the replaced segments' modification time.
 
+I/O accounting (for ``log.cleaner.io.max.bytes.per.second``, Kafka's ``Throttler``): right after every
+read from a source segment and every write to a ``.cleaned`` log file, :meth:`CleaningJob.run` reports its
+byte count to the caller's ``throttle`` (each ``pread`` and each ``write``; index files are not counted, as
+in Kafka), then polls ``should_abort``. The throttle may block the calling thread; the job itself never
+reads a clock or sleeps.
+
 Invariants: offsets never change; for every key the record with the largest offset in the cleaned range
 survives unless it is a tombstone past its horizon; nothing at or above ``upper`` is read as dirty.
 """
@@ -74,6 +80,7 @@ __all__ = [
     "LastRecord",
     "LogCleaningAbortedError",
     "SourceSegment",
+    "Throttle",
     "group_segments_by_size",
 ]
 
@@ -81,6 +88,10 @@ logger = logging.getLogger(__name__)
 
 _INT32_MAX: Final = 2**31 - 1
 _MIN_BATCH_SIZE: Final = RECORD_BATCH_HEADER_SIZE
+
+Throttle = Callable[[int], None]
+"""Told the byte count of each read and write the job just did; may block (the caller's rate limit)."""
+
 _CLEANED_SUFFIXES: Final = (
     layout.LOG_FILE_SUFFIX,
     layout.INDEX_FILE_SUFFIX,
@@ -204,8 +215,15 @@ def group_segments_by_size(
 # ---- reading source segments ----------------------------------------------------------------------
 
 
-def _pread_exact(fd: int, nbytes: int, position: int, name: str) -> bytes:
-    data = os.pread(fd, nbytes, position)
+def _pread(source: SourceSegment, nbytes: int, position: int, on_read: Throttle) -> bytes:
+    data = os.pread(source.fd, nbytes, position)
+    on_read(len(data))
+    return data
+
+
+def _pread_exact(source: SourceSegment, nbytes: int, position: int, on_read: Throttle) -> bytes:
+    data = _pread(source, nbytes, position, on_read)
+    name = source.name
     if len(data) != nbytes:
         raise LogCorruptionError(f"{name}: short read of {nbytes} bytes at {position}")
     return data
@@ -221,12 +239,14 @@ def _header_at(view: memoryview, offset: int, name: str, position: int) -> Recor
     return header
 
 
-def _iter_batches(source: SourceSegment, buffer_size: int) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+def _iter_batches(
+    source: SourceSegment, buffer_size: int, on_read: Throttle
+) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
     """Every whole batch of the segment with its bytes (a view valid until the next item)."""
-    fd, size, name = source.fd, source.size, source.name
+    size, name = source.size, source.name
     position = 0
     while position < size:
-        chunk = os.pread(fd, min(buffer_size, size - position), position)
+        chunk = _pread(source, min(buffer_size, size - position), position, on_read)
         view = memoryview(chunk)
         offset = 0
         while len(chunk) - offset >= RECORD_BATCH_HEADER_SIZE:
@@ -242,25 +262,25 @@ def _iter_batches(source: SourceSegment, buffer_size: int) -> Iterator[tuple[Rec
             header = _header_at(view, 0, name, position)
             if position + header.size_in_bytes > size:
                 raise LogCorruptionError(f"{name}: batch at {position} runs past the end of the segment")
-            data = _pread_exact(fd, header.size_in_bytes, position, name)
+            data = _pread_exact(source, header.size_in_bytes, position, on_read)
             yield header, memoryview(data)
             offset = header.size_in_bytes
         position += offset
 
 
 def _iter_headers(
-    source: SourceSegment, buffer_size: int
+    source: SourceSegment, buffer_size: int, on_read: Throttle
 ) -> Iterator[tuple[RecordBatchHeader, memoryview | None]]:
     """Every batch header of the segment, with the bytes of transactional control batches only (other
     payloads are skipped, not read, when they span beyond the read window)."""
-    fd, size, name = source.fd, source.size, source.name
+    size, name = source.size, source.name
     window = memoryview(b"")
     window_start = 0
     position = 0
     while position < size:
         offset = position - window_start
         if offset + RECORD_BATCH_HEADER_SIZE > len(window):
-            window = memoryview(os.pread(fd, min(buffer_size, size - position), position))
+            window = memoryview(_pread(source, min(buffer_size, size - position), position, on_read))
             window_start, offset = position, 0
             if len(window) < RECORD_BATCH_HEADER_SIZE:
                 raise LogCorruptionError(f"{name}: {size - position} bytes at {position} are no batch")
@@ -273,7 +293,7 @@ def _iter_headers(
             if offset + batch_size <= len(window):
                 data = window[offset : offset + batch_size]
             else:
-                data = memoryview(_pread_exact(fd, batch_size, position, name))
+                data = memoryview(_pread_exact(source, batch_size, position, on_read))
         yield header, data
         position += batch_size
 
@@ -358,21 +378,29 @@ class CleaningJob:
 
     # ---- the work ---------------------------------------------------------------------------------
 
-    def run(self, should_abort: Callable[[], bool] = lambda: False) -> CleaningResult:
-        """Clean; ``should_abort`` is polled between batches (then :class:`LogCleaningAbortedError`). On any
-        error the ``.cleaned`` files written so far are removed. The descriptors are closed either way."""
+    def run(
+        self, should_abort: Callable[[], bool] = lambda: False, throttle: Throttle = lambda _: None
+    ) -> CleaningResult:
+        """Clean; ``should_abort`` is polled between batches and after every read and write (then
+        :class:`LogCleaningAbortedError`); ``throttle`` is told the byte count of every read and write
+        (module docstring). On any error the ``.cleaned`` files written so far are removed. The descriptors
+        are closed either way."""
         try:
-            return self._run(should_abort)
+            return self._run(should_abort, throttle)
         except BaseException:
             self.discard()
             raise
         finally:
             self.close()
 
-    def _run(self, should_abort: Callable[[], bool]) -> CleaningResult:
+    def _run(self, should_abort: Callable[[], bool], throttle: Throttle = lambda _: None) -> CleaningResult:
         def check() -> None:
             if should_abort():
                 raise LogCleaningAbortedError(f"cleaning of {self.topic_partition} aborted")
+
+        def on_io(nbytes: int) -> None:
+            throttle(nbytes)
+            check()
 
         stats = CleanerStats()
         sources = self.sources
@@ -382,7 +410,7 @@ class CleaningJob:
         for source in sources:
             check()
             os.fsync(source.fd)  # so that the owner's flush before the swap finds nothing left to write
-            for header, data in _iter_headers(source, self._buffer_size):
+            for header, data in _iter_headers(source, self._buffer_size, on_io):
                 marker = _control_type(_decode(header, data, source.name)) if data is not None else None
                 scanner.on_batch(header, marker)
         upper = self.first_uncleanable_offset
@@ -408,7 +436,7 @@ class CleaningJob:
             if source.base_offset >= upper or source.next_segment_base <= first_dirty:
                 continue
             check()
-            if self._map_segment(source, first_dirty, map_txns, stats):
+            if self._map_segment(source, first_dirty, map_txns, stats, on_io):
                 logger.debug("%s: offset map full in %s", self.topic_partition, source.name)
                 break
             offset_map.update_latest_offset(min(source.next_segment_base, upper) - 1)
@@ -426,7 +454,7 @@ class CleaningJob:
             to_clean, config.segment_bytes, config.segment_index_bytes, upper
         ):
             group = [to_clean[i] for i in indexes]
-            size, horizon = self._clean_group(group, txns, upper, stats, check)
+            size, horizon = self._clean_group(group, txns, upper, stats, check, on_io)
             groups.append(CleanedGroup(group[0].base_offset, indexes[0], len(indexes), size))
             if horizon is not None and (earliest_horizon is None or horizon < earliest_horizon):
                 earliest_horizon = horizon
@@ -438,11 +466,12 @@ class CleaningJob:
         start: int,
         txns: CleanedTransactionMetadata,
         stats: CleanerStats,
+        on_io: Throttle,
     ) -> bool:
         """Add the keys of one dirty segment from ``start`` on; True when the map filled up first (the
         batches mapped are then those up to its ``latest_offset``)."""
         offset_map = self._map
-        for header, data in _iter_batches(source, self._buffer_size):
+        for header, data in _iter_batches(source, self._buffer_size, on_io):
             stats.map_bytes_read += header.size_in_bytes
             if header.is_control:
                 txns.on_control_batch_read(header, _control_type(_decode(header, data, source.name)))
@@ -467,6 +496,7 @@ class CleaningJob:
         upper: int,
         stats: CleanerStats,
         check: Callable[[], None],
+        on_io: Throttle,
     ) -> tuple[int, int | None]:
         """Write ``group`` as one ``.cleaned`` segment with its indexes, durably; returns its size and the
         smallest delete horizon written."""
@@ -483,7 +513,7 @@ class CleaningJob:
             pending: list[bytes] = []
             pending_bytes = 0
             for source in group:
-                for header, data in _iter_batches(source, self._buffer_size):
+                for header, data in _iter_batches(source, self._buffer_size, on_io):
                     check()
                     filtered = self._filter_batch(header, data, source.name, txns, upper, stats)
                     if filtered is None:
@@ -494,10 +524,10 @@ class CleaningJob:
                     pending.append(out)
                     pending_bytes += len(out)
                     if pending_bytes >= self._buffer_size:
-                        size += _write_all(fd, b"".join(pending))
+                        size += _write_all(fd, b"".join(pending), on_io)
                         pending, pending_bytes = [], 0
                 stats.segments_read += 1
-            size += _write_all(fd, b"".join(pending))
+            size += _write_all(fd, b"".join(pending), on_io)
         finally:
             os.close(fd)
         mtime = max(source.mtime_ns for source in group)
@@ -642,9 +672,11 @@ class CleaningJob:
         return not header.has_delete_horizon or self.now_ms < header.base_timestamp
 
 
-def _write_all(fd: int, data: bytes) -> int:
+def _write_all(fd: int, data: bytes, on_write: Throttle) -> int:
     view = memoryview(data)
     done = 0
     while done < len(view):
-        done += os.write(fd, view[done:])
+        written = os.write(fd, view[done:])
+        on_write(written)
+        done += written
     return done
