@@ -323,6 +323,7 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int
     log_cleaner_dedupe_buffer_size: int
     log_cleaner_io_buffer_size: int
+    log_cleaner_io_max_bytes_per_second: float
     log_index_interval_bytes: int
     log_index_size_max_bytes: int
     log_preallocate: bool

@@ -37,6 +37,7 @@ __all__ = [
     "ConfigError",
     "ConfigSource",
     "ConfigType",
+    "GreaterThan",
     "OneOf",
     "Range",
     "SubsetOf",
@@ -160,6 +161,23 @@ def at_least(minimum: float) -> Range:
 
 def between(minimum: float, maximum: float) -> Range:
     return Range(min=minimum, max=maximum)
+
+
+@dataclass(frozen=True, slots=True)
+class GreaterThan(Validator):
+    """An exclusive numeric lower bound (a rate must be positive: zero would mean "never")."""
+
+    bound: float
+
+    def __call__(self, name: str, value: ConfigValue) -> None:
+        if value is None:
+            return
+        assert isinstance(value, int | float)
+        if not value > self.bound:
+            raise invalid_value(name, value, f"Value must be greater than {_num(self.bound)}")
+
+    def describe(self) -> str:
+        return f"({_num(self.bound)},...]"
 
 
 def _num(x: float | None) -> str:
@@ -371,6 +389,8 @@ _CLEANUP_POLICIES: Final = ("compact", "delete")
 _DEFAULT_PROTOCOL_MAP: Final = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 _LONG_MAX_STR: Final = str(LONG_MAX)
 _INT_MAX_STR: Final = str(INT_MAX)
+_DOUBLE_MAX_STR: Final = "1.7976931348623157E308"
+"""Java's ``Double.MAX_VALUE`` as Kafka writes it (Kafka's "unlimited" for rates)."""
 _NAME_RE: Final = Matches(r"[A-Za-z0-9._-]+", "Must contain only ASCII letters, digits, '.', '_' and '-'")
 
 
@@ -444,6 +464,7 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = _defs(
         ConfigDef("log.cleaner.backoff.ms", L, "15000", "Sleep time of the cleaner when there is nothing to clean.", at_least(0)),
         ConfigDef("log.cleaner.dedupe.buffer.size", L, "134217728", "Memory for log deduplication across all cleaner threads."),
         ConfigDef("log.cleaner.io.buffer.size", I, "524288", "I/O buffer memory for the cleaner.", at_least(0)),
+        ConfigDef("log.cleaner.io.max.bytes.per.second", D, _DOUBLE_MAX_STR, "The cleaner's reads plus writes are throttled to this many bytes per second on average (default: unlimited).", GreaterThan(0)),
         ConfigDef("log.index.interval.bytes", I, "4096", "Bytes between offset index entries.", at_least(0)),
         ConfigDef("log.index.size.max.bytes", I, "10485760", "Maximum size of an offset or time index file.", at_least(4)),
         ConfigDef("log.preallocate", B, "false", "Preallocate segment files."),

@@ -13,18 +13,23 @@ Invariants:
   removed, before the task ends; ``LogManager.shutdown`` never races it.
 - A cleaning that fails is logged as a warning and its log left alone until it is recreated or the broker
   restarts; the broker goes on.
+- The worker's reads and writes go through one :class:`Throttler` for the task's life, held to
+  ``log.cleaner.io.max.bytes.per.second`` and checked every 300 ms (Kafka's ``LogCleaner``). Its sleeps
+  wait on the cleaning's abort event, so a stopping broker never waits for a throttled cleaning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
 from typing import Final
 
 from tidelog.server.config import BrokerConfig
+from tidelog.server.throttler import Throttler
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.log_manager import LogManager
 
@@ -35,6 +40,9 @@ log = logging.getLogger("tidelog.log_cleaner")
 _MAX_CLEANINGS_PER_ROUND: Final = 16
 """Cleanings back to back before the task sleeps anyway (a log that keeps getting dirty cannot hog it)."""
 
+THROTTLE_CHECK_INTERVAL_MS: Final = 300
+"""How often the cleaner's I/O rate is checked (Kafka's ``LogCleaner`` uses 300 ms)."""
+
 
 def cleaner_config(config: BrokerConfig) -> CleanerConfig:
     return CleanerConfig(
@@ -42,6 +50,7 @@ def cleaner_config(config: BrokerConfig) -> CleanerConfig:
         threads=max(config.log_cleaner_threads, 1),
         dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
         io_buffer_size=config.log_cleaner_io_buffer_size,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
         backoff_ms=config.log_cleaner_backoff_ms,
     )
 
@@ -56,9 +65,14 @@ class LogCleanerTask:
         *,
         clock_ms: Callable[[], int],
         after_swap: Callable[[], None] | None = None,
+        throttler: Throttler | None = None,
     ) -> None:
+        """``throttler``: by default one at ``config.io_max_bytes_per_second`` on the monotonic clock."""
         self.cleaner = LogCleaner(logs, config)
         self.config = config
+        self.throttler = throttler or Throttler(
+            config.io_max_bytes_per_second, check_interval_ms=THROTTLE_CHECK_INTERVAL_MS
+        )
         self._clock_ms = clock_ms
         self._after_swap = after_swap
         self.cleanings = 0
@@ -74,7 +88,8 @@ class LogCleanerTask:
             if cleaning is None:
                 return
             abort = threading.Event()
-            work = asyncio.ensure_future(asyncio.to_thread(cleaning.job.run, abort.is_set))
+            throttle = functools.partial(self.throttler.maybe_throttle, sleep=abort.wait)
+            work = asyncio.ensure_future(asyncio.to_thread(cleaning.job.run, abort.is_set, throttle))
             try:
                 result = await asyncio.shield(work)
             except asyncio.CancelledError:

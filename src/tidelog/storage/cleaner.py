@@ -39,6 +39,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,6 +85,9 @@ class CleanerConfig:
     dedupe_buffer_size: int = 134_217_728
     dedupe_buffer_load_factor: float = DEFAULT_LOAD_FACTOR
     io_buffer_size: int = 524_288
+    io_max_bytes_per_second: float = sys.float_info.max
+    """The rate the broker's throttle holds the job's reads plus writes to (Kafka's default: unlimited);
+    the throttling itself is the caller's (``CleaningJob.run``'s ``throttle``), storage never sleeps."""
     backoff_ms: int = 15_000
 
 
