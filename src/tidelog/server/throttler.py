@@ -11,7 +11,8 @@ Invariants:
   caller sleeps for Kafka's amount: ``observed * 1000 / rate - elapsed_ms`` milliseconds rounded as
   Java's ``Math.round`` (``elapsed_ms`` is the elapsed time truncated to whole milliseconds), which is how
   much longer the period must last for its average to come down to the desired rate; nothing when that
-  rounds to zero or less, and at most ``threading.TIMEOUT_MAX`` seconds (a rate of a few bytes a day). A period at or below the desired rate never sleeps, so with Kafka's default rate
+  rounds to zero or less, and at most ``threading.TIMEOUT_MAX`` seconds (reached only by absurdly small
+  rates). A period at or below the desired rate never sleeps, so with Kafka's default rate
   (``Double.MAX_VALUE``) the throttler never sleeps at all.
 - After a check the new period starts at the clock's reading after the sleep, with nothing observed,
   whether the sleep lasted its full length or was cut short.
