@@ -59,6 +59,7 @@ __all__ = [
     "ConfigType",
     "Listener",
     "PropertyEntry",
+    "apply_config_operations",
     "apply_incremental_alter",
     "describe_broker_configs",
     "describe_topic_configs",
@@ -768,6 +769,52 @@ class AlterConfigOp(IntEnum):
     SUBTRACT = 3
 
 
+def apply_config_operations(
+    current: Mapping[str, str],
+    operations: Sequence[tuple[str, AlterConfigOp | int, str | None]],
+    *,
+    definition_of: Callable[[str], ConfigDef],
+    list_base: Callable[[str, Mapping[str, str | None]], tuple[str, ...]],
+    null_set: str | None = None,
+) -> dict[str, str | None]:
+    """IncrementalAlterConfigs ``operations`` applied to a level's ``current`` configs (not validated).
+
+    Duplicate keys and unknown operations are refused as Kafka does; SET of a null value too when
+    ``null_set`` names the level ("topic"). APPEND / SUBTRACT apply only to list configs and start from
+    ``list_base(name, updated_so_far)``; every other kind of config refuses them.
+    """
+    names = [name for name, _, _ in operations]
+    if len(set(names)) != len(names):
+        raise ConfigError("Error due to duplicate config keys")
+    updated: dict[str, str | None] = dict(current)
+    for name, op_code, value in operations:
+        definition = definition_of(name)
+        try:
+            op = AlterConfigOp(op_code)
+        except ValueError:
+            raise ConfigError(
+                f"Unknown config operation {op_code} for config key: {name}", key=name
+            ) from None
+        if op is AlterConfigOp.SET:
+            if value is None and null_set is not None:
+                raise ConfigError(f"Null value not supported for {null_set} configs: {name}", key=name)
+            updated[name] = value
+        elif op is AlterConfigOp.DELETE:
+            updated.pop(name, None)
+        else:
+            if definition.type is not ConfigType.LIST:
+                verb = "append" if op is AlterConfigOp.APPEND else "subtract"
+                raise ConfigError(f"Config value {verb} is not allowed for config key: {name}", key=name)
+            items = list(list_base(name, updated))
+            given = parse_list(definition, value or "")
+            if op is AlterConfigOp.APPEND:
+                items.extend(item for item in given if item not in items)
+            else:
+                items = [item for item in items if item not in given]
+            updated[name] = ",".join(items)
+    return updated
+
+
 def apply_incremental_alter(
     broker: BrokerConfig,
     current: Mapping[str, str],
@@ -777,42 +824,22 @@ def apply_incremental_alter(
 
     APPEND / SUBTRACT apply only to list configs (``cleanup.policy``), starting from the effective value.
     """
-    names = [name for name, _, _ in operations]
-    if len(set(names)) != len(names):
-        raise ConfigError("Error due to duplicate config keys")
-    updated = dict(current)
-    for name, op_code, value in operations:
-        definition = topic_def(name)
-        try:
-            op = AlterConfigOp(op_code)
-        except ValueError:
-            raise ConfigError(
-                f"Unknown config operation {op_code} for config key: {name}", key=name
-            ) from None
-        if op is AlterConfigOp.SET:
-            if value is None:
-                raise ConfigError(f"Null value not supported for topic configs: {name}", key=name)
-            updated[name] = value
-        elif op is AlterConfigOp.DELETE:
-            updated.pop(name, None)
-        else:
-            if definition.type is not ConfigType.LIST:
-                verb = "append" if op is AlterConfigOp.APPEND else "subtract"
-                raise ConfigError(f"Config value {verb} is not allowed for config key: {name}", key=name)
-            base = effective_topic_configs(broker, validate_topic_configs(updated, broker))[name]
-            assert isinstance(base, tuple)
-            items = list(base)
-            given = parse_list(name, value or "")
-            if op is AlterConfigOp.APPEND:
-                items.extend(item for item in given if item not in items)
-            else:
-                items = [item for item in items if item not in given]
-            updated[name] = ",".join(items)
-    return validate_topic_configs(updated, broker)
+
+    def effective(name: str, updated: Mapping[str, str | None]) -> tuple[str, ...]:
+        overrides = {key: value for key, value in updated.items() if value is not None}
+        base = effective_topic_configs(broker, validate_topic_configs(overrides, broker))[name]
+        assert isinstance(base, tuple)
+        return base
+
+    updated = apply_config_operations(
+        current, operations, definition_of=topic_def, list_base=effective, null_set="topic"
+    )
+    return validate_topic_configs({key: value for key, value in updated.items() if value is not None}, broker)
 
 
-def parse_list(name: str, raw: str) -> tuple[str, ...]:
-    value = topic_def(name).parse(raw) if raw.strip() else ()
+def parse_list(definition: ConfigDef, raw: str) -> tuple[str, ...]:
+    """A list config's items (none for a blank value)."""
+    value = definition.parse(raw) if raw.strip() else ()
     assert isinstance(value, tuple)
     return value
 

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.config import AlterConfigOp, BrokerConfig
+from tidelog.server.config import AlterConfigOp, BrokerConfig, apply_config_operations, parse_list
 from tidelog.server.config_defs import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
     KAFKA_DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
+    ConfigDef,
     ConfigError,
-    ConfigType,
     render,
 )
 from tidelog.storage.checkpoint import atomic_write
@@ -103,47 +103,20 @@ def apply_incremental_broker_alter(
     APPEND / SUBTRACT apply only to list configs and start from the layer's value, else from the value the
     layer would override (``effective``).
     """
-    names = [name for name, _, _ in operations]
-    if len(set(names)) != len(names):
-        raise ConfigError("Error due to duplicate config keys")
-    for name in names:
+
+    def definition_of(name: str) -> ConfigDef:
         _check_dynamic(name)
-    updated: dict[str, str | None] = dict(current)
-    for name, op_code, value in operations:
+        return BROKER_CONFIGS[name]
+
+    def base(name: str, updated: Mapping[str, str | None]) -> tuple[str, ...]:
         definition = BROKER_CONFIGS[name]
-        try:
-            op = AlterConfigOp(op_code)
-        except ValueError:
-            raise ConfigError(
-                f"Unknown config operation {op_code} for config key: {name}", key=name
-            ) from None
-        if op is AlterConfigOp.SET:
-            updated[name] = value
-        elif op is AlterConfigOp.DELETE:
-            updated.pop(name, None)
-        else:
-            if definition.type is not ConfigType.LIST:
-                verb = "append" if op is AlterConfigOp.APPEND else "subtract"
-                raise ConfigError(f"Config value {verb} is not allowed for config key: {name}", key=name)
-            base = updated.get(name)
-            if base is None:
-                base = render(definition.type, getattr(effective, definition.attr)) or ""
-            items = list(_list(name, base))
-            given = _list(name, value or "")
-            if op is AlterConfigOp.APPEND:
-                items.extend(item for item in given if item not in items)
-            else:
-                items = [item for item in items if item not in given]
-            updated[name] = ",".join(items)
+        raw = updated.get(name)
+        if raw is None:
+            raw = render(definition.type, getattr(effective, definition.attr)) or ""
+        return parse_list(definition, raw)
+
+    updated = apply_config_operations(current, operations, definition_of=definition_of, list_base=base)
     return validate_broker_configs(updated)
-
-
-def _list(name: str, raw: str) -> tuple[str, ...]:
-    if not raw.strip():
-        return ()
-    value = BROKER_CONFIGS[name].parse(raw)
-    assert isinstance(value, tuple)
-    return value
 
 
 class DynamicBrokerConfigs:
