@@ -173,6 +173,53 @@ def test_pause_and_resume() -> None:
         assert b.stop() == 0
 
 
+def _process_state(pid: int) -> str:
+    """The one-letter state in /proc/PID/stat: T when stopped by SIGSTOP."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
+def test_paused_block_freezes_the_broker_and_always_resumes_it() -> None:
+    from confluent_kafka.admin import AdminClient
+
+    with tidelog.testing.broker() as b:
+        assert b.pid is not None
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        assert admin.list_topics(timeout=10).brokers
+        started = time.monotonic()
+        with b.paused(seconds=1.0) as same:
+            assert same is b
+            assert b.is_paused
+            assert _process_state(b.pid) == "T"
+        assert time.monotonic() - started >= 1.0
+        assert not b.is_paused
+        assert _process_state(b.pid) != "T"
+        assert admin.list_topics(timeout=10).brokers
+
+        states: list[str] = []
+
+        def fail_while_paused() -> None:
+            with b.paused(seconds=60):
+                states.append(_process_state(b.pid or 0))
+                raise LookupError("in the block")
+
+        started = time.monotonic()
+        with pytest.raises(LookupError, match="in the block"):
+            fail_while_paused()
+        assert states == ["T"]
+        assert time.monotonic() - started < 60  # resumed at once, not after the minimum
+        assert not b.is_paused
+        assert _process_state(b.pid) != "T"
+
+        b.pause()
+        b.restart()  # restart stops a paused broker gracefully (SIGCONT, then SIGTERM)
+        assert not b.is_paused
+        assert admin.list_topics(timeout=10).brokers
+        b.pause()
+        assert b.kill() == -signal.SIGKILL
+        assert not b.is_paused
+
+
 def test_leftover_brokers_are_killed_when_the_interpreter_exits(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""

@@ -10,6 +10,9 @@ Invariants:
 - A restart reuses the data directory and, if it can be bound again, the port.
 - :meth:`Broker.stop` always leaves no process behind: SIGTERM, then SIGKILL after ``stop_timeout``.
   Brokers still running when the interpreter exits are killed.
+- A paused broker (SIGSTOP: :meth:`Broker.pause`, :meth:`Broker.paused`) is continued (SIGCONT) before it
+  is sent SIGTERM, so :meth:`Broker.stop`, :meth:`Broker.restart` and :meth:`Broker.close` never wait on a
+  frozen process; :meth:`Broker.paused` resumes it when its block ends, also when the block raises.
 - Temporary directories this object created (data, and the run directory with the ready file and
   ``broker.log``) are removed by :meth:`Broker.close`; directories passed in are kept.
 """
@@ -87,6 +90,7 @@ class Broker:
         self._port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._paused = False
         self.starts = 0
 
     # ---- addresses ----
@@ -180,12 +184,45 @@ class Broker:
         return self._reap(process)
 
     def pause(self) -> None:
-        """SIGSTOP: the broker freezes with its sockets open (a hung process)."""
+        """SIGSTOP: the broker freezes with its sockets open (a hung process, a long GC or VM pause).
+
+        The kernel still accepts connections into the listen backlog and buffers what clients send, so
+        clients see requests time out rather than connections refused; on :meth:`resume` the broker finds
+        its timers overdue (sessions, transaction timeouts) and the buffered requests waiting. Returns once
+        the process is stopped (signals arrive asynchronously).
+        """
         self._signal(signal.SIGSTOP)
+        self._paused = True
+        self._wait_stopped(True)
 
     def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
+        """SIGCONT after :meth:`pause` (harmless when the broker is not paused)."""
         self._signal(signal.SIGCONT)
+        self._paused = False
+        self._wait_stopped(False)
+
+    @property
+    def is_paused(self) -> bool:
+        """Stopped by :meth:`pause` and not resumed yet."""
+        return self._paused and self.is_running
+
+    @contextlib.contextmanager
+    def paused(self, seconds: float = 0.0) -> Iterator[Broker]:
+        """Pause the broker for the ``with`` block, and at least ``seconds`` from its start::
+
+            with broker.paused(seconds=3):   # longer than the clients' request timeout
+                producer.produce(...)        # queued; its request waits in the socket
+
+        The broker is resumed when the block ends; at once if the block raises.
+        """
+        self.pause()
+        resume_at = time.monotonic() + seconds
+        try:
+            yield self
+            time.sleep(max(0.0, resume_at - time.monotonic()))  # the pause itself is the fault
+        finally:
+            if self.is_running:
+                self.resume()
 
     def stop(self, timeout: float | None = None) -> int | None:
         """SIGTERM, wait up to ``timeout`` (default ``stop_timeout``), then SIGKILL; returns the exit code."""
@@ -195,6 +232,7 @@ class Broker:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
+            self._paused = False
             process.terminate()
             try:
                 process.wait(timeout=self.stop_timeout if timeout is None else timeout)
@@ -299,6 +337,7 @@ class Broker:
         if self._log is not None:
             self._log.close()
             self._log = None
+        self._paused = False
         _LIVE.discard(self)
         return code
 
@@ -307,6 +346,23 @@ class Broker:
             raise RuntimeError("the broker is not running")
         assert self._process is not None
         os.kill(self._process.pid, signum)
+
+    def _wait_stopped(self, stopped: bool) -> None:
+        """Until the kernel shows the process stopped (or running again): a signal is delivered
+        asynchronously. Linux's /proc only; elsewhere this returns at once."""
+        assert self._process is not None
+        stat = Path(f"/proc/{self._process.pid}/stat")
+        deadline = time.monotonic() + self.stop_timeout
+        while time.monotonic() < deadline:
+            try:
+                text = stat.read_text()
+            except OSError:
+                return  # no /proc, or the process is gone
+            state = text[text.rindex(")") + 2]
+            if state == "Z" or (state == "T") == stopped:
+                return
+            time.sleep(0.005)
+        raise RuntimeError(f"the broker was not {'stopped' if stopped else 'running'} after the signal")
 
     def _port_in_use(self, port: int) -> bool:
         import socket
