@@ -85,6 +85,18 @@ def test_scanner_finds_aborted_and_open_transactions() -> None:
     assert scanner.first_open_offset == 6
 
 
+def test_scanner_decides_transactions_open_at_its_end_below_the_stable_offset() -> None:
+    scanner = TransactionScanner()
+    scanner.on_batch(header(0, pid=1))  # aborted: its marker at 40 is in a later segment's .txnindex
+    scanner.on_batch(header(1, pid=2))  # committed: no .txnindex entry of its own
+    scanner.on_batch(header(2, pid=3))
+    scanner.on_batch(header(3, pid=4))  # at the stable offset: still open
+    past_scan = [AbortedRange(2, 30, 35), AbortedRange(3, 0, 1), AbortedRange(1, 0, 40)]
+    scanner.decide_open(3, past_scan)
+    assert scanner.aborted == [AbortedRange(1, 0, 40)]
+    assert scanner.first_open_offset == 3
+
+
 def test_transaction_metadata_follows_kafkas_marker_rules() -> None:
     meta = CleanedTransactionMetadata()
     meta.add_aborted_transactions([AbortedRange(1, 0, 2), AbortedRange(3, 10, 11)])

@@ -170,3 +170,36 @@ def test_an_expired_producers_batches_go_entirely(tmp_path: Path) -> None:
     assert log.clean(NOW)
     assert [h.producer_id for h, _ in read_batches(log.log)] == [-1]
     log.close()
+
+
+def test_transactions_whose_markers_are_past_the_cleaned_segments_are_cleaned_by_their_outcome(
+    tmp_path: Path,
+) -> None:
+    """A transaction decided (below the last stable offset) but whose marker lies in the active segment is
+    committed unless a later segment's ``.txnindex`` says it aborted, as Kafka reads it: its committed
+    records are compacted and its aborted ones go, and the cleaning reaches the active segment (it used to
+    take them for open transactions and clean nothing, round after round)."""
+    log = CompactedLog(tmp_path / "data")
+    for i in range(60):
+        key = b"key-%d" % (i % 3)
+        log.append_transactional([(key, b"committed-%02d" % i)], producer_id=1, base_sequence=i, now_ms=NOW)
+        log.append_transactional([(key, b"aborted-%02d" % i)], producer_id=2, base_sequence=i, now_ms=NOW)
+    log.settle(NOW, roll=True)
+    active = log.log.active_segment.base_offset
+    assert len(log.log.segments) > 5
+    log.append_marker(COMMIT, producer_id=1, now_ms=NOW)
+    abort = log.append_marker(ABORT, producer_id=2, now_ms=NOW)
+    log.settle(NOW)
+    assert log.log.last_stable_offset == log.log.log_end_offset
+    assert log.clean(NOW)
+    assert log.manager.cleaner_checkpoints.get(log.log.topic_partition) == active
+    assert read_records(log.log) == [
+        (114, b"key-0", b"committed-57"),
+        (116, b"key-1", b"committed-58"),
+        (118, b"key-2", b"committed-59"),
+    ]
+    # Both markers stay (their data was there when this cleaning began), and read_committed readers are still
+    # told about the aborted transaction.
+    assert markers(log) == [(active, 1, False), (abort, 2, False)]
+    assert log.log.collect_aborted_transactions(0, log.log.log_end_offset) == [(2, 1)]
+    log.close()

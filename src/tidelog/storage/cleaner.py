@@ -52,6 +52,7 @@ from tidelog.storage.cleaner_job import (
     LogCleaningAbortedError,
     SourceSegment,
 )
+from tidelog.storage.cleaner_transactions import AbortedRange
 from tidelog.storage.config import LONG_MAX
 from tidelog.storage.errors import StorageError
 from tidelog.storage.layout import TopicPartition
@@ -346,6 +347,12 @@ class LogCleaner:
         aborted_index = {
             entry.last_offset: entry for segment in planned for entry in segment.txn_index.entries()
         }
+        aborted_past_sources = [
+            AbortedRange(entry.producer_id, entry.first_offset, entry.last_offset)
+            for segment in all_segments[len(planned) :]
+            for entry in segment.txn_index.entries()
+            if entry.first_offset < ltc.first_uncleanable_offset
+        ]
         producers = {
             pid: LastRecord(entry.last_offset if entry.last_offset >= 0 else None, entry.producer_epoch)
             for pid, entry in log.producer_state.producers.items()
@@ -362,6 +369,7 @@ class LogCleaner:
             offset_map=self._offset_map,
             io_buffer_size=self.config.io_buffer_size,
             aborted_index=aborted_index,
+            aborted_past_sources=aborted_past_sources,
         )
         self._in_progress.add(ltc.topic_partition)
         logger.info(

@@ -10,6 +10,9 @@ What :meth:`CleaningJob.run` does, in order (Kafka's algorithm):
 
 1. Scans the batch headers of every segment in the plan for transactions
    (:mod:`.cleaner_transactions`): aborted ones, and the first still open, below which the cleaning stops.
+   A transaction whose marker lies past the plan began below the first uncleanable offset (at most the last
+   stable offset) and is decided: aborted if the planner's ``.txnindex`` entries of the later segments say
+   so, else committed.
 2. Builds the key -> last offset map of the dirty section ``[first_dirty_offset, upper)`` (Kafka's
    ``buildOffsetMap``; aborted batches are not mapped). If the map fills up, the cleaning ends after the
    last batch that fitted: ``end_offset``, the next first dirty offset.
@@ -338,9 +341,12 @@ class CleaningJob:
         offset_map: OffsetMap,
         io_buffer_size: int,
         aborted_index: Mapping[int, AbortedTxn] | None = None,
+        aborted_past_sources: Sequence[AbortedRange] = (),
     ) -> None:
         """``aborted_index``: the ``.txnindex`` entries of the sources by marker offset (their last stable
-        offsets are copied into the cleaned segments' indexes)."""
+        offsets are copied into the cleaned segments' indexes). ``aborted_past_sources``: the aborted
+        transactions that began below ``first_uncleanable_offset`` with their ABORT marker in a segment
+        after the sources (from those segments' ``.txnindex``)."""
         self.topic_partition = topic_partition
         self.directory = directory
         self.config = config
@@ -350,6 +356,7 @@ class CleaningJob:
         self.active_producers = dict(active_producers)
         self.now_ms = now_ms
         self.aborted_index = dict(aborted_index or {})
+        self.aborted_past_sources = tuple(aborted_past_sources)
         self._map = offset_map
         self._buffer_size = max(io_buffer_size, RECORD_BATCH_HEADER_SIZE)
         self._written: list[int] = []
@@ -414,6 +421,7 @@ class CleaningJob:
                 marker = _control_type(_decode(header, data, source.name)) if data is not None else None
                 scanner.on_batch(header, marker)
         upper = self.first_uncleanable_offset
+        scanner.decide_open(upper, self.aborted_past_sources)
         first_open = scanner.first_open_offset
         if first_open is not None and first_open < upper:
             upper = max(

@@ -5,8 +5,11 @@ Two parts, both pure (batch headers and marker types in, verdicts out):
 * :class:`TransactionScanner` reads a log's batches in offset order and finds every aborted transaction
   (producer id, first offset, offset of its ABORT marker) and the first offset of a transaction still open
   where the scan stops. This is what Kafka keeps in ``.txnindex`` files and the producer state's first
-  unstable offset; the cleaner derives it from the log itself so that it depends on nothing but the bytes
-  it rewrites.
+  unstable offset; the cleaner derives it from the bytes it rewrites where it can. A transaction that began
+  below the last stable offset is decided even when its marker lies past the scan (a long transaction, its
+  marker in the active segment): :meth:`TransactionScanner.decide_open` takes the aborted ones from the
+  ``.txnindex`` of the segments past the scan, as Kafka's ``collectAbortedTransactions`` does, and the
+  others committed.
 * :class:`CleanedTransactionMetadata` is Kafka's class of that name: fed the aborted transactions and the
   batches in order, it says which batches may be discarded (Kafka's rules):
 
@@ -26,6 +29,7 @@ overlaps another of the same producer, so one pass in offset order decides every
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -65,6 +69,23 @@ class TransactionScanner:
         first = self._open.pop(producer_id, None)
         if first is not None and marker == ControlRecordType.ABORT:
             self.aborted.append(AbortedRange(producer_id, first, header.last_offset))
+
+    def decide_open(self, stable_below: int, aborted_past_scan: Iterable[AbortedRange]) -> None:
+        """Close the transactions still open that began below ``stable_below`` (at most the last stable
+        offset, so they are decided, their markers past the scan): aborted if ``aborted_past_scan`` (the
+        ``.txnindex`` entries of the segments past the scan) holds one of the producer's covering the first
+        batch seen, else committed."""
+        aborted: dict[int, list[AbortedRange]] = {}
+        for txn in aborted_past_scan:
+            aborted.setdefault(txn.producer_id, []).append(txn)
+        for producer_id, first in list(self._open.items()):
+            if first >= stable_below:
+                continue
+            del self._open[producer_id]
+            for txn in aborted.get(producer_id, ()):
+                if txn.first_offset <= first <= txn.last_offset:
+                    self.aborted.append(txn)
+                    break
 
     @property
     def first_open_offset(self) -> int | None:
