@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.checkpoint import atomic_write, read_offsets_checkpoint, write_offsets_checkpoint
-from tidelog.storage.errors import CheckpointError, InconsistentClusterIdError, InconsistentNodeIdError
+from tidelog.storage.errors import (
+    CheckpointError,
+    InconsistentClusterIdError,
+    InconsistentNodeIdError,
+    LogDirError,
+)
 from tidelog.storage.layout import TopicPartition
 from tidelog.storage.meta_properties import (
     MetaProperties,
@@ -103,8 +109,23 @@ def test_meta_properties_written_then_checked(tmp_path: Path) -> None:
     with pytest.raises(InconsistentClusterIdError) as info:
         ensure_meta_properties(tmp_path, node_id=3, cluster_id="another")
     assert info.value.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
-    with pytest.raises(InconsistentNodeIdError):
+    assert str(info.value) == (
+        f"{tmp_path}/meta.properties: the log dir belongs to cluster {cluster}, this broker to cluster another"
+    )
+    with pytest.raises(InconsistentNodeIdError) as node_info:
         ensure_meta_properties(tmp_path, node_id=4, cluster_id=cluster)
+    assert str(node_info.value) == (
+        f"{tmp_path}/meta.properties: the log dir belongs to node 3, this broker is node 4"
+    )
+
+
+@pytest.mark.parametrize("content", [b"\x9e\xff garbage", b"version=1\n", b"version=x\nnode.id=1\n"])
+def test_unreadable_meta_properties_name_the_file(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "meta.properties").write_bytes(content)
+    with pytest.raises(
+        LogDirError, match=f"^(cannot read|malformed) {re.escape(str(tmp_path))}/meta\\.properties: "
+    ):
+        read_meta_properties(tmp_path)
 
 
 def test_reads_kafka_v0_meta_properties(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 Invariants: SIGTERM and SIGINT trigger one graceful shutdown (a second signal while stopping is ignored);
 the ready file, when asked for, is written atomically only after the listener is bound, and holds the
-real ``HOST:PORT`` (useful with port 0).
+real ``HOST:PORT`` (useful with port 0). A broker that cannot start (a log dir of another cluster, an
+unreadable ``meta.properties`` or topic metadata store, a port in use) logs one ERROR line saying why and
+naming the file, and the process exits with code 1: never a bare traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from tidelog.server.config import BrokerConfig
+from tidelog.storage.errors import StorageError
 
 __all__ = ["configure_logging", "run_broker"]
 
@@ -70,7 +73,7 @@ async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
     loop = asyncio.get_running_loop()
     try:
         broker = Broker(config)
-    except (RuntimeError, OSError, ValueError) as exc:
+    except (RuntimeError, OSError, ValueError, StorageError) as exc:
         log.error("cannot start broker: %s", exc)
         return 1
     stop = asyncio.Event()

@@ -87,13 +87,14 @@ def ensure_meta_properties(log_dir: Path, *, node_id: int, cluster_id: str) -> M
         meta = MetaProperties(1, node_id, cluster_id)
         write_meta_properties(log_dir, meta)
         return meta
+    path = log_dir / META_PROPERTIES_FILE
     if existing.cluster_id is not None and existing.cluster_id != cluster_id:
         raise InconsistentClusterIdError(
-            f"{log_dir} belongs to cluster {existing.cluster_id}, this broker to cluster {cluster_id}"
+            f"{path}: the log dir belongs to cluster {existing.cluster_id}, this broker to cluster {cluster_id}"
         )
     if existing.node_id != node_id:
         raise InconsistentNodeIdError(
-            f"{log_dir} belongs to node {existing.node_id}, this broker is node {node_id}"
+            f"{path}: the log dir belongs to node {existing.node_id}, this broker is node {node_id}"
         )
     if existing.cluster_id is None or existing.version != 1:
         upgraded = MetaProperties(1, node_id, cluster_id, existing.directory_id)
