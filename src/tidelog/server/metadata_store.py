@@ -8,6 +8,10 @@ Invariants:
   *before* the directories go. At start-up, partitions the store names but the disk lacks are created, and
   directories the store does not name are strays from an interrupted delete (the broker removes them).
 - A topic id never changes for the life of the topic; a topic deleted and created again gets a new id.
+- A store file that cannot be read whole (not UTF-8, not JSON, a field missing or of the wrong type) raises
+  :class:`MetadataStoreError` naming the file: being replaced atomically, it can only be damaged on disk,
+  and starting without it would forget every topic and its configs (a compacted topic would be deleted by
+  retention), so the broker refuses to start until it is restored.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-__all__ = ["MetadataStore", "TopicMetadata", "topic_id_to_base64"]
+__all__ = ["MetadataStore", "MetadataStoreError", "TopicMetadata", "topic_id_to_base64"]
 
 _FILE_NAME = "tidelog-metadata.json"
 _FORMAT_VERSION = 1
@@ -36,6 +40,10 @@ class TopicMetadata:
     replication_factor: int
     configs: Mapping[str, str] = field(default_factory=dict)
     is_internal: bool = False
+
+
+class MetadataStoreError(ValueError):
+    """The topic metadata store file exists but cannot be read."""
 
 
 def topic_id_to_base64(topic_id: uuid.UUID) -> str:
@@ -54,20 +62,49 @@ class MetadataStore:
             self._load()
 
     def _load(self) -> None:
-        document = json.loads(self._path.read_text(encoding="utf-8"))
-        if document.get("version") != _FORMAT_VERSION:
-            raise ValueError(f"{self._path}: unsupported metadata format version {document.get('version')!r}")
-        for raw in document["topics"]:
-            topic = TopicMetadata(
-                name=raw["name"],
-                topic_id=uuid.UUID(raw["topic_id"]),
-                num_partitions=int(raw["num_partitions"]),
-                replication_factor=int(raw["replication_factor"]),
-                configs=dict(raw.get("configs", {})),
-                is_internal=bool(raw.get("is_internal", False)),
-            )
+        try:
+            document = json.loads(self._path.read_text(encoding="utf-8"))
+            version = document.get("version")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise self._unreadable(exc) from exc
+        if version != _FORMAT_VERSION:
+            raise MetadataStoreError(f"{self._path}: unsupported metadata format version {version!r}")
+        try:
+            topics = [self._topic(raw) for raw in document["topics"]]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._unreadable(exc) from exc
+        for topic in topics:
             self._topics[topic.name] = topic
             self._by_id[topic.topic_id] = topic
+
+    @staticmethod
+    def _topic(raw: Mapping[str, object]) -> TopicMetadata:
+        name, topic_id, configs = raw["name"], raw["topic_id"], raw.get("configs", {})
+        partitions, replication = raw["num_partitions"], raw["replication_factor"]
+        if not (
+            isinstance(name, str)
+            and isinstance(topic_id, str)
+            and isinstance(configs, dict)
+            and isinstance(partitions, int)
+            and isinstance(replication, int)
+            and partitions > 0
+        ):
+            raise TypeError(f"topic entry {raw!r} has a field of the wrong type or out of range")
+        return TopicMetadata(
+            name=name,
+            topic_id=uuid.UUID(topic_id),
+            num_partitions=partitions,
+            replication_factor=replication,
+            configs={str(k): str(v) for k, v in configs.items()},
+            is_internal=bool(raw.get("is_internal", False)),
+        )
+
+    def _unreadable(self, exc: BaseException) -> MetadataStoreError:
+        return MetadataStoreError(
+            f"cannot read the topic metadata store {self._path} ({type(exc).__name__}: {exc}); it is replaced "
+            "atomically, so the file was damaged on disk: restore it from a backup (starting without it "
+            "would forget every topic and its configs)"
+        )
 
     def _persist(self) -> None:
         document = {
