@@ -352,3 +352,29 @@ def test_store_refuses_an_unknown_format(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text(json.dumps({"version": 99}))
     with pytest.raises(ValueError, match="unsupported format version 99"):
         DynamicBrokerConfigs(static(), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b'{"version": 1, "cluster_default": {"log.retention.ms": "1\x9e\xff"}}', "UnicodeDecodeError"),
+        (b'{"version": 1, "cluster_default": {"log.retention.ms": "10', "JSONDecodeError"),
+        (b"[1]", "TypeError"),
+        (b'{"version": 1, "cluster_default": ["log.retention.ms"]}', "TypeError"),
+        (b'{"version": 1, "brokers": {"1": {"log.retention.ms": 1000}}}', "TypeError"),
+    ],
+)
+def test_a_damaged_store_is_warned_about_and_the_static_config_applies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, reason: str
+) -> None:
+    (tmp_path / FILE_NAME).write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="tidelog.dynamic_config"):
+        dynamic = DynamicBrokerConfigs(static(log_retention_ms="5000"), tmp_path)
+    assert (dynamic.layer(""), dynamic.layer("1"), dynamic.config.log_retention_ms) == ({}, {}, 5000)
+    (record,) = caplog.records
+    assert record.getMessage().startswith(
+        f"dynamic broker configs in {tmp_path / FILE_NAME} are unreadable and not applied ({reason}: "
+    )
+    # the next alteration replaces the damaged file
+    dynamic.commit("", {"log.retention.ms": "1000"}, dynamic.propose("", {"log.retention.ms": "1000"}))
+    assert DynamicBrokerConfigs(static(), tmp_path).layer("") == {"log.retention.ms": "1000"}

@@ -14,6 +14,9 @@ Invariants:
   fsync, rename, directory fsync) before a change is applied or answered, and are read at start-up. A stored
   key that is no longer dynamic or valid is left out with a warning (Kafka ignores such configs too); a
   stored set that does not make a valid config together is not applied at all (warning, static config).
+  A damaged file (unreadable, not UTF-8 or JSON, not layers of string configs) is warned about, naming it,
+  and ignored: the broker starts on its static config and the next alteration replaces the file. Only a
+  file of an unknown format version (a newer tidelog's) stops the broker.
 """
 
 from __future__ import annotations
@@ -163,14 +166,36 @@ class DynamicBrokerConfigs:
     def _compose(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
         return self.static.with_dynamic(layers.get(CLUSTER_DEFAULT, {}), layers.get(self.node, {}))
 
+    def _unreadable(self, exc: Exception) -> dict[str, dict[str, str]]:
+        log.warning(
+            "dynamic broker configs in %s are unreadable and not applied (%s: %s); the broker runs on its "
+            "static configs and the next dynamic config change replaces the file",
+            self._path,
+            type(exc).__name__,
+            exc,
+        )
+        return {}
+
     def _load(self) -> dict[str, dict[str, str]]:
         try:
             document: Any = json.loads(self._path.read_text(encoding="utf-8"))
+            if not isinstance(document, dict):
+                raise TypeError(f"a JSON {type(document).__name__}, not an object")
         except FileNotFoundError:
             return {}
+        except (OSError, ValueError, TypeError) as exc:
+            return self._unreadable(exc)
         if document.get("version") != _FORMAT_VERSION:
             raise ValueError(f"{self._path}: unsupported format version {document.get('version')!r}")
-        stored = {CLUSTER_DEFAULT: document.get("cluster_default", {}), **document.get("brokers", {})}
+        try:
+            stored = {CLUSTER_DEFAULT: document.get("cluster_default", {}), **document.get("brokers", {})}
+            if not all(
+                isinstance(configs, dict) and all(isinstance(v, str) for v in configs.values())
+                for configs in stored.values()
+            ):
+                raise TypeError("a layer is not a map of config names to strings")
+        except (TypeError, AttributeError) as exc:
+            return self._unreadable(exc)
         layers: dict[str, dict[str, str]] = {}
         for entity, configs in stored.items():
             layers[entity] = {}
