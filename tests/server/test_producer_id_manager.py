@@ -43,5 +43,13 @@ def test_default_block_is_a_thousand(tmp_path: Path) -> None:
 def test_unreadable_block_file_is_refused(tmp_path: Path, content: str) -> None:
     path = tmp_path / "producer-id-block"
     path.write_text(content)
-    with pytest.raises(ProducerIdBlockError):
+    with pytest.raises(ProducerIdBlockError, match=f" {path}"):
         ProducerIdManager(path, node_id=0)
+
+
+def test_a_block_file_that_is_not_text_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    path.write_bytes(b'{"version":1,"broker":0,"block_start":"0","block_end":"9\x9c\xff"}')
+    with pytest.raises(ProducerIdBlockError) as info:
+        ProducerIdManager(path, node_id=0)
+    assert str(info.value).startswith(f"cannot read the producer id block in {path}: 'utf-8' codec")

@@ -54,9 +54,11 @@ class ProducerIdManager:
 
     def _read_block_end(self) -> int:
         try:
-            text = self._path.read_text()
+            text = self._path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return -1
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProducerIdBlockError(f"cannot read the producer id block in {self._path}: {exc}") from exc
         try:
             data = json.loads(text)
             end = int(data["block_end"])
