@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -332,7 +333,9 @@ def test_rebuild_after_crash_replays_headers_from_the_latest_snapshot(tmp_path: 
     reopened.close()
 
 
-def test_corrupt_latest_snapshot_falls_back_to_an_older_one(tmp_path: Path) -> None:
+def test_corrupt_latest_snapshot_falls_back_to_an_older_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     directory = tmp_path / "t-0"
     log = open_log(directory)
     fill_idempotent(log, 30)
@@ -341,7 +344,12 @@ def test_corrupt_latest_snapshot_falls_back_to_an_older_one(tmp_path: Path) -> N
     log.close()
     path = snapshot_file(directory, latest)
     path.write_bytes(path.read_bytes()[:-3])
-    reopened = open_log(directory, clean=False, now_ms=TS)
+    with caplog.at_level(logging.WARNING, logger="tidelog.storage.producer_state"):
+        # recovery from the last segment on, which keeps its snapshot: the damaged file is read, and refused
+        reopened = open_log(directory, clean=False, now_ms=TS, recovery_point=latest)
+    (record,) = caplog.records
+    assert record.getMessage().startswith(f"t-0: deleting {path.name}, an unreadable producer snapshot (")
+    assert record.getMessage().endswith("); the state comes from an older snapshot or the log")
     assert latest not in reopened.producer_state.snapshot_offsets()
     assert state(reopened) == expected
     reopened.close()

@@ -677,8 +677,15 @@ class ProducerStateManager:
             try:
                 self._read_snapshot(offset, now_ms)
             except (CorruptSnapshotError, OSError) as exc:
-                logger.warning("%s: deleting producer snapshot at %d: %s", self._dir.name, offset, exc)
-                snapshot_file(self._dir, offset).unlink(missing_ok=True)
+                path = snapshot_file(self._dir, offset)
+                logger.warning(
+                    "%s: deleting %s, an unreadable producer snapshot (%s); the state comes from an older "
+                    "snapshot or the log",
+                    self._dir.name,
+                    path.name,
+                    exc,
+                )
+                path.unlink(missing_ok=True)
                 self._clear()
                 continue
             start = offset
