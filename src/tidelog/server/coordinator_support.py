@@ -9,7 +9,10 @@ Invariants:
   callback is logged and does not stop the clock.
 - :func:`read_records`: yields the batches of a partition from its log start up to its high watermark *as
   it is when the reader gets there* (records appended while a load is under way, such as transaction
-  markers, are read too), in log order, one read of ``buffer_bytes`` at a time.
+  markers, are read too), in log order, one read of ``buffer_bytes`` at a time. Each batch is checked
+  whole (CRC32C included) before its records are decoded: a damaged one (bit rot in a segment that start-up
+  trusted, being below the recovery point) is skipped with a warning naming its offsets, so the state it
+  held is lost but the partition's other keys load; it never fails the load, nor replays garbage.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from tidelog.protocol.records import Record, RecordBatchHeader, decode_batch, iter_batch_headers
+from tidelog.protocol.records import (
+    Record,
+    RecordBatchHeader,
+    RecordError,
+    decode_batch,
+    iter_batch_headers,
+    validate_batch,
+)
 from tidelog.server.timing_wheel import Timer, TimerTask
 
 if TYPE_CHECKING:
@@ -138,7 +148,20 @@ def read_records(
         buf = data.read_bytes()
         chunk: list[tuple[RecordBatchHeader, list[Record]]] = []
         for pos, header in iter_batch_headers(buf):
-            _, records = decode_batch(buf, pos)
+            try:
+                validate_batch(buf, pos)
+                _, records = decode_batch(buf, pos)
+            except RecordError as exc:
+                log.warning(
+                    "%s-%d: skipping the damaged batch at offsets %d..%d (%s); the coordinator state it held "
+                    "is lost",
+                    partition.topic,
+                    partition.index,
+                    header.base_offset,
+                    header.last_offset,
+                    exc,
+                )
+                continue
             chunk.append((header, [r for r in records if r.offset >= offset]))
         offset = data.next_offset
         yield chunk
