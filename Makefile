@@ -25,4 +25,4 @@ generate:
 	.venv/bin/python tools/gen_messages.py
 
 clean:
-	rm -rf .venv .venv-quix build *.egg-info
+	rm -rf .venv .venv-quix .venv-faust build *.egg-info

@@ -54,3 +54,16 @@ if [ "$mode" = test ] && [ ! -f "$quix_stamp" ]; then
   rm -f .venv-quix/.installed-*
   touch "$quix_stamp"
 fi
+
+# faust-streaming (tests/server/test_faust.py) brings its own aiokafka and mode-streaming: its own
+# virtualenv too, its Kafka client pinned so that a new aiokafka release does not change what is tested.
+faust_spec="faust-streaming==0.15.3 aiokafka==0.14.0"
+faust_stamp=".venv-faust/.installed-${faust_spec// /_}"
+if [ "$mode" = test ] && [ ! -f "$faust_stamp" ]; then
+  echo "setup: installing ${faust_spec} into .venv-faust"
+  [ -x .venv-faust/bin/python ] || "$python_bin" -m venv .venv-faust
+  # shellcheck disable=SC2086  # the spec is two requirements
+  .venv-faust/bin/python -m pip install -q $faust_spec
+  rm -f .venv-faust/.installed-*
+  touch "$faust_stamp"
+fi
