@@ -10,14 +10,17 @@ from tests.storage.helpers import SMALL, batch, decode_all, headers, open_log, r
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import (
+    RECORD_BATCH_HEADER_SIZE,
     InvalidTimestampError,
     SimpleRecord,
     TimestampType,
     encode_batch,
+    iter_batch_headers,
     read_batch_header,
 )
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import (
+    LogCorruptionError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
@@ -307,6 +310,29 @@ def test_lookup_by_timestamp_finds_the_exact_record(tmp_path: Path) -> None:
     log.delete_records_before(65)
     assert log.offset_for_timestamp(0) == OffsetAndTimestamp(65, 212)
     log.close()
+
+
+def test_lookup_by_timestamp_in_a_damaged_batch_raises_instead_of_answering_from_garbage(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path / "t-0", SMALL)
+    for seq in range(6):
+        log.append(batch(seq, timestamp=10 * seq), leader_epoch=0, now_ms=0)
+    log.close()
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    position, damaged = list(iter_batch_headers(data))[2]
+    data[position + RECORD_BATCH_HEADER_SIZE + 1] ^= 0x01  # a record's attributes: only the CRC can tell
+    segment.write_bytes(bytes(data))
+    reopened = open_log(tmp_path / "t-0", SMALL, clean=True)  # a trusted segment: not revalidated
+    assert reopened.offset_for_timestamp(10) == OffsetAndTimestamp(3, 10)
+    with pytest.raises(LogCorruptionError) as info:
+        reopened.offset_for_timestamp(20)
+    assert str(info.value).startswith(f"{segment}: batch at offsets 6..8 is damaged: ")
+    assert info.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert damaged.base_offset == 6
+    assert reopened.offset_for_timestamp(30) == OffsetAndTimestamp(9, 30)
+    reopened.close()
 
 
 def test_timestamp_lookup_with_out_of_order_batches(tmp_path: Path) -> None:

@@ -40,7 +40,8 @@ class KafkaStorageError(StorageError):
 
 
 class LogCorruptionError(KafkaStorageError):
-    """Bytes in a segment that are not a batch where one must start (found while reading, not recovering)."""
+    """Bytes in a segment that are not a batch where one must start, or a batch that fails its CRC32C where
+    its records are decoded (found while reading, not recovering)."""
 
 
 class CorruptIndexError(StorageError):

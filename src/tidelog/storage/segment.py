@@ -570,8 +570,18 @@ class LogSegment:
     def _first_record_at(
         self, position: int, header: RecordBatchHeader, *, min_offset: int, min_timestamp: int
     ) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the batch's first record with both at least the given minimums."""
-        _, records = decode_batch(self._read_exact(position, header.size_in_bytes))
+        """``(offset, timestamp)`` of the batch's first record with both at least the given minimums.
+
+        The batch is checked whole (CRC32C) first: a damaged one in a segment start-up trusted raises
+        :class:`LogCorruptionError` rather than answer from garbage."""
+        data = self._read_exact(position, header.size_in_bytes)
+        try:
+            validate_batch(data)
+            _, records = decode_batch(data)
+        except RecordError as exc:
+            raise LogCorruptionError(
+                f"{self._log_path}: batch at offsets {header.base_offset}..{header.last_offset} is damaged: {exc}"
+            ) from exc
         for record in records:
             if record.offset >= min_offset and record.timestamp >= min_timestamp:
                 return record.offset, record.timestamp
