@@ -5,18 +5,23 @@ read_committed), -2 earliest (log start offset), -3 the record with the largest 
 local (same as earliest: no tiered storage). v0 answers in the old ``old_style_offsets`` list form.
 A lookup by timestamp finds nothing at or above the latest offset the caller may read (Kafka's
 ``lastFetchableOffset``: the last stable offset under read_committed, else the high watermark).
+A lookup the log cannot answer (a damaged batch where the records must be read) is that partition's error
+code (a warning is logged); the other partitions and the connection carry on.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
-from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
     from tidelog.server.dispatch import RequestContext
+
+log = logging.getLogger("tidelog.list_offsets")
 
 LATEST = -1
 EARLIEST = -2
@@ -56,16 +61,21 @@ def handle_list_offsets(
                 offset = fetchable
             elif timestamp in (EARLIEST, EARLIEST_LOCAL):
                 offset = partition.log_start_offset
-            elif timestamp == MAX_TIMESTAMP:
-                found = partition.log.max_timestamp_offset()
-                offset, found_ts = (found[0], found[1]) if found else (-1, -1)
-            elif timestamp < 0:
+            elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 continue
             else:
-                found = partition.log.offset_for_timestamp(timestamp)
+                try:
+                    if timestamp == MAX_TIMESTAMP:
+                        found = partition.log.max_timestamp_offset()
+                    else:
+                        found = partition.log.offset_for_timestamp(timestamp)
+                except KafkaProtocolError as exc:
+                    log.warning("ListOffsets of %s-%d: %s", topic.name, wanted.partition_index, exc)
+                    result.error_code = exc.error_code
+                    continue
                 offset, found_ts = (found[0], found[1]) if found else (-1, -1)
-                if offset is not None and offset >= fetchable:
+                if timestamp != MAX_TIMESTAMP and offset >= fetchable:
                     offset, found_ts = -1, -1
             result.offset = offset
             result.timestamp = found_ts
