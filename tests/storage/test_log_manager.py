@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 
@@ -100,6 +101,46 @@ def test_unclean_restart_recovers_from_the_checkpointed_recovery_point(tmp_path:
     log = again.get("t", 0)
     assert log is not None
     assert (log.recovery_point, log.log_end_offset) == (30, 45)
+    assert read_everything(log) == written
+    again.shutdown()
+
+
+def test_damaged_checkpoints_are_warned_about_and_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = dirs(tmp_path, 1)
+    manager = LogManager(d, SMALL, now_ms=0)
+    fill(manager, "t", 0, 10)
+    log = manager.get("t", 0)
+    assert log is not None
+    log.flush()
+    manager.checkpoint_recovery_points()
+    manager.checkpoint_log_start_offsets()
+    manager.checkpoint_high_watermarks()
+    written = log.read(0, 10**9).read_bytes()
+    manager.close()  # as after kill -9
+    names = [
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ]
+    for name in names:
+        (d[0] / name).write_bytes(b"0\n1\nt 0 \x9e\n")
+    with caplog.at_level(logging.WARNING, logger="tidelog.storage.log_manager"):
+        again = LogManager(d, SMALL, now_ms=0)
+    consequences = [
+        "after an unclean shutdown every log in that dir is recovered from its start",
+        "each log in that dir starts at its first segment",
+        "the high watermarks of that dir start at the log start offsets",
+    ]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cannot read checkpoint {d[0] / name}: 'utf-8' codec can't decode byte 0x9e in position 8: invalid "
+        f"start byte; ignoring it: {consequence}"
+        for name, consequence in zip(names, consequences, strict=True)
+    ]
+    log = again.get("t", 0)
+    assert log is not None
+    assert (log.recovery_point, log.log_start_offset, log.log_end_offset) == (0, 0, 30)
     assert read_everything(log) == written
     again.shutdown()
 

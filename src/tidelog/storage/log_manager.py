@@ -123,19 +123,29 @@ class LogManager:
         return new_cluster_id()
 
     @staticmethod
-    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    def _read_checkpoint(path: Path, consequence: str) -> dict[TopicPartition, int]:
+        """The checkpoint's entries; none, with a warning saying ``consequence``, if it is damaged."""
         try:
             return read_offsets_checkpoint(path)
         except CheckpointError as exc:
-            logger.warning("%s; ignoring it (logs in that dir are recovered from their start)", exc)
+            logger.warning("%s; ignoring it: %s", exc, consequence)
             return {}
 
     def _load_dir(self, log_dir: Path, now_ms: int) -> None:
         clean = (log_dir / layout.CLEAN_SHUTDOWN_FILE).exists()
         self.had_clean_shutdown[log_dir] = clean
-        recovery_points = self._read_checkpoint(log_dir / layout.RECOVERY_POINT_CHECKPOINT_FILE)
-        start_offsets = self._read_checkpoint(log_dir / layout.LOG_START_OFFSET_CHECKPOINT_FILE)
-        high_watermarks = self._read_checkpoint(log_dir / layout.REPLICATION_OFFSET_CHECKPOINT_FILE)
+        recovery_points = self._read_checkpoint(
+            log_dir / layout.RECOVERY_POINT_CHECKPOINT_FILE,
+            "after an unclean shutdown every log in that dir is recovered from its start",
+        )
+        start_offsets = self._read_checkpoint(
+            log_dir / layout.LOG_START_OFFSET_CHECKPOINT_FILE,
+            "each log in that dir starts at its first segment",
+        )
+        high_watermarks = self._read_checkpoint(
+            log_dir / layout.REPLICATION_OFFSET_CHECKPOINT_FILE,
+            "the high watermarks of that dir start at the log start offsets",
+        )
         if not clean and not recovery_points and any(child.is_dir() for child in log_dir.iterdir()):
             logger.info("%s: no clean shutdown; recovering every log from its start", log_dir)
         for child in sorted(log_dir.iterdir()):
