@@ -83,3 +83,55 @@ def test_an_unknown_format_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / FILE).write_text(json.dumps({"version": 99, "topics": []}))
     with pytest.raises(MetadataStoreError, match="unsupported metadata format version 99"):
         MetadataStore(tmp_path)
+
+
+def _topics(store: MetadataStore) -> list[tuple[str, str, int, int, dict[str, str], bool]]:
+    return [
+        (t.name, str(t.topic_id), t.num_partitions, t.replication_factor, dict(t.configs), t.is_internal)
+        for t in store
+    ]
+
+
+def test_every_single_bit_flip_is_refused_or_changes_nothing(tmp_path: Path) -> None:
+    """The CRC32C of the topics: one flipped bit in a name would rename a topic (and its partitions would
+    go as strays), in a config would change it silently."""
+    store = MetadataStore(tmp_path)
+    store.create("alpha", 2, 1, {"cleanup.policy": "compact", "retention.ms": "1000"})
+    store.create("beta", 1, 1, {})
+    expected = _topics(store)
+    path = tmp_path / FILE
+    original = path.read_bytes()
+    assert json.loads(original)["version"] == 2
+    refusals: list[str] = []
+    for i in range(len(original)):  # every byte, each bit position in turn
+        damaged = bytearray(original)
+        damaged[i] ^= 1 << (i % 8)
+        path.write_bytes(bytes(damaged))
+        try:
+            reloaded = MetadataStore(tmp_path)
+        except MetadataStoreError as exc:
+            refusals.append(str(exc))
+            continue
+        assert _topics(reloaded) == expected, i  # a flip in layout whitespace, say
+    assert len(refusals) > 0.9 * len(original)
+    assert all(r.startswith((f"cannot read the topic metadata store {path} ", f"{path}: ")) for r in refusals)
+
+
+def test_a_version_1_store_without_checksum_is_read_and_rewritten_with_one(tmp_path: Path) -> None:
+    topic_id = "00000000-0000-0000-0000-000000000007"
+    (tmp_path / FILE).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "topics": [
+                    {"name": "old", "topic_id": topic_id, "num_partitions": 2, "replication_factor": 1}
+                ],
+            }
+        )
+    )
+    store = MetadataStore(tmp_path)
+    assert _topics(store) == [("old", topic_id, 2, 1, {}, False)]
+    store.set_configs("old", {"retention.ms": "5"})
+    document = json.loads((tmp_path / FILE).read_text())
+    assert (document["version"], type(document["crc32c"])) == (2, int)
+    assert _topics(MetadataStore(tmp_path)) == [("old", topic_id, 2, 1, {"retention.ms": "5"}, False)]

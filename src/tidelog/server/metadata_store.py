@@ -8,10 +8,12 @@ Invariants:
   *before* the directories go. At start-up, partitions the store names but the disk lacks are created, and
   directories the store does not name are strays from an interrupted delete (the broker removes them).
 - A topic id never changes for the life of the topic; a topic deleted and created again gets a new id.
-- A store file that cannot be read whole (not UTF-8, not JSON, a field missing or of the wrong type) raises
-  :class:`MetadataStoreError` naming the file: being replaced atomically, it can only be damaged on disk,
-  and starting without it would forget every topic and its configs (a compacted topic would be deleted by
-  retention), so the broker refuses to start until it is restored.
+- The file carries a CRC32C of its topics (format version 2; a version-1 file, written before, has none and
+  gets one at the next change). A store file that cannot be read whole (not UTF-8, not JSON, a field missing
+  or of the wrong type, a checksum that does not match) raises :class:`MetadataStoreError` naming the file:
+  being replaced atomically, it can only be damaged on disk, and starting on it would forget topics and
+  their configs (one flipped bit in a name renames a topic, whose partitions would then be removed as
+  strays), so the broker refuses to start until it is restored.
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import crc32c
 
 __all__ = ["MetadataStore", "MetadataStoreError", "TopicMetadata", "topic_id_to_base64"]
 
 _FILE_NAME = "tidelog-metadata.json"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+_FORMAT_VERSIONS = (1, 2)
+"""Version 1 has no checksum."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,12 @@ class TopicMetadata:
 
 class MetadataStoreError(ValueError):
     """The topic metadata store file exists but cannot be read."""
+
+
+def _checksum(topics: Sequence[object]) -> int:
+    """CRC32C of the topics' canonical JSON (sorted keys, no spaces): the same for the list written and
+    the list read back."""
+    return crc32c.crc32c(json.dumps(topics, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def topic_id_to_base64(topic_id: uuid.UUID) -> str:
@@ -67,10 +79,13 @@ class MetadataStore:
             version = document.get("version")
         except (OSError, ValueError, AttributeError) as exc:
             raise self._unreadable(exc) from exc
-        if version != _FORMAT_VERSION:
+        if version not in _FORMAT_VERSIONS:
             raise MetadataStoreError(f"{self._path}: unsupported metadata format version {version!r}")
         try:
-            topics = [self._topic(raw) for raw in document["topics"]]
+            raw_topics = document["topics"]
+            if version >= 2 and document["crc32c"] != _checksum(raw_topics):
+                raise ValueError(f"CRC32C {_checksum(raw_topics)} of the topics, {document['crc32c']} stored")
+            topics = [self._topic(raw) for raw in raw_topics]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._unreadable(exc) from exc
         for topic in topics:
@@ -107,20 +122,18 @@ class MetadataStore:
         )
 
     def _persist(self) -> None:
-        document = {
-            "version": _FORMAT_VERSION,
-            "topics": [
-                {
-                    "name": t.name,
-                    "topic_id": str(t.topic_id),
-                    "num_partitions": t.num_partitions,
-                    "replication_factor": t.replication_factor,
-                    "configs": dict(t.configs),
-                    "is_internal": t.is_internal,
-                }
-                for t in sorted(self._topics.values(), key=lambda t: t.name)
-            ],
-        }
+        topics = [
+            {
+                "name": t.name,
+                "topic_id": str(t.topic_id),
+                "num_partitions": t.num_partitions,
+                "replication_factor": t.replication_factor,
+                "configs": dict(t.configs),
+                "is_internal": t.is_internal,
+            }
+            for t in sorted(self._topics.values(), key=lambda t: t.name)
+        ]
+        document = {"version": _FORMAT_VERSION, "topics": topics, "crc32c": _checksum(topics)}
         tmp = self._path.with_name(self._path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(document, f, indent=1, sort_keys=True)
