@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from tidelog.protocol.errors import ErrorCode
@@ -296,10 +297,12 @@ def test_store_commits_durably_and_reloads(tmp_path: Path) -> None:
     dynamic.commit("4", {"log.segment.bytes": "4096"}, dynamic.propose("4", {"log.segment.bytes": "4096"}))
     assert (dynamic.config.log_retention_ms, dynamic.config.log_segment_bytes) == (1000, 4096)
     assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]  # no temp file left behind
+    layers = b'{"brokers":{"4":{"log.segment.bytes":"4096"}},"cluster_default":{"log.retention.ms":"1000"}}'
     assert json.loads((tmp_path / FILE_NAME).read_text()) == {
-        "version": 1,
+        "version": 2,
         "cluster_default": {"log.retention.ms": "1000"},
         "brokers": {"4": {"log.segment.bytes": "4096"}},
+        "crc32c": crc32c.crc32c(layers),
     }
 
     reloaded = DynamicBrokerConfigs(base, tmp_path)
@@ -348,10 +351,21 @@ def test_store_that_breaks_a_cross_check_is_not_applied(tmp_path: Path) -> None:
         dynamic.propose("", {"log.cleaner.min.compaction.lag.ms": "500"})
 
 
-def test_store_refuses_an_unknown_format(tmp_path: Path) -> None:
-    (tmp_path / FILE_NAME).write_text(json.dumps({"version": 99}))
-    with pytest.raises(ValueError, match="unsupported format version 99"):
-        DynamicBrokerConfigs(static(), tmp_path)
+def test_store_of_an_unknown_format_is_warned_about_and_not_applied(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / FILE_NAME).write_text(
+        json.dumps({"version": 99, "cluster_default": {"log.retention.ms": "1"}})
+    )
+    with caplog.at_level(logging.WARNING, logger="tidelog.dynamic_config"):
+        dynamic = DynamicBrokerConfigs(static(), tmp_path)
+    assert (dynamic.layer(""), dynamic.config.log_retention_ms) == ({}, 604_800_000)
+    message = (
+        f"dynamic broker configs in {tmp_path / FILE_NAME} are unreadable and not applied (ValueError: "
+        "unsupported format version 99); the broker runs on its static configs and the next dynamic config "
+        "change replaces the file"
+    )
+    assert [r.getMessage() for r in caplog.records] == [message]
 
 
 @pytest.mark.parametrize(
@@ -378,3 +392,31 @@ def test_a_damaged_store_is_warned_about_and_the_static_config_applies(
     # the next alteration replaces the damaged file
     dynamic.commit("", {"log.retention.ms": "1000"}, dynamic.propose("", {"log.retention.ms": "1000"}))
     assert DynamicBrokerConfigs(static(), tmp_path).layer("") == {"log.retention.ms": "1000"}
+
+
+def test_every_single_bit_flip_is_ignored_with_a_warning_or_changes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One flipped digit would change a retention silently: the checksum turns it into a damaged file."""
+    dynamic = DynamicBrokerConfigs(static(), tmp_path)
+    layer = {"log.retention.ms": "2592000000", "log.segment.bytes": "4096"}
+    dynamic.commit("", layer, dynamic.propose("", layer))
+    path = tmp_path / FILE_NAME
+    original = path.read_bytes()
+    ignored = 0
+    for i in range(len(original)):  # every byte, each bit position in turn
+        damaged = bytearray(original)
+        damaged[i] ^= 1 << (i % 8)
+        path.write_bytes(bytes(damaged))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tidelog.dynamic_config"):
+            reloaded = DynamicBrokerConfigs(static(), tmp_path)
+        if caplog.records:
+            assert reloaded.layer("") == {}
+            assert (
+                caplog.records[0].getMessage().startswith(f"dynamic broker configs in {path} are unreadable")
+            )
+            ignored += 1
+        else:
+            assert reloaded.layer("") == layer, i  # a flip in layout whitespace, say
+    assert ignored > 0.9 * len(original)

@@ -14,9 +14,11 @@ Invariants:
   fsync, rename, directory fsync) before a change is applied or answered, and are read at start-up. A stored
   key that is no longer dynamic or valid is left out with a warning (Kafka ignores such configs too); a
   stored set that does not make a valid config together is not applied at all (warning, static config).
-  A damaged file (unreadable, not UTF-8 or JSON, not layers of string configs) is warned about, naming it,
-  and ignored: the broker starts on its static config and the next alteration replaces the file. Only a
-  file of an unknown format version (a newer tidelog's) stops the broker.
+  The file carries a CRC32C of its layers (format version 2; a version-1 file has none). A damaged file
+  (unreadable, not UTF-8 or JSON, not layers of string configs, a checksum that does not match: one flipped
+  digit would change a retention silently) or of an unknown format version (a newer tidelog's) is warned
+  about, naming it, and ignored: the broker starts on its static config and the next alteration replaces
+  the file. It never stops the broker.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+import crc32c
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.config import AlterConfigOp, BrokerConfig, apply_config_operations, parse_list
@@ -51,7 +55,9 @@ __all__ = [
 log = logging.getLogger("tidelog.dynamic_config")
 
 FILE_NAME: Final = "tidelog-broker-configs.json"
-_FORMAT_VERSION: Final = 1
+_FORMAT_VERSION: Final = 2
+_FORMAT_VERSIONS: Final = (1, 2)
+"""Version 1 has no checksum."""
 CLUSTER_DEFAULT: Final = ""
 """The entity (resource name) of the cluster-wide default layer."""
 
@@ -60,6 +66,12 @@ class ReadOnlyConfigError(ConfigError):
     """A broker config that cannot be updated dynamically: answered with INVALID_REQUEST, as Kafka does."""
 
     error_code = ErrorCode.INVALID_REQUEST
+
+
+def _checksum(document: Mapping[str, Any]) -> int:
+    """CRC32C of the layers' canonical JSON (sorted keys, no spaces), the same written and read back."""
+    layers = {"brokers": document.get("brokers", {}), "cluster_default": document.get("cluster_default", {})}
+    return crc32c.crc32c(json.dumps(layers, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def _check_dynamic(name: str) -> None:
@@ -154,11 +166,12 @@ class DynamicBrokerConfigs:
     def commit(self, entity: str, configs: Mapping[str, str], config: BrokerConfig) -> None:
         """Store ``entity``'s new layer durably, then make ``config`` (from :meth:`propose`) current."""
         layers = {**self._layers, entity: dict(configs)}
-        document = {
+        document: dict[str, Any] = {
             "version": _FORMAT_VERSION,
             "cluster_default": layers.get(CLUSTER_DEFAULT, {}),
             "brokers": {name: layer for name, layer in layers.items() if name != CLUSTER_DEFAULT and layer},
         }
+        document["crc32c"] = _checksum(document)
         atomic_write(self._path, json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
         self._layers = layers
         self.config = config
@@ -181,20 +194,22 @@ class DynamicBrokerConfigs:
             document: Any = json.loads(self._path.read_text(encoding="utf-8"))
             if not isinstance(document, dict):
                 raise TypeError(f"a JSON {type(document).__name__}, not an object")
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, TypeError) as exc:
-            return self._unreadable(exc)
-        if document.get("version") != _FORMAT_VERSION:
-            raise ValueError(f"{self._path}: unsupported format version {document.get('version')!r}")
-        try:
+            version = document.get("version")
+            if version not in _FORMAT_VERSIONS:
+                raise ValueError(f"unsupported format version {version!r}")
+            if version >= 2 and document.get("crc32c") != _checksum(document):
+                raise ValueError(
+                    f"CRC32C {_checksum(document)} of the layers, {document.get('crc32c')} stored"
+                )
             stored = {CLUSTER_DEFAULT: document.get("cluster_default", {}), **document.get("brokers", {})}
             if not all(
                 isinstance(configs, dict) and all(isinstance(v, str) for v in configs.values())
                 for configs in stored.values()
             ):
                 raise TypeError("a layer is not a map of config names to strings")
-        except (TypeError, AttributeError) as exc:
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
             return self._unreadable(exc)
         layers: dict[str, dict[str, str]] = {}
         for entity, configs in stored.items():
