@@ -463,6 +463,39 @@ def test_corrupt_txnindex_of_a_trusted_segment_is_rebuilt(tmp_path: Path) -> Non
     reopened.close()
 
 
+@pytest.mark.parametrize("field", ["producer_id", "first_offset", "last_offset", "last_stable_offset"])
+def test_a_plausible_but_wrong_txnindex_entry_of_a_trusted_segment_is_rebuilt(
+    tmp_path: Path, field: str
+) -> None:
+    """One flipped bit that leaves an entry well-formed (another producer id, a nearby offset) is caught
+    against the log; a wrong producer id would show the aborted records to read_committed consumers."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, BIG)  # one segment: every transaction begins in it
+    aborted, _ = build_mixed(log)
+    files = index_files(log)
+    end = log.log_end_offset
+    log.flush()
+    log.take_producer_snapshot()
+    log.close()
+    base, entry = next((b, e) for b, entries in files.items() for e in entries if e.first_offset > b)
+    position = files[base].index(entry) * ABORTED_TXN_SIZE
+    damaged = entry._replace(
+        producer_id=entry.producer_id ^ 1,
+        first_offset=entry.first_offset - 1,
+        last_offset=entry.last_offset - 1,
+        last_stable_offset=entry.last_offset + 2,
+    )
+    wrong = entry._replace(**{field: getattr(damaged, field)})
+    path = layout.txn_index_file(directory, base)
+    data = bytearray(path.read_bytes())
+    data[position : position + ABORTED_TXN_SIZE] = wrong.encode()
+    path.write_bytes(bytes(data))
+    reopened = open_log(directory, BIG, clean=True, recovery_point=end, high_watermark=end)
+    assert index_files(reopened) == files
+    assert everything_aborted(reopened) == aborted
+    reopened.close()
+
+
 def test_torn_partial_entry_is_ignored_and_overwritten(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.txnindex"
     first, second = AbortedTxn(P1, 0, 5, 3), AbortedTxn(P2, 3, 9, 10)  # P2 was open when P1 aborted

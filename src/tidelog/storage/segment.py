@@ -647,9 +647,10 @@ class LogSegment:
         Besides :meth:`sanity_check`: the time index's last entry must describe a real batch (last offset
         and max timestamp), and neither the first batch nor any batch after the last offset index entry
         may carry a larger timestamp than that entry (a rolled or closed segment's time index ends with its
-        largest timestamp), and the transaction index must be ordered with its markers inside the segment.
-        Also learns the next offset. A tail that is not whole is cut when
-        ``cut_torn_tail`` (the last segment), else it is corruption.
+        largest timestamp), and the transaction index must be ordered with its markers inside the segment,
+        each entry matching its producer's ABORT marker and first transactional batch in the log. Also
+        learns the next offset. A tail that is not whole is cut when ``cut_torn_tail`` (the last segment),
+        else it is corruption.
         """
         self.sanity_check()
         last_time = self.time_index.last_entry()
@@ -671,12 +672,48 @@ class LogSegment:
             logger.warning("%s: cutting %d bytes of torn tail", self._log_path, self._size - end)
             self.truncate_file(end)
         self.txn_index.sanity_check(self.next_offset)
+        self._check_txn_index_against_log()
         indexed_max = last_time.timestamp if last_time is not None else _NO_TIMESTAMP
         first = self._header_at(0) if self._size else None
         if self._max_timestamp > indexed_max or (first is not None and first.max_timestamp > indexed_max):
             raise CorruptIndexError(
                 f"{self.time_index.path}: largest indexed timestamp {indexed_max} is below the log's"
             )
+
+    def _check_txn_index_against_log(self) -> None:
+        """Raise :class:`CorruptIndexError` unless every aborted transaction of the index has its ABORT
+        marker, of its producer, at its last offset, and (when that lies in this segment) a transactional
+        batch of its producer starting at its first offset. A plausible but wrong entry (one flipped bit in
+        a producer id) would otherwise show the aborted records to read_committed consumers."""
+        for entry in self.txn_index.entries():
+            found = self.translate_offset(entry.last_offset)
+            marker = None
+            if found is not None:
+                position, header = found
+                if (header.base_offset, header.producer_id) == (entry.last_offset, entry.producer_id):
+                    try:
+                        marker = self.end_txn_marker(position, header)
+                    except (RecordError, LogCorruptionError):
+                        marker = None
+            if marker is None or marker[0] != ControlRecordType.ABORT:
+                raise CorruptIndexError(
+                    f"{self.txn_index.path}: no ABORT marker of producer {entry.producer_id} at offset "
+                    f"{entry.last_offset} for {entry}"
+                )
+            if entry.first_offset < self.base_offset:
+                continue  # the transaction began in an earlier segment
+            found = self.translate_offset(entry.first_offset)
+            first = found[1] if found is not None else None
+            if (
+                first is None
+                or (first.base_offset, first.producer_id) != (entry.first_offset, entry.producer_id)
+                or not first.is_transactional
+                or first.is_control
+            ):
+                raise CorruptIndexError(
+                    f"{self.txn_index.path}: no transactional batch of producer {entry.producer_id} starts at "
+                    f"offset {entry.first_offset} for {entry}"
+                )
 
     def _reset_index_state(self) -> None:
         self.offset_index.reset()

@@ -128,7 +128,8 @@ class TransactionIndex:
 
     def sanity_check(self, next_offset: int) -> None:
         """Raise :class:`CorruptIndexError` for an unknown version, markers outside ``[base_offset,
-        next_offset)``, markers out of order, or a first offset after its marker."""
+        next_offset)``, markers out of order, a first offset after its marker, or a last stable offset past
+        it (Kafka's is the first offset of another transaction still open then, else the marker's + 1)."""
         previous = None
         for entry in self._load():
             if not self.base_offset <= entry.last_offset < next_offset:
@@ -136,8 +137,10 @@ class TransactionIndex:
                     f"{self._path}: marker offset {entry.last_offset} of {entry} is outside the segment "
                     f"[{self.base_offset}, {next_offset})"
                 )
-            if entry.first_offset > entry.last_offset or (
-                previous is not None and entry.last_offset <= previous
+            if (
+                not 0 <= entry.first_offset <= entry.last_offset
+                or not 0 <= entry.last_stable_offset <= entry.last_offset + 1
+                or (previous is not None and entry.last_offset <= previous)
             ):
                 raise CorruptIndexError(f"{self._path}: entry {entry} is out of order")
             previous = entry.last_offset
