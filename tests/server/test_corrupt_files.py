@@ -45,12 +45,11 @@ from typing import Any
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from tests.server.conftest import broker_problems
 
 from tidelog.cli._wire import WireClient, connect
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, ListOffsetsRequest, ProduceRequest
-from tidelog.protocol.records import SimpleRecord, encode_batch, iter_batch_headers
+from tidelog.protocol.records import RECORD_BATCH_HEADER_SIZE, SimpleRecord, encode_batch, iter_batch_headers
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.layout import TopicPartition
 from tidelog.testing import Broker, BrokerError
@@ -73,7 +72,6 @@ BROKER_CONFIG = {
 TOPIC_CONFIG = {"segment.bytes": "2000", "index.interval.bytes": "200"}
 DYNAMIC_RETENTION_MS = "2592000000"
 STATIC_RETENTION_MS = "604800000"
-BATCH_HEADER_SIZE = 61
 
 
 @dataclass
@@ -119,6 +117,12 @@ class Expect:
 
 
 # ---- building the template ---------------------------------------------------------------------------
+
+
+def broker_problems(broker: Broker) -> list[str]:
+    """Lines of the broker's output showing an exception escaped somewhere (always a bug)."""
+    text = broker.log_path.read_text(errors="replace")
+    return [line for line in text.splitlines() if "Traceback" in line or "level=ERROR" in line]
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -243,11 +247,8 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -
 def _flushed_and_checkpointed(data_dir: Path) -> bool:
     """Every rolled segment of alpha and beta is below the checkpointed recovery point, and the cleaner
     has checkpointed ``__consumer_offsets``."""
-    try:
-        points = read_offsets_checkpoint(data_dir / "recovery-point-offset-checkpoint")
-        cleaned = read_offsets_checkpoint(data_dir / "cleaner-offset-checkpoint")
-    except Exception:
-        return False
+    points = read_offsets_checkpoint(data_dir / "recovery-point-offset-checkpoint")  # written by rename
+    cleaned = read_offsets_checkpoint(data_dir / "cleaner-offset-checkpoint")
     for topic in (ALPHA, BETA):
         active = int(_segments(data_dir / f"{topic}-0")[-1].name.split(".")[0])
         if points.get(TopicPartition(topic, 0), -1) < active:
@@ -389,7 +390,11 @@ def flip_batch(segment: Path, which: int | None = None) -> tuple[int, int]:
     reveal; returns the batch's first and next offsets."""
     batches = _batches(segment)
     position, header = batches[len(batches) // 2 if which is None else which]
-    flip(segment, position + BATCH_HEADER_SIZE + (header.size_in_bytes - BATCH_HEADER_SIZE) // 2, 2)
+    flip(
+        segment,
+        position + RECORD_BATCH_HEADER_SIZE + (header.size_in_bytes - RECORD_BATCH_HEADER_SIZE) // 2,
+        2,
+    )
     return int(header.base_offset), int(header.last_offset) + 1
 
 
