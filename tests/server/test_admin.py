@@ -12,8 +12,10 @@ cluster id and a DeleteRecords log start offset survive restarts.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -682,3 +684,31 @@ def test_cluster_id_and_log_start_offset_survive_restarts(fresh_broker: Broker, 
     finally:
         consumer.close()
     assert got == [(6, b"v6"), (7, b"v7"), (8, b"v8"), (9, b"v9")]
+
+
+def test_a_partition_the_metadata_does_not_name_is_kept_as_a_stray(fresh_broker: Broker, topic: str) -> None:
+    """A partition directory the topic metadata does not name (an interrupted delete, or a metadata store
+    restored from an older copy) is renamed ``-stray`` and kept with its data, as Kafka keeps stray logs."""
+    bootstrap = fresh_broker.bootstrap_servers
+    confluent_create_topic(bootstrap, topic, 1)
+    for i in range(5):
+        assert produce_one(bootstrap, topic, 0, b"v%d" % i) == (0, i)
+    fresh_broker.stop()
+    data_dir = Path(fresh_broker.data_dir)
+    shutil.copytree(data_dir / f"{topic}-0", data_dir / "ghost-0")
+    written = (data_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
+    fresh_broker.restart()  # on the same port
+    bootstrap = fresh_broker.bootstrap_servers
+    assert "ghost" not in _ck_admin(bootstrap).list_topics(timeout=20).topics
+    (stray,) = data_dir.glob("ghost-0.*-stray")
+    assert (stray / "00000000000000000000.log").read_bytes() == written
+    assert not (data_dir / "ghost-0").exists()
+    assert f"kept as {stray}" in fresh_broker.log_path.read_text()
+    # A topic created with that name starts empty; the stray stays beside it, through restarts.
+    confluent_create_topic(bootstrap, "ghost", 1)
+    assert confluent_high_watermarks(bootstrap, "ghost", 1) == {0: (0, 0)}
+    fresh_broker.restart()
+    bootstrap = fresh_broker.bootstrap_servers
+    assert confluent_high_watermarks(bootstrap, "ghost", 1) == {0: (0, 0)}
+    assert list(data_dir.glob("ghost-0.*-stray")) == [stray]
+    assert confluent_high_watermarks(bootstrap, topic, 1) == {0: (0, 5)}

@@ -168,6 +168,32 @@ def test_delete_renames_then_removes_and_leftovers_go_at_start(tmp_path: Path) -
     again.close()
 
 
+def test_a_stray_is_renamed_and_kept_never_loaded_nor_deleted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = dirs(tmp_path, 1)
+    manager = LogManager(d, SMALL, now_ms=0)
+    data = fill(manager, "ghost", 2, 7)
+    fill(manager, "kept", 0, 1)
+    stray = manager.mark_stray("ghost", 2)
+    assert manager.mark_stray("ghost", 2) is None
+    assert stray is not None and stray.parent == d[0]
+    assert stray.name.startswith("ghost-2.") and stray.name.endswith("-stray")
+    assert manager.get("ghost", 2) is None
+    assert set(manager.all_logs()) == {TopicPartition("kept", 0)}
+    manager.shutdown()
+    # Kept across restarts with its data, not loaded, and named in a warning.
+    with caplog.at_level(logging.WARNING, logger="tidelog.storage"):
+        again = LogManager(d, SMALL, now_ms=0)
+    assert set(again.all_logs()) == {TopicPartition("kept", 0)}
+    assert stray.is_dir()
+    assert b"".join(p.read_bytes() for p in sorted(stray.glob("*.log"))) == data
+    assert any(stray.name in r.getMessage() and "stray" in r.getMessage() for r in caplog.records)
+    # A new partition of the same name starts empty beside it.
+    assert again.create("ghost", 2).log_end_offset == 0
+    again.close()
+
+
 def test_directories_of_another_cluster_or_in_use_are_refused(tmp_path: Path) -> None:
     d = dirs(tmp_path, 2)
     manager = LogManager(d, SMALL, now_ms=0, cluster_id="first")

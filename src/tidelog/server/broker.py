@@ -2,7 +2,8 @@
 
 Invariants:
 - Start-up order: load topic metadata, recover every partition log (LogManager), reconcile the two
-  (create partitions the metadata names but the disk lacks, remove strays of an interrupted delete), and
+  (create partitions the metadata names but the disk lacks; rename a partition it does not name to
+  ``-stray`` and keep it, as Kafka does with stray logs), and
   only then bind the listener: a client never sees a half-loaded broker.
 - Shutdown order (SIGTERM/SIGINT): stop accepting, let in-flight requests finish (bounded), close
   connections, then flush every log, write checkpoints and the clean-shutdown marker (LogManager.shutdown).
@@ -113,8 +114,14 @@ class Broker:
         known = {(t.name, p) for t in self.metadata for p in range(t.num_partitions)}
         for name, index in list(self.logs.all_logs()):
             if (name, index) not in known:
-                log.warning("removing stray partition %s-%s (not in topic metadata)", name, index)
-                self.logs.delete(name, index)
+                stray = self.logs.mark_stray(name, index)
+                log.warning(
+                    "partition %s-%s is not in the topic metadata: kept as %s, not served (remove it once sure"
+                    " its data is not needed)",
+                    name,
+                    index,
+                    stray,
+                )
         for topic in self.metadata:
             config = self.log_config(topic)
             for index in range(topic.num_partitions):

@@ -6,13 +6,14 @@ Invariants:
   a crash leaves either the old or the new file, never a mix.
 - Creating a topic persists it *before* its partition directories are made; deleting persists the removal
   *before* the directories go. At start-up, partitions the store names but the disk lacks are created, and
-  directories the store does not name are strays from an interrupted delete (the broker removes them).
+  directories the store does not name are strays (an interrupted delete; or a store restored from an older
+  copy): the broker renames them ``-stray`` and keeps them, never deletes them.
 - A topic id never changes for the life of the topic; a topic deleted and created again gets a new id.
 - The file carries a CRC32C of its topics (format version 2; a version-1 file, written before, has none and
   gets one at the next change). A store file that cannot be read whole (not UTF-8, not JSON, a field missing
   or of the wrong type, a checksum that does not match) raises :class:`MetadataStoreError` naming the file:
   being replaced atomically, it can only be damaged on disk, and starting on it would forget topics and
-  their configs (one flipped bit in a name renames a topic, whose partitions would then be removed as
+  their configs (one flipped bit in a name renames a topic, whose partitions would then be set aside as
   strays), so the broker refuses to start until it is restored.
 """
 

@@ -58,6 +58,7 @@ __all__ = [
     "time_index_file",
     "txn_index_file",
     "validate_topic_name",
+    "stray_dir_name",
 ]
 
 LOG_FILE_SUFFIX: Final = ".log"
@@ -134,7 +135,16 @@ def partition_dir_name(tp: TopicPartition) -> str:
 
 def delete_dir_name(tp: TopicPartition, uid_hex: str) -> str:
     """``<topic>-<partition>.<uid>-delete``, the topic cut so the whole name fits in 255 bytes."""
-    suffix = f"-{tp.partition}.{uid_hex}{DELETE_DIR_SUFFIX}"
+    return _special_dir_name(tp, uid_hex, DELETE_DIR_SUFFIX)
+
+
+def stray_dir_name(tp: TopicPartition, uid_hex: str) -> str:
+    """``<topic>-<partition>.<uid>-stray``, the topic cut so the whole name fits in 255 bytes."""
+    return _special_dir_name(tp, uid_hex, STRAY_DIR_SUFFIX)
+
+
+def _special_dir_name(tp: TopicPartition, uid_hex: str, kind: str) -> str:
+    suffix = f"-{tp.partition}.{uid_hex}{kind}"
     return tp.topic[: _MAX_DIR_NAME_LENGTH - len(suffix)] + suffix
 
 

@@ -160,6 +160,14 @@ class LogManager:
                 logger.info("%s: removing %s, a partition deleted earlier", log_dir, child.name)
                 shutil.rmtree(child, ignore_errors=True)
                 continue
+            if suffix == layout.STRAY_DIR_SUFFIX:
+                logger.warning(
+                    "%s: keeping %s, a stray partition the topic metadata did not name (not loaded; remove it"
+                    " once sure its data is not needed)",
+                    log_dir,
+                    child.name,
+                )
+                continue
             if suffix:
                 logger.warning("%s: ignoring %s (%s logs are not supported yet)", log_dir, child.name, suffix)
                 continue
@@ -253,6 +261,22 @@ class LogManager:
         fsync_dir(parent)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    def mark_stray(self, topic: str, partition: int) -> Path | None:
+        """Close the log and rename its dir to ``<topic>-<partition>.<uuid>-stray``, keeping its files (Kafka's
+        stray logs): it is never loaded again, and nothing deletes it. Returns the new path, or ``None`` if
+        there was no such log."""
+        tp = TopicPartition(topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return None
+        log.close()
+        self.cleaner_checkpoints.remove(tp)
+        parent = log.dir.parent
+        stray = parent / layout.stray_dir_name(tp, uuid.uuid4().hex)
+        os.rename(log.dir, stray)
+        fsync_dir(parent)
+        return stray
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic's new config to its logs."""
