@@ -177,8 +177,10 @@ def test_a_stray_is_renamed_and_kept_never_loaded_nor_deleted(
     fill(manager, "kept", 0, 1)
     stray = manager.mark_stray("ghost", 2)
     assert manager.mark_stray("ghost", 2) is None
-    assert stray is not None and stray.parent == d[0]
-    assert stray.name.startswith("ghost-2.") and stray.name.endswith("-stray")
+    assert stray is not None
+    assert stray.parent == d[0]
+    assert stray.name.startswith("ghost-2.")
+    assert stray.name.endswith("-stray")
     assert manager.get("ghost", 2) is None
     assert set(manager.all_logs()) == {TopicPartition("kept", 0)}
     manager.shutdown()
