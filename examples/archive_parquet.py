@@ -1,6 +1,6 @@
 """Archive a topic to Parquet files partitioned by date (like nsq_to_file, but columnar).
 
-    python -m tidelog.spark.pipeline examples/archive_parquet.py --source events --path archive/events
+    tidelog pipeline examples/archive_parquet.py --source events --path archive/events
 
 Every record lands once under ``<path>/date=YYYY-MM-DD/`` (the date of its Kafka timestamp, UTC) with its
 key, value, topic, partition, offset, timestamp and headers. Spark's file sink commits each micro-batch

@@ -1,6 +1,6 @@
 """A stream-stream join of two topics: orders matched with their payments, written to a third topic.
 
-    python -m tidelog.spark.pipeline examples/stream_join.py --orders orders --payments payments --sink paid-orders
+    tidelog pipeline examples/stream_join.py --orders orders --payments payments --sink paid-orders
 
 Both topics are keyed by order id. A payment matches an order with the same key whose timestamp is at
 most ``--within`` earlier; watermarks on both sides bound the join's state. Each match is written as the

@@ -1,6 +1,6 @@
 """Consume-transform-produce: read a topic, transform each record, write the result to another topic.
 
-    python -m tidelog.spark.pipeline examples/transform.py --source events --sink events-upper
+    tidelog pipeline examples/transform.py --source events --sink events-upper
 
 Keys and headers are kept; the value becomes upper case. ``--exactly-once`` writes through the
 transactional sink (``deliveryGuarantee=exactly-once``): each record of the source lands in the sink

@@ -1,6 +1,6 @@
 """Event-time windowed counts with a watermark, written back to a topic.
 
-    python -m tidelog.spark.pipeline examples/windowed_counts.py --source clicks --sink click-counts
+    tidelog pipeline examples/windowed_counts.py --source clicks --sink click-counts
 
 Counts records per key in tumbling windows of the records' event time (their Kafka timestamp). The
 watermark lets records arrive up to ``--watermark`` late; in the default ``append`` output mode a
