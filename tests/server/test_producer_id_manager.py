@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.server.producer_id_manager import ProducerIdBlockError, ProducerIdManager
+from tidelog.server.producer_id_manager import (
+    ProducerIdBlockError,
+    ProducerIdManager,
+    ProducerIdsNotReadyError,
+)
 
 
 def test_blocks_are_reserved_before_ids_are_handed_out(tmp_path: Path) -> None:
@@ -53,3 +57,137 @@ def test_a_block_file_that_is_not_text_is_refused_naming_it(tmp_path: Path) -> N
     with pytest.raises(ProducerIdBlockError) as info:
         ProducerIdManager(path, node_id=0)
     assert str(info.value).startswith(f"cannot read the producer id block in {path}: 'utf-8' codec")
+
+
+# -- the floor: ids seen in use are never handed out, whatever the file says ------------------------------
+
+
+def write_block(path: Path, start: int, end: int) -> None:
+    record = {"version": 1, "broker": 0, "block_start": str(start), "block_end": str(end)}
+    path.write_text(json.dumps(record))
+
+
+def block(path: Path) -> tuple[int, int]:
+    data = json.loads(path.read_text())
+    return int(data["block_start"]), int(data["block_end"])
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == "tidelog.producer_id" and r.levelname == "WARNING"
+    ]
+
+
+def test_a_block_below_the_floor_jumps_a_block_above_it_before_any_id(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "producer-id-block"
+    write_block(path, 0, 3)  # an old copy: ids up to 10 were handed out since
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    assert manager.raise_floor(10, "partition t-0") is True
+    assert block(path) == (15, 18)  # on disk before the first id: 11..14 are the margin
+    expected = (
+        f"producer id 10 is in use (partition t-0) but the producer id block in {path} ends at 3: the file"
+        " was lost, damaged or restored from an old copy; producer ids go on from 15 (4 ids above the one"
+        " in use are skipped for producers that were given ids and have not written yet)"
+    )
+    assert warnings_of(caplog) == [expected]
+    assert [manager.generate_producer_id() for _ in range(5)] == [15, 16, 17, 18, 19]
+    assert block(path) == (19, 22)
+    assert ProducerIdManager(path, node_id=0, block_size=4).generate_producer_id() == 23
+
+
+def test_a_missing_file_takes_the_floor_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "producer-id-block"
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    assert manager.raise_floor(7, "transactional id 'etl'") is True
+    assert block(path) == (12, 15)
+    assert [m.split(":")[0] for m in warnings_of(caplog)] == [
+        f"producer id 7 is in use (transactional id 'etl') but the producer id block in {path} is missing"
+    ]
+    assert manager.generate_producer_id() == 12
+
+
+@pytest.mark.parametrize("in_use", [-1, 0, 3])
+def test_a_floor_at_or_below_the_reserved_end_changes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, in_use: int
+) -> None:
+    path = tmp_path / "producer-id-block"
+    write_block(path, 0, 3)
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    assert manager.raise_floor(in_use, "partition t-0") is False
+    assert block(path) == (0, 3)
+    assert manager.generate_producer_id() == 4
+    assert warnings_of(caplog) == []
+
+
+def test_no_floor_on_a_fresh_broker(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    assert manager.raise_floor(-1, "nowhere") is False
+    assert not path.exists()
+    assert manager.generate_producer_id() == 0
+
+
+def test_the_floor_applies_within_the_current_block(tmp_path: Path) -> None:
+    """Ids already handed out from the block are never handed out again either way."""
+    path = tmp_path / "producer-id-block"
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    assert [manager.generate_producer_id() for _ in range(2)] == [0, 1]
+    assert manager.raise_floor(1, "partition t-0") is False
+    assert manager.raise_floor(2, "partition t-0") is True
+    assert block(path) == (7, 10)
+    assert manager.generate_producer_id() == 7
+
+
+def test_no_id_while_a_hold_is_open_then_the_highest_released_floor(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "producer-id-block"
+    write_block(path, 0, 3)
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    manager.hold("__transaction_state-1")
+    manager.hold("__transaction_state-0")
+    with pytest.raises(ProducerIdsNotReadyError, match="wait for __transaction_state-0 to load"):
+        manager.generate_producer_id()
+    manager.release("__transaction_state-0", 20, "transactional id 'a'")
+    assert block(path) == (0, 3)  # nothing moves while a hold is open
+    with pytest.raises(OSError, match="wait for __transaction_state-1 to load"):  # what callers catch
+        manager.generate_producer_id()
+    manager.release("__transaction_state-1", 9, "transactional id 'b'")
+    assert manager.holds == frozenset()
+    assert block(path) == (25, 28)
+    assert [m.split(" but ")[0] for m in warnings_of(caplog)] == [
+        "producer id 20 is in use (transactional id 'a')"
+    ]
+    assert manager.generate_producer_id() == 25
+
+
+def test_releasing_without_ids_in_use_opens_the_block_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    write_block(path, 0, 3)
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    manager.hold("__transaction_state-0")
+    manager.release("__transaction_state-0", -1, "nowhere")
+    assert manager.generate_producer_id() == 4
+
+
+def test_a_key_not_held_raises_the_floor_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    manager.hold("__transaction_state-0")
+    manager.release("__transaction_state-7", 5, "transactional id 'c'")
+    assert block(path) == (10, 13)
+    assert manager.holds == frozenset({"__transaction_state-0"})
+
+
+def test_a_jump_that_cannot_be_written_is_written_by_the_next_id(tmp_path: Path) -> None:
+    path = tmp_path / "gone" / "producer-id-block"
+    manager = ProducerIdManager(path, node_id=0, block_size=4)
+    with pytest.raises(FileNotFoundError):
+        manager.raise_floor(6, "partition t-0")
+    with pytest.raises(FileNotFoundError):
+        manager.generate_producer_id()  # still no block on disk: still no id
+    path.parent.mkdir()
+    assert manager.generate_producer_id() == 11
+    assert block(path) == (11, 14)

@@ -4,7 +4,10 @@ Invariants:
 - Start-up order: load topic metadata, recover every partition log (LogManager), reconcile the two
   (create partitions the metadata names but the disk lacks; rename a partition it does not name to
   ``-stray`` and keep it, as Kafka does with stray logs), and
-  only then bind the listener: a client never sees a half-loaded broker.
+  only then bind the listener: a client never sees a half-loaded broker. Before the bind the producer id
+  floor is raised above every producer id in the loaded logs' producer states (stray ones too), and the
+  transaction runtime holds producer ids until ``__transaction_state`` is loaded (producer_id_manager.py):
+  no producer id in use is handed out again, whatever became of the ``producer-id-block`` file.
 - Shutdown order (SIGTERM/SIGINT): stop accepting, let in-flight requests finish (bounded), close
   connections, then flush every log, write checkpoints and the clean-shutdown marker (LogManager.shutdown).
 - Background work runs on this one event loop: the purgatory clock, retention every
@@ -47,6 +50,7 @@ from .group_runtime import GroupRuntime
 from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .log_flush_task import LogFlushTask
 from .metadata_store import MetadataStore, TopicMetadata
+from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from .replica_manager import ReplicaManager
 from .txn_runtime import TransactionRuntime
@@ -82,6 +86,7 @@ class Broker:
         )
         self.cluster_id = self.logs.cluster_id
         self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
+        self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
         self.fetch_purgatory = FetchPurgatory()
         self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append)
         self.log_cleaner = LogCleanerTask(

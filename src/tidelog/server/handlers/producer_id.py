@@ -12,7 +12,8 @@ Invariants:
   producer and the end of its unfinished transaction.
 * Ids come from :class:`~tidelog.server.producer_id_manager.ProducerIdManager`, reserved on disk first; if
   the block cannot be written the answer is the retriable ``COORDINATOR_LOAD_IN_PROGRESS`` (what Kafka
-  answers while it has no block) and no id is handed out.
+  answers while it has no block) and no id is handed out; so it is while ``__transaction_state`` still
+  loads after a start (its producer ids are not in the floor yet), without an error logged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from tidelog.server.producer_id_manager import ProducerIdsNotReadyError
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
@@ -38,6 +40,11 @@ def handle_init_producer_id(
         return response
     try:
         producer_id = broker.producer_ids.generate_producer_id()
+    except ProducerIdsNotReadyError as exc:
+        log.debug("no producer id for client %s yet: %s", ctx.client_id, exc)
+        return InitProducerIdResponse(
+            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1
+        )
     except OSError:
         log.exception("could not reserve a block of producer ids")
         return InitProducerIdResponse(
