@@ -10,6 +10,10 @@ shape of :mod:`tidelog.server.group_runtime`:
   a background task (reads of ``transaction.state.log.load.buffer.size``, yielding to the loop between
   them); until a partition is loaded its transactional ids get COORDINATOR_LOAD_IN_PROGRESS. The
   coordinator epoch of a partition is its leader epoch (stamped on every marker).
+- **No producer id is handed out before every partition loading at start is loaded**: each one is a
+  hold on the broker's ``ProducerIdManager`` from :meth:`TransactionRuntime.start` (before a request is
+  read), released with its transactional ids' highest producer id when its load ends (one that fails
+  releases with what it replayed), so the floor includes them (see producer_id_manager.py).
 - Every :class:`~tidelog.coordinator.txn_result.TxnCoordinatorResult` is applied in the coordinator's
   order: its records are appended first, one batch per partition (on a single node the high watermark is
   the log end offset, so they are committed when the append returns), then the response is settled, then
@@ -56,6 +60,7 @@ from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_bat
 from tidelog.protocol.schema import Request
 from tidelog.server.coordinator_support import KeyedTimers, read_records, run_partition_loader, wall_clock_ms
 from tidelog.server.group_runtime import OFFSETS_TOPIC
+from tidelog.server.producer_id_floor import NONE_IN_USE, highest_in_transactions
 from tidelog.storage import TopicPartition
 
 if TYPE_CHECKING:
@@ -171,6 +176,7 @@ class TransactionRuntime:
         for partition in range(topic.num_partitions):
             if self.coordinator.txn_partition(partition) is None:
                 self._begin_loading(partition)
+                self._broker.producer_ids.hold(self._producer_ids_hold(partition))
                 self._to_load.append(partition)
         self._load_wakeup.set()
 
@@ -210,14 +216,37 @@ class TransactionRuntime:
     async def _load_partition(self, partition: int) -> None:
         started = time.monotonic()
         count = 0
-        replica = self._broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
-        if replica is not None:
-            for chunk in read_records(replica, self._load_buffer):
-                count += self._replay(partition, chunk)
-                await asyncio.sleep(0)
-                if self._stopped or not self.coordinator.is_loading(partition):
-                    return
-        self._complete_loading(partition, count, started)
+        try:
+            replica = self._broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+            if replica is not None:
+                for chunk in read_records(replica, self._load_buffer):
+                    count += self._replay(partition, chunk)
+                    await asyncio.sleep(0)
+                    if self._stopped or not self.coordinator.is_loading(partition):
+                        return
+            self._complete_loading(partition, count, started)
+        finally:
+            if self._producer_ids_hold(partition) in self._broker.producer_ids.holds:
+                if not self._stopped:
+                    log.warning(
+                        "%s-%d did not load: producer ids go on above the ids of the records it replayed",
+                        TRANSACTION_STATE_TOPIC,
+                        partition,
+                    )
+                self._release_producer_ids(partition)
+
+    @staticmethod
+    def _producer_ids_hold(partition: int) -> str:
+        return f"{TRANSACTION_STATE_TOPIC}-{partition}"
+
+    def _release_producer_ids(self, partition: int) -> None:
+        """The producer ids of ``partition``'s transactional ids are known: the floor may include them."""
+        owned = self.coordinator.txn_partition(partition)
+        in_use = highest_in_transactions(owned.transactions.values()) if owned is not None else NONE_IN_USE
+        try:
+            self._broker.producer_ids.release(self._producer_ids_hold(partition), *in_use)
+        except OSError as exc:  # the jumped block is written by the next InitProducerId then
+            log.warning("cannot write the producer id block: %s", exc)
 
     def _replay(self, partition: int, chunk: list[Any]) -> int:
         replayed = 0
@@ -242,6 +271,7 @@ class TransactionRuntime:
 
     def _complete_loading(self, partition: int, count: int, started: float) -> None:
         self._apply(self.coordinator.complete_loading(partition, self._clock()))
+        self._release_producer_ids(partition)
         if count:
             owned = self.coordinator.txn_partition(partition)
             ids = len(owned.transactions) if owned is not None else 0
