@@ -20,13 +20,15 @@ shape of :mod:`tidelog.server.group_runtime`:
   the markers are written, then the timers are set. **A marker is never written before the Prepare record
   that decided it has been appended**: when an append fails, the request gets the mapped error, the
   markers are dropped and the partition is unloaded and loaded again from its log (the truth).
-- Markers go through ``ReplicaManager.write_txn_marker`` synchronously, before the event loop gets to send
-  the response: an EndTxn answer leaves once the transaction is complete on every partition (Kafka answers
-  once the Prepare record is durable; answering later only helps the client's next transaction). Written
-  partitions are reported with ``on_markers_written`` (a vanished partition counts as written); a marker
-  on ``__consumer_offsets`` also settles the producer's pending offsets in the group coordinator. A
-  marker refused with INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED stops that marker set
-  unreported (a newer epoch has moved on); any other failure is retried on the partitions left.
+- Markers go through :meth:`TransactionRuntime.write_marker` (``ReplicaManager.write_txn_marker``; an
+  admin's WriteTxnMarkers, :mod:`tidelog.server.handlers.write_txn_markers`, takes the same path)
+  synchronously, before the event loop gets to send the response: an EndTxn answer leaves once the
+  transaction is complete on every partition (Kafka answers once the Prepare record is durable; answering
+  later only helps the client's next transaction). Written partitions are reported with
+  ``on_markers_written`` (a vanished partition counts as written); a marker on ``__consumer_offsets`` also
+  settles the producer's pending offsets in the group coordinator. A marker refused with
+  INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED stops that marker set unreported (a newer
+  epoch has moved on); any other failure is retried on the partitions left.
 - Transaction timeouts and transactional-id expiry are timers on a timing wheel driven by one clock task
   (:class:`~tidelog.server.coordinator_support.KeyedTimers`), firing ``on_timeout`` never early.
 - The produce path's KIP-890 verification is the coordinator's ``verify_partition``, registered with the
@@ -375,14 +377,12 @@ class TransactionRuntime:
         if self._stopped:
             return
         now = self._clock()
-        committed = markers.result is ControlRecordType.COMMIT
         written: list[TopicPartition] = []
         retry: list[TopicPartition] = []
         stopped = False
         for tp in partitions:
-            error, _info, message = self._broker.replicas.write_txn_marker(
-                tp.topic,
-                tp.partition,
+            error, message = self.write_marker(
+                tp,
                 markers.result,
                 producer_id=markers.producer_id,
                 producer_epoch=markers.producer_epoch,
@@ -391,8 +391,6 @@ class TransactionRuntime:
             )
             if error == ErrorCode.NONE:
                 written.append(tp)
-                if tp.topic == OFFSETS_TOPIC:
-                    self._broker.groups.on_transaction_marker(tp.partition, markers.producer_id, committed)
             elif error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 written.append(tp)  # the partition is gone: nothing to mark (Kafka drops it too)
             elif error in _STOP_MARKERS:
@@ -422,6 +420,34 @@ class TransactionRuntime:
             self._apply(self.coordinator.on_markers_written(markers, now, written))
         if retry and not stopped:
             self._retry_markers(markers, tuple(retry))
+
+    def write_marker(
+        self,
+        tp: TopicPartition,
+        result: ControlRecordType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> tuple[ErrorCode, str | None]:
+        """Write one COMMIT/ABORT marker to one partition, as leader; returns (error, message). The one path
+        every marker takes, this coordinator's and an admin's WriteTxnMarkers (``kafka-transactions.sh
+        abort``): a marker written on ``__consumer_offsets`` settles the producer's pending offsets there."""
+        error, _info, message = self._broker.replicas.write_txn_marker(
+            tp.topic,
+            tp.partition,
+            result,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            now_ms=now_ms,
+        )
+        if error == ErrorCode.NONE and tp.topic == OFFSETS_TOPIC:
+            self._broker.groups.on_transaction_marker(
+                tp.partition, producer_id, result is ControlRecordType.COMMIT
+            )
+        return ErrorCode(error), message
 
     def _retry_markers(self, markers: WriteTxnMarkers, partitions: tuple[TopicPartition, ...]) -> None:
         loop = asyncio.get_running_loop()

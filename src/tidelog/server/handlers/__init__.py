@@ -16,6 +16,7 @@ from .api_versions import handle_api_versions
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .consumer_group import handle_consumer_group_request
 from .delete_records import handle_delete_records
+from .describe_producers import handle_describe_producers
 from .fetch import handle_fetch
 from .find_coordinator import handle_find_coordinator
 from .groups import handle_group_request, handle_offset_commit, handle_offset_delete
@@ -26,6 +27,7 @@ from .produce import handle_produce
 from .producer_id import handle_init_producer_id
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import handle_transaction_request, handle_txn_offset_commit
+from .write_txn_markers import handle_write_txn_markers
 
 __all__ = ["ROUTES"]
 
@@ -61,7 +63,9 @@ ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
     (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_transaction_request),
     (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_transaction_request),
     (ApiKey.END_TXN, 0, 4, handle_transaction_request),
+    (ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
     (ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_transaction_request),
     (ApiKey.LIST_TRANSACTIONS, 0, 1, handle_transaction_request),
+    (ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers),
 ]

@@ -1,0 +1,71 @@
+"""DescribeProducers (key 61, KIP-664): the producers a partition's log knows, for finding hanging
+transactions (``tidelog transactions describe-producers`` / ``find-hanging``, ``kafka-transactions.sh``).
+
+Invariants (Kafka's ``KafkaApis.handleDescribeProducersRequest`` and ``UnifiedLog.activeProducers``):
+
+- Every requested partition gets one answer, in request order: UNKNOWN_TOPIC_OR_PARTITION when this broker
+  has no such partition (one node leads every partition it has, so NOT_LEADER_OR_FOLLOWER never applies),
+  else every producer of the partition's producer state, by producer id. Internal topics are described too.
+- Each producer is its state as the log holds it: epoch, last sequence (-1 without batches), timestamp of
+  its last batch or marker, coordinator epoch of its last marker (-1 if none yet) and the first offset of
+  its open transaction (-1 if none). Nothing is changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.dispatch import RequestContext
+    from tidelog.server.replica_manager import Partition
+
+__all__ = ["handle_describe_producers"]
+
+_PartitionResponse = DescribeProducersResponse.PartitionResponse
+_ProducerState = DescribeProducersResponse.ProducerState
+_NOT_HOSTED = "This server does not host this topic-partition."
+"""Kafka's message for UNKNOWN_TOPIC_OR_PARTITION."""
+
+
+def active_producers(partition: Partition) -> list[DescribeProducersResponse.ProducerState]:
+    """The partition's producer state, one entry per producer id, by producer id."""
+    producers = partition.log.producer_state.producers
+    return [
+        _ProducerState(
+            producer_id=entry.producer_id,
+            producer_epoch=entry.producer_epoch,
+            last_sequence=entry.last_sequence,
+            last_timestamp=entry.last_timestamp,
+            coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=entry.current_txn_first_offset,
+        )
+        for _pid, entry in sorted(producers.items())
+    ]
+
+
+def handle_describe_producers(
+    broker: Broker, ctx: RequestContext, request: DescribeProducersRequest
+) -> DescribeProducersResponse:
+    response = DescribeProducersResponse()
+    for topic in request.topics:
+        answers = []
+        for index in topic.partition_indexes:
+            partition = broker.replicas.get(topic.name, index)
+            if partition is None:
+                answers.append(
+                    _PartitionResponse(
+                        partition_index=index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=_NOT_HOSTED,
+                    )
+                )
+            else:
+                answers.append(
+                    _PartitionResponse(partition_index=index, active_producers=active_producers(partition))
+                )
+        response.topics.append(DescribeProducersResponse.TopicResponse(name=topic.name, partitions=answers))
+    return response
