@@ -1,4 +1,6 @@
-"""``tidelog transactions list|describe`` (the jobs of ``kafka-transactions.sh list`` and ``describe``).
+"""``tidelog transactions list|describe`` (the jobs of ``kafka-transactions.sh list`` and ``describe``);
+the group also holds ``describe-producers``, ``find-hanging`` and ``abort``
+(:mod:`tidelog.cli.transactions_hanging`).
 
 confluent-kafka's AdminClient has no ListTransactions/DescribeTransactions, so these commands speak the
 protocol themselves (:mod:`tidelog.cli._wire`, tidelog's codec): ``list`` asks every broker of the cluster
@@ -27,6 +29,8 @@ import click
 
 from tidelog.cli._common import ClientOptions, client_options, fail, out_console, print_error
 from tidelog.cli._common import table as make_table
+from tidelog.cli._txn_wire import describe_transaction, error_text, no_librdkafka_properties, open_wire
+from tidelog.cli.transactions_hanging import abort_command, describe_producers_command, find_hanging_command
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported when a command runs
@@ -44,28 +48,16 @@ STATES = (
     "PrepareEpochFence",
     "Dead",
 )
-_TRANSACTION_KEY_TYPE = 1
 
 
 @click.group("transactions")
 def transactions_group() -> None:
-    """List and describe transactions (their transactional ids, producers and states)."""
+    """List and describe transactions; find and abort hanging ones (open on a partition, never ended)."""
 
 
-def _no_librdkafka_properties(client: ClientOptions) -> None:
-    if client.properties:
-        raise click.UsageError(
-            "-X/--property sets librdkafka properties; transactions commands do not use them"
-        )
-
-
-def _open(client: ClientOptions, address: str | None = None) -> WireClient:
-    from tidelog.cli._wire import WireError, connect
-
-    try:
-        return connect(address or client.bootstrap_server, timeout=client.timeout)
-    except WireError as exc:
-        fail(str(exc))
+transactions_group.add_command(describe_producers_command)
+transactions_group.add_command(find_hanging_command)
+transactions_group.add_command(abort_command)
 
 
 # ---- list --------------------------------------------------------------------------------------------
@@ -113,7 +105,7 @@ def list_command(
     from tidelog.cli._wire import WireError
     from tidelog.protocol.messages import ListTransactionsRequest, MetadataRequest
 
-    _no_librdkafka_properties(client)
+    no_librdkafka_properties(client)
     canonical = {s.lower(): s for s in STATES}
     request = ListTransactionsRequest(
         state_filters=[canonical[s.lower()] for s in states],
@@ -121,19 +113,19 @@ def list_command(
         duration_filter=-1 if min_duration_ms is None else min_duration_ms,
     )
     listed: list[_Listed] = []
-    with _open(client) as bootstrap:
+    with open_wire(client) as bootstrap:
         try:
             metadata = bootstrap.call(MetadataRequest(topics=[]), bootstrap.version_for(MetadataRequest, 12))
             brokers = [(b.node_id, b.host, b.port) for b in metadata.brokers]
             for node_id, host, port in sorted(brokers):
-                with _open(client, f"{host}:{port}") as wire:
+                with open_wire(client, f"{host}:{port}") as wire:
                     version = wire.version_for(ListTransactionsRequest)
                     if min_duration_ms is not None and version < 1:
                         fail(f"broker {node_id} cannot filter by duration (ListTransactions v1 needed)")
                     response = wire.call(request, version)
                     if response.error_code != ErrorCode.NONE:
                         fail(
-                            f"cannot list transactions of broker {node_id}: {_error_text(response.error_code)}"
+                            f"cannot list transactions of broker {node_id}: {error_text(response.error_code)}"
                         )
                     listed.extend(
                         _Listed(t.transactional_id, node_id, t.producer_id, t.transaction_state)
@@ -176,59 +168,14 @@ class _Described:
     partitions: list[str] = field(default_factory=list)
 
 
-def _error_text(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
-def _coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]:
-    """(node id, host:port) of the transactional id's coordinator."""
-    from tidelog.cli._wire import WireError
-    from tidelog.protocol.messages import FindCoordinatorRequest
-
-    version = wire.version_for(FindCoordinatorRequest, 6)
-    if version < 1:
-        raise WireError(f"broker at {wire.address} cannot look up transaction coordinators")
-    deadline = time.monotonic() + wire.timeout
-    while True:
-        if version >= 4:
-            found = wire.call(
-                FindCoordinatorRequest(key_type=_TRANSACTION_KEY_TYPE, coordinator_keys=[transactional_id]),
-                version,
-            ).coordinators[0]
-        else:
-            found = wire.call(
-                FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY_TYPE), version
-            )
-        error = found.error_code
-        if error == ErrorCode.NONE:
-            return found.node_id, f"{found.host}:{found.port}"
-        if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-            raise WireError(f"cannot find the coordinator of {transactional_id!r}: {_error_text(error)}")
-        time.sleep(0.1)
-
-
 def _describe_one(client: ClientOptions, wire: WireClient, transactional_id: str) -> _Described | str:
     """The description, or the error text for this id."""
-    from tidelog.protocol.messages import DescribeTransactionsRequest
-
-    node_id, address = _coordinator(wire, transactional_id)
-    deadline = time.monotonic() + client.timeout
-    with _open(client, address) as coordinator:
-        while True:
-            (state,) = coordinator.call(
-                DescribeTransactionsRequest(transactional_ids=[transactional_id])
-            ).transaction_states
-            error = state.error_code
-            if error == ErrorCode.NONE:
-                break
-            if error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
-                return f"transactional id {transactional_id!r} not found"
-            if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-                return f"cannot describe {transactional_id!r}: {_error_text(error)}"
-            time.sleep(0.1)
+    node_id, state = describe_transaction(client, wire, transactional_id)
+    error = state.error_code
+    if error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+        return f"transactional id {transactional_id!r} not found"
+    if error != ErrorCode.NONE:
+        return f"cannot describe {transactional_id!r}: {error_text(error)}"
     started = state.transaction_start_time_ms if state.transaction_start_time_ms >= 0 else None
     return _Described(
         transactional_id=transactional_id,
@@ -253,10 +200,10 @@ def describe_command(client: ClientOptions, transactional_ids: tuple[str, ...], 
     """Describe the current transaction of each TRANSACTIONAL_ID."""
     from tidelog.cli._wire import WireError
 
-    _no_librdkafka_properties(client)
+    no_librdkafka_properties(client)
     described: list[_Described] = []
     errors: list[str] = []
-    with _open(client) as wire:
+    with open_wire(client) as wire:
         for transactional_id in dict.fromkeys(transactional_ids):
             try:
                 outcome = _describe_one(client, wire, transactional_id)

@@ -1,0 +1,121 @@
+"""What the ``tidelog transactions`` commands share: the connection, the transaction coordinator lookup and
+DescribeTransactions, the partition leaders. They speak the protocol through :mod:`tidelog.cli._wire`
+(confluent-kafka's AdminClient lacks these APIs), so librdkafka's ``-X`` properties are refused.
+
+Invariants: a broker that cannot be reached or cannot serve a request ends the command with
+``Error: ...`` (exit 1, :func:`~tidelog.cli._common.fail`); retriable coordinator errors are retried
+until ``--timeout``; the codec is imported only when a command runs (``tidelog --help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tidelog.cli._common import ClientOptions, fail
+from tidelog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported when a command runs
+    from tidelog.cli._wire import WireClient
+
+__all__ = [
+    "describe_transaction",
+    "error_text",
+    "find_coordinator",
+    "no_librdkafka_properties",
+    "open_wire",
+    "partition_leaders",
+]
+
+_TRANSACTION_KEY_TYPE = 1
+
+
+def no_librdkafka_properties(client: ClientOptions) -> None:
+    if client.properties:
+        raise click.UsageError(
+            "-X/--property sets librdkafka properties; transactions commands do not use them"
+        )
+
+
+def open_wire(client: ClientOptions, address: str | None = None) -> WireClient:
+    """A connection to ``address`` (default: the bootstrap servers)."""
+    from tidelog.cli._wire import WireError, connect
+
+    try:
+        return connect(address or client.bootstrap_server, timeout=client.timeout)
+    except WireError as exc:
+        fail(str(exc))
+
+
+def error_text(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]:
+    """(node id, host:port) of the transactional id's coordinator."""
+    from tidelog.cli._wire import WireError
+    from tidelog.protocol.messages import FindCoordinatorRequest
+
+    version = wire.version_for(FindCoordinatorRequest, 6)
+    if version < 1:
+        raise WireError(f"broker at {wire.address} cannot look up transaction coordinators")
+    deadline = time.monotonic() + wire.timeout
+    while True:
+        if version >= 4:
+            found = wire.call(
+                FindCoordinatorRequest(key_type=_TRANSACTION_KEY_TYPE, coordinator_keys=[transactional_id]),
+                version,
+            ).coordinators[0]
+        else:
+            found = wire.call(
+                FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY_TYPE), version
+            )
+        error = found.error_code
+        if error == ErrorCode.NONE:
+            return found.node_id, f"{found.host}:{found.port}"
+        if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
+            raise WireError(f"cannot find the coordinator of {transactional_id!r}: {error_text(error)}")
+        time.sleep(0.1)
+
+
+def describe_transaction(client: ClientOptions, wire: WireClient, transactional_id: str) -> tuple[int, Any]:
+    """(coordinator node id, the coordinator's ``TransactionState`` of ``transactional_id``); its
+    ``error_code`` is NONE, TRANSACTIONAL_ID_NOT_FOUND, or another error that did not pass within the
+    timeout. Raises ``WireError`` when the coordinator cannot be found or reached."""
+    from tidelog.protocol.messages import DescribeTransactionsRequest
+
+    node_id, address = find_coordinator(wire, transactional_id)
+    deadline = time.monotonic() + client.timeout
+    with open_wire(client, address) as coordinator:
+        while True:
+            (state,) = coordinator.call(
+                DescribeTransactionsRequest(transactional_ids=[transactional_id])
+            ).transaction_states
+            error = state.error_code
+            if error in (ErrorCode.NONE, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND):
+                return node_id, state
+            if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
+                return node_id, state
+            time.sleep(0.1)
+
+
+def partition_leaders(
+    wire: WireClient, topics: Iterable[str] | None
+) -> tuple[dict[int, str], dict[str, Any]]:
+    """Metadata (never creating a topic): ``({node id: host:port}, {topic name: its metadata})`` for
+    ``topics``, or for every topic when None (internal ones included; callers filter ``is_internal``)."""
+    from tidelog.protocol.messages import MetadataRequest
+
+    version = wire.version_for(MetadataRequest, 12)
+    requested = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    if requested is None and version == 0:
+        requested = []  # v0 lists every topic with an empty array
+    metadata = wire.call(MetadataRequest(topics=requested, allow_auto_topic_creation=False), version)
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+    return brokers, {t.name: t for t in metadata.topics if t.name is not None}
