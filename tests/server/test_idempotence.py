@@ -296,6 +296,32 @@ def test_duplicate_produce_request_is_answered_with_the_original_offset(
     ]
 
 
+@pytest.mark.parametrize("produce_version", [3, 11])
+def test_a_partition_payload_must_be_exactly_one_batch(idem_broker: Broker, produce_version: int) -> None:
+    """Kafka's rule for Produce v3+: two batches (here the second from another producer), or none, for one
+    partition are refused with INVALID_RECORD and nothing is appended."""
+    topic = f"one-batch-v{produce_version}"
+    create_topic(idem_broker, topic, partitions=1)
+    wire = Wire(idem_broker)
+    try:
+        pid = wire.init_producer_id().producer_id
+        plain = encode_batch([SimpleRecord(key=None, value=b"x", timestamp=1)])
+        two = wire.produce(topic, idem_batch(pid, 0, 0) + plain, produce_version)
+        assert (two.error_code, two.base_offset) == (ErrorCode.INVALID_RECORD, -1)
+        expected = (
+            f"Produce requests with version {produce_version} are only allowed to contain exactly one record"
+            " batch per partition"
+        )
+        assert two.error_message == (expected if produce_version >= 8 else None)  # a field of v8+
+        none = wire.produce(topic, b"", produce_version)
+        assert (none.error_code, none.base_offset) == (ErrorCode.INVALID_RECORD, -1)
+        one = wire.produce(topic, idem_batch(pid, 0, 0), produce_version)
+        assert (one.error_code, one.base_offset) == (ErrorCode.NONE, 0)
+    finally:
+        wire.close()
+    assert [(h.base_offset, h.producer_id) for h in stored_batches(idem_broker, topic, 0)] == [(0, pid)]
+
+
 def test_init_producer_id_versions_and_transactional_ids(idem_broker: Broker) -> None:
     wire = Wire(idem_broker)
     try:

@@ -3,6 +3,8 @@
 Invariants: each partition succeeds or fails on its own (one bad partition never fails another);
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition); acks=0 gets no response at all;
 on a single node acks=-1 is satisfied as soon as the append returns (the ISR is this broker).
+A partition's payload must be exactly one record batch (Kafka's rule for Produce v3+, the only versions served),
+else INVALID_RECORD: so the verified producer of a transactional payload is the only producer in it.
 A partition's transactional batches are appended only after the transaction coordinator verified that the
 partition is in the producer's transaction (KIP-890, :mod:`tidelog.server.txn_verification`), in the
 same synchronous step as the append.
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
+from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
 from tidelog.server.dispatch import NO_RESPONSE
 from tidelog.server.txn_verification import transactional_producer, verification_error
 
@@ -22,6 +25,28 @@ if TYPE_CHECKING:
     from tidelog.server.dispatch import RequestContext
 
 _PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+def batch_count_error(records: object, api_version: int) -> str | None:
+    """Why a partition's payload is not exactly one record batch (Kafka's ``ProduceRequest.validateRecords``
+    for v3+), or None. Only whole batches count: damaged or cut-off bytes are left to the append's
+    validation (CORRUPT_MESSAGE)."""
+    if not isinstance(records, bytes | bytearray | memoryview) or len(records) == 0:
+        return (
+            f"Produce requests with version {api_version} must have at least one record batch per partition"
+        )
+    try:
+        batches = iter_batch_headers(records)
+        next(batches, None)
+        second = next(batches, None)
+    except CorruptRecordError:
+        return None
+    if second is None:
+        return None
+    return (
+        f"Produce requests with version {api_version} are only allowed to contain exactly one record batch per"
+        " partition"
+    )
 
 
 def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest) -> object:
@@ -46,6 +71,11 @@ def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest)
             if topic.is_internal:
                 result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 result.error_message = f"Cannot append to internal topic {name}"
+                continue
+            problem = batch_count_error(data.records, ctx.api_version)
+            if problem is not None:
+                result.error_code = ErrorCode.INVALID_RECORD
+                result.error_message = problem
                 continue
             producer = transactional_producer(data.records)
             if producer is not None and broker.replicas.get(name, data.index) is not None:
