@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.server import inprocess
 from tests.server.group_harness import subscription
+from tests.server.inprocess import ctx, until
 
 from tidelog.coordinator import partition_for
 from tidelog.protocol.errors import ErrorCode
@@ -31,25 +32,16 @@ from tidelog.protocol.messages import (
     SyncGroupRequest,
 )
 from tidelog.server.broker import Broker
-from tidelog.server.config import load_broker_config
-from tidelog.server.dispatch import RequestContext
 from tidelog.server.group_runtime import OFFSETS_TOPIC
 
 
 def make_broker(data: Path, **overrides: str) -> Broker:
-    config, _warnings = load_broker_config(None, {"log.dirs": str(data), **overrides})
-    return Broker(config)
+    return inprocess.make_broker(data, topic=None, **overrides)
 
 
-def ctx(api_key: int, version: int) -> RequestContext:
-    return RequestContext(
-        api_key=api_key,
-        api_version=version,
-        correlation_id=1,
-        client_id="runtime-test",
-        client_host="127.0.0.1",
-        connection_id=1,
-    )
+def running(broker: Broker) -> contextlib.AbstractAsyncContextManager[list[asyncio.Task[None]]]:
+    """The group runtime's loader and clock tasks, as Broker.start runs them."""
+    return inprocess.running(broker, transactions=False)
 
 
 def commit_request(group: str, offset: int) -> OffsetCommitRequest:
@@ -76,30 +68,6 @@ def fetch(broker: Broker, group: str) -> tuple[int, int]:
     )
     offset = response.topics[0].partitions[0].committed_offset if response.topics else -1
     return response.error_code, offset
-
-
-@contextlib.asynccontextmanager
-async def running(broker: Broker) -> AsyncIterator[list[asyncio.Task[None]]]:
-    """The runtime's loader and clock tasks, as Broker.start runs them."""
-    broker.groups.start()
-    tasks = [asyncio.create_task(broker.groups.run_loader()), asyncio.create_task(broker.groups.run_clock())]
-    try:
-        yield tasks
-    finally:
-        broker.groups.shutdown()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        broker.logs.shutdown(broker.now_ms())
-
-
-async def until(condition: Any, limit_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.01)
 
 
 def test_loading_then_serving(tmp_path: Path) -> None:

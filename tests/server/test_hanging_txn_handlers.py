@@ -19,11 +19,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from tests.server.inprocess import make_broker, running
 
 from tidelog.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from tidelog.protocol.errors import ErrorCode
@@ -41,7 +41,6 @@ from tidelog.protocol.messages import (
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.protocol.schema import Request
 from tidelog.server.broker import Broker
-from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
 IDEMPOTENT_PID = 7
@@ -51,13 +50,6 @@ HANGING_EPOCH = 2
 _Producer = DescribeProducersResponse.ProducerState
 _Marker = WriteTxnMarkersRequest.WritableTxnMarker
 _MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
-
-
-def make_broker(data: Path) -> Broker:
-    config, _warnings = load_broker_config(None, {"log.dirs": str(data)})
-    broker = Broker(config)
-    broker.create_topic("t", 1, 1, {})
-    return broker
 
 
 def call(broker: Broker, body: Request, version: int) -> Any:
@@ -338,30 +330,6 @@ def test_markers_are_validated_per_partition(tmp_path: Path) -> None:
 
 TXN = "hanging-txn"
 GROUP = "hanging-group"
-
-
-@contextlib.asynccontextmanager
-async def running(broker: Broker) -> AsyncIterator[None]:
-    """Both coordinator runtimes' loader and clock tasks, as Broker.start runs them."""
-    broker.groups.start()
-    broker.transactions.start()
-    tasks = [
-        asyncio.create_task(broker.groups.run_loader()),
-        asyncio.create_task(broker.groups.run_clock()),
-        asyncio.create_task(broker.transactions.run_loader()),
-        asyncio.create_task(broker.transactions.run_clock()),
-    ]
-    try:
-        yield
-    finally:
-        broker.transactions.shutdown()
-        broker.groups.shutdown()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        broker.logs.shutdown(broker.now_ms())
 
 
 def fetch_stable(broker: Broker) -> tuple[int, int]:

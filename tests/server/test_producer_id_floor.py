@@ -12,14 +12,13 @@ out again, whatever became of the ``producer-id-block`` file.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.server.inprocess import ctx, make_broker, running, until
 
 from tidelog.coordinator import partition_for
 from tidelog.coordinator.txn_metadata import TransactionMetadata
@@ -28,8 +27,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ApiKey, InitProducerIdRequest
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.server.broker import Broker
-from tidelog.server.config import load_broker_config
-from tidelog.server.dispatch import RequestContext
 from tidelog.server.handlers.producer_id import handle_init_producer_id
 from tidelog.server.producer_id_floor import (
     NONE_IN_USE,
@@ -111,56 +108,6 @@ def test_highest_in_transactions_counts_current_and_previous_producer_ids() -> N
 
 
 # -- in a broker -----------------------------------------------------------------------------------------
-
-
-def make_broker(data: Path) -> Broker:
-    config, _warnings = load_broker_config(None, {"log.dirs": str(data)})
-    broker = Broker(config)
-    if broker.metadata.get("t") is None:
-        broker.create_topic("t", 1, 1, {})
-    return broker
-
-
-def ctx(api_key: int, version: int) -> RequestContext:
-    return RequestContext(
-        api_key=api_key,
-        api_version=version,
-        correlation_id=1,
-        client_id="floor-test",
-        client_host="127.0.0.1",
-        connection_id=1,
-    )
-
-
-@contextlib.asynccontextmanager
-async def running(broker: Broker) -> AsyncIterator[None]:
-    """The coordinator runtimes' loader and clock tasks, as Broker.start runs them; a clean stop after."""
-    broker.groups.start()
-    broker.transactions.start()
-    tasks = [
-        asyncio.create_task(broker.groups.run_loader()),
-        asyncio.create_task(broker.groups.run_clock()),
-        asyncio.create_task(broker.transactions.run_loader()),
-        asyncio.create_task(broker.transactions.run_clock()),
-    ]
-    try:
-        yield
-    finally:
-        broker.transactions.shutdown()
-        broker.groups.shutdown()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        broker.logs.shutdown(broker.now_ms())
-
-
-async def until(condition: Any, limit_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.01)
 
 
 def init(broker: Broker, transactional_id: str | None = None) -> tuple[ErrorCode, int, int]:

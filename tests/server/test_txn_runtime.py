@@ -16,11 +16,11 @@ transactional offset commits through the group runtime.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from tests.server.inprocess import ctx, make_broker, running, until
 
 from tidelog.coordinator import partition_for
 from tidelog.protocol.errors import ErrorCode
@@ -36,64 +36,12 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.server.broker import Broker
-from tidelog.server.config import load_broker_config
-from tidelog.server.dispatch import RequestContext
 from tidelog.server.handlers.produce import handle_produce
 from tidelog.server.handlers.transactions import handle_txn_offset_commit
 from tidelog.server.txn_runtime import TRANSACTION_STATE_TOPIC
 
 TXN = "runtime-txn"
 GROUP = "runtime-group"
-
-
-def make_broker(data: Path, **overrides: str) -> Broker:
-    config, _warnings = load_broker_config(None, {"log.dirs": str(data), **overrides})
-    broker = Broker(config)
-    if broker.metadata.get("t") is None:
-        broker.create_topic("t", 1, 1, {})
-    return broker
-
-
-def ctx(api_key: int, version: int) -> RequestContext:
-    return RequestContext(
-        api_key=api_key,
-        api_version=version,
-        correlation_id=1,
-        client_id="runtime-test",
-        client_host="127.0.0.1",
-        connection_id=1,
-    )
-
-
-@contextlib.asynccontextmanager
-async def running(broker: Broker) -> AsyncIterator[None]:
-    """Both coordinator runtimes' loader and clock tasks, as Broker.start runs them."""
-    broker.groups.start()
-    broker.transactions.start()
-    tasks = [
-        asyncio.create_task(broker.groups.run_loader()),
-        asyncio.create_task(broker.groups.run_clock()),
-        asyncio.create_task(broker.transactions.run_loader()),
-        asyncio.create_task(broker.transactions.run_clock()),
-    ]
-    try:
-        yield
-    finally:
-        broker.transactions.shutdown()
-        broker.groups.shutdown()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        broker.logs.shutdown(broker.now_ms())
-
-
-async def until(condition: Any, limit_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.01)
 
 
 def init(broker: Broker, timeout_ms: int = 60_000) -> Any:

@@ -1,0 +1,66 @@
+"""An in-process broker for tests that drive handlers and coordinator runtimes directly, without sockets.
+
+``make_broker`` builds a :class:`Broker` on a data dir (topic ``t`` with one partition, unless told
+otherwise); ``running`` starts the group and transaction runtimes' loader and clock tasks as
+``Broker.start`` does and stops them, then the logs, cleanly; ``ctx`` is a request context; ``until``
+polls a condition on the event loop with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from tidelog.server.broker import Broker
+from tidelog.server.config import load_broker_config
+from tidelog.server.dispatch import RequestContext
+
+
+def make_broker(data: Path, *, topic: str | None = "t", **overrides: str) -> Broker:
+    config, _warnings = load_broker_config(None, {"log.dirs": str(data), **overrides})
+    broker = Broker(config)
+    if topic is not None and broker.metadata.get(topic) is None:
+        broker.create_topic(topic, 1, 1, {})
+    return broker
+
+
+def ctx(api_key: int, version: int, client_id: str = "inprocess-test") -> RequestContext:
+    return RequestContext(
+        api_key=api_key,
+        api_version=version,
+        correlation_id=1,
+        client_id=client_id,
+        client_host="127.0.0.1",
+        connection_id=1,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(broker: Broker, *, transactions: bool = True) -> AsyncIterator[list[asyncio.Task[None]]]:
+    """The coordinator runtimes' loader and clock tasks (the transaction runtime's too unless told not to),
+    as Broker.start runs them; afterwards the runtimes, the tasks and the logs are shut down."""
+    runtimes = [broker.groups, broker.transactions] if transactions else [broker.groups]
+    tasks: list[asyncio.Task[None]] = []
+    for runtime in runtimes:
+        runtime.start()
+        tasks += [asyncio.create_task(runtime.run_loader()), asyncio.create_task(runtime.run_clock())]
+    try:
+        yield tasks
+    finally:
+        for runtime in reversed(runtimes):
+            runtime.shutdown()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        broker.logs.shutdown(broker.now_ms())
+
+
+async def until(condition: Callable[[], object], limit_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.01)
