@@ -38,27 +38,31 @@ transaction is aborted and invisible to the restore, as it must be.
 from __future__ import annotations
 
 import collections
-import os
 import random
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.server.stream_apps import (
+    OutputWatcher,
+    cleaned_offsets,
+    committed_everything,
+    describe_topic_config,
+    read_records,
+    venv_python,
+    wait_for,
+)
 
-from tidelog.storage.checkpoint import read_offsets_checkpoint
-from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
-FAUST_PYTHON = REPO / ".venv-faust" / "bin" / "python"
+FAUST_VENV = REPO / ".venv-faust"
 APP = REPO / "tests" / "support" / "faust_count_app.py"
 
 # An eager cleaner, so the changelog (whose segments the app makes tiny) is compacted before the restart
@@ -91,12 +95,7 @@ FIRST_RUN = len(EVENTS) // 2
 
 
 def _faust_python() -> Path:
-    if not FAUST_PYTHON.exists():
-        message = f"{FAUST_PYTHON} missing: run scripts/setup.sh test"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return FAUST_PYTHON
+    return venv_python(FAUST_VENV, "run scripts/setup.sh test")
 
 
 class FaustWorker:
@@ -177,32 +176,6 @@ class FaustWorker:
         self._close()
 
 
-class OutputWatcher:
-    """Follows the output topic: the latest count per word seen so far."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.consumer = confluent_kafka.Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap_servers,
-                "group.id": "faust-test-watcher",
-                "enable.auto.commit": False,
-                "log_level": 3,
-            }
-        )
-        self.consumer.assign([confluent_kafka.TopicPartition(OUTPUT, 0, confluent_kafka.OFFSET_BEGINNING)])
-        self.latest: dict[str, int] = {}
-
-    def progress(self) -> int:
-        """How many events the app has counted, as far as its output shows (sum of latest counts)."""
-        for message in self.consumer.consume(num_messages=10_000, timeout=0.2):
-            assert message.error() is None, message.error()
-            self.latest[message.key().decode()] = int(message.value())
-        return sum(self.latest.values())
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 def produce(broker: Broker, words: list[str]) -> None:
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5, "log_level": 3}
@@ -212,88 +185,6 @@ def produce(broker: Broker, words: list[str]) -> None:
         producer.produce(INPUT, key=word.encode(), value=b"1", on_delivery=lambda err, _m: errors.append(err))
     assert producer.flush(30) == 0
     assert errors == [None] * len(words)
-
-
-def read_records(broker: Broker, topic: str) -> list[tuple[bytes, bytes | None]]:
-    """Every record (key, value) of ``topic`` as a read_committed consumer sees it, each partition in
-    offset order, to its last stable offset."""
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "group.id": "faust-test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "log_level": 3,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign(
-            [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions]
-        )
-        records: list[tuple[bytes, bytes | None]] = []
-        at_end: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(at_end) < len(partitions):
-            if time.monotonic() > deadline:
-                pytest.fail(f"could not read {topic} to its end")
-            for message in consumer.consume(num_messages=10_000, timeout=0.2):
-                error = message.error()
-                if error is not None and error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                    continue
-                assert error is None, error
-                records.append((message.key(), message.value()))
-        return records
-    finally:
-        consumer.close()
-
-
-def committed_everything(broker: Broker) -> bool:
-    """Whether the app's group has committed offsets at the end of every input partition."""
-    consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": broker.bootstrap_servers, "group.id": APP_ID, "log_level": 3}
-    )
-    try:
-        committed = consumer.committed(
-            [confluent_kafka.TopicPartition(INPUT, p) for p in range(PARTITIONS)], timeout=10
-        )
-        for tp in committed:
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-            if tp.offset != high:
-                return False
-        return True
-    except confluent_kafka.KafkaException:
-        return False  # e.g. UNSTABLE_OFFSET_COMMIT while a transaction is open
-    finally:
-        consumer.close()
-
-
-def cleaned_offsets(broker: Broker, topic: str) -> dict[int, int]:
-    """The cleaner's checkpoint for ``topic``'s partitions (partition -> first uncleaned offset)."""
-    checkpoint = read_offsets_checkpoint(broker.data_dir / CLEANER_OFFSET_CHECKPOINT_FILE)
-    return {tp.partition: offset for tp, offset in checkpoint.items() if tp.topic == topic}
-
-
-def describe_topic_config(broker: Broker, topic: str) -> dict[str, str]:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 3})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = admin.describe_configs([resource])[resource].result(timeout=20)
-    return {name: entry.value for name, entry in entries.items()}
-
-
-def wait_for(
-    condition: Callable[[], object], what: str, timeout: float, worker: FaustWorker | None = None
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if worker is not None:
-            worker.check_running()
-        if time.monotonic() > deadline:
-            tail = f"\nworker log:\n{worker.log_tail()}" if worker is not None else ""
-            pytest.fail(f"timed out waiting until {what}{tail}")
-        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
@@ -307,13 +198,18 @@ def test_word_counts_restored_from_the_changelog_are_exact(
         admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=20)
 
     worker = FaustWorker(broker, tmp_path, guarantee)
-    watcher = OutputWatcher(broker)
+    watcher = OutputWatcher(broker, OUTPUT, int)
     try:
         worker.start()
         assert "Restoring state from changelog topics" not in worker.log()
         produce(broker, EVENTS[:FIRST_RUN])
-        wait_for(lambda: watcher.progress() == FIRST_RUN, "the first run counted its events", 60, worker)
-        wait_for(lambda: committed_everything(broker), "the first run committed its input", 30, worker)
+        wait_for(lambda: watcher.poll() == FIRST_RUN, "the first run counted its events", 60, worker)
+        wait_for(
+            lambda: committed_everything(broker, APP_ID, INPUT, PARTITIONS),
+            "the first run committed its input",
+            30,
+            worker,
+        )
         assert worker.stop() == 0, worker.log_tail()
 
         config = describe_topic_config(broker, CHANGELOG)
@@ -336,8 +232,13 @@ def test_word_counts_restored_from_the_changelog_are_exact(
         assert "Restoring state from changelog topics" in log
         assert "Done reading from changelog topics" in log
         produce(broker, EVENTS[FIRST_RUN:])
-        wait_for(lambda: watcher.progress() == len(EVENTS), "the second run counted its events", 60, worker)
-        wait_for(lambda: committed_everything(broker), "the second run committed its input", 30, worker)
+        wait_for(lambda: watcher.poll() == len(EVENTS), "the second run counted its events", 60, worker)
+        wait_for(
+            lambda: committed_everything(broker, APP_ID, INPUT, PARTITIONS),
+            "the second run committed its input",
+            30,
+            worker,
+        )
         assert worker.stop() == 0, worker.log_tail()
     finally:
         watcher.close()

@@ -29,28 +29,33 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.server.stream_apps import (
+    OutputWatcher,
+    cleaned_offsets,
+    committed_everything,
+    describe_topic_config,
+    read_records,
+    venv_python,
+    wait_for,
+)
 
-from tidelog.storage.checkpoint import read_offsets_checkpoint
-from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
-QUIX_PYTHON = REPO / ".venv-quix" / "bin" / "python"
+QUIX_VENV = REPO / ".venv-quix"
 APP = REPO / "tests" / "support" / "quix_count_app.py"
 
 # Tiny segments by default (so the changelog quixstreams creates rolls often) and an eager cleaner, so the
@@ -79,12 +84,7 @@ SESSION_TIMEOUT_MS = 6_000
 
 
 def _quix_python() -> Path:
-    if not QUIX_PYTHON.exists():
-        message = f"{QUIX_PYTHON} missing: run scripts/setup.sh test"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return QUIX_PYTHON
+    return venv_python(QUIX_VENV, "run scripts/setup.sh test")
 
 
 class QuixApp:
@@ -164,51 +164,6 @@ class QuixApp:
         self._close()
 
 
-class OutputWatcher:
-    """Follows the output topic: the latest count per key seen so far (uncommitted records included)."""
-
-    def __init__(self, broker: Broker, topic: str, isolation: str) -> None:
-        self.consumer = confluent_kafka.Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap_servers,
-                "group.id": "quix-test-watcher",
-                "enable.auto.commit": False,
-                "isolation.level": isolation,
-                "topic.metadata.refresh.interval.ms": 500,
-                "log_level": 3,
-            }
-        )
-        self.topic = topic
-        self.latest: dict[str, int] = {}
-        self.assigned = False
-
-    def poll(self) -> int:
-        """Reads what arrived; returns the progress."""
-        if not self.assigned:
-            metadata = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic]
-            if metadata.error is not None or not metadata.partitions:
-                return self.progress
-            self.consumer.assign(
-                [
-                    confluent_kafka.TopicPartition(self.topic, p, confluent_kafka.OFFSET_BEGINNING)
-                    for p in metadata.partitions
-                ]
-            )
-            self.assigned = True
-        for message in self.consumer.consume(num_messages=10_000, timeout=0.2):
-            assert message.error() is None, message.error()
-            self.latest[message.key().decode()] = json.loads(message.value())["count"]
-        return self.progress
-
-    @property
-    def progress(self) -> int:
-        """How many events the app has counted, as far as its output shows (sum of latest counts)."""
-        return sum(self.latest.values())
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 class EventProducer(threading.Thread):
     """Produces the input in the background at a steady pace while the app runs, so that the app works on
     all partitions at once (given a backlog, it would drain one partition after the other) and is always
@@ -253,87 +208,6 @@ def event_key(i: int) -> str:
     return f"key-{(i * 7919) % KEYS:02d}"  # every key in turn, in a scrambled order
 
 
-def read_records(
-    broker: Broker, topic: str, isolation: str = "read_committed"
-) -> list[tuple[bytes, bytes | None]]:
-    """Every record (key, value) of ``topic`` as a consumer with that isolation level sees it, each
-    partition in offset order, to its end (read_committed: its last stable offset)."""
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "group.id": "quix-test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-            "log_level": 3,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign(
-            [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions]
-        )
-        records: list[tuple[bytes, bytes | None]] = []
-        at_end: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(at_end) < len(partitions):
-            if time.monotonic() > deadline:
-                pytest.fail(f"could not read {topic} to its end")
-            for message in consumer.consume(num_messages=10_000, timeout=0.2):
-                error = message.error()
-                if error is not None and error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                    continue
-                assert error is None, error
-                records.append((message.key(), message.value()))
-        return records
-    finally:
-        consumer.close()
-
-
-def committed_everything(broker: Broker, group: str, topic: str) -> bool:
-    """Whether ``group`` has committed (stable) offsets at the end of every partition of ``topic``."""
-    consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "log_level": 3}
-    )
-    try:
-        tps = [confluent_kafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
-        committed = consumer.committed(tps, timeout=10)
-        for tp in committed:
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-            if tp.offset != high:
-                return False
-        return True
-    except confluent_kafka.KafkaException:
-        return False  # e.g. UNSTABLE_OFFSET_COMMIT while a transaction is open
-    finally:
-        consumer.close()
-
-
-def cleaned_offsets(broker: Broker, topic: str) -> dict[int, int]:
-    """The cleaner's checkpoint for ``topic``'s partitions (partition -> first uncleaned offset)."""
-    checkpoint = read_offsets_checkpoint(broker.data_dir / CLEANER_OFFSET_CHECKPOINT_FILE)
-    return {tp.partition: offset for tp, offset in checkpoint.items() if tp.topic == topic}
-
-
-def describe_topic_config(broker: Broker, topic: str) -> dict[str, str]:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 3})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = admin.describe_configs([resource])[resource].result(timeout=20)
-    return {name: entry.value for name, entry in entries.items()}
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float, app: QuixApp | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if app is not None:
-            app.check_running()
-        if time.monotonic() > deadline:
-            tail = f"\napp log:\n{app.log_tail()}" if app is not None else ""
-            pytest.fail(f"timed out waiting until {what}{tail}")
-        time.sleep(0.1)
-
-
 CASES = [
     pytest.param("at-least-once", signal.SIGTERM, id="at-least-once-sigterm"),
     pytest.param("exactly-once", signal.SIGTERM, id="exactly-once-sigterm"),
@@ -354,7 +228,9 @@ def test_counts_restored_from_the_changelog_are_exact(
         admin.create_topics([NewTopic(name, partitions, 1, config=TOPIC_CONFIG)])[name].result(timeout=20)
 
     app = QuixApp(broker, tmp_path, names, guarantee)
-    watcher = OutputWatcher(broker, names["output"], "read_uncommitted")
+    watcher = OutputWatcher(
+        broker, names["output"], lambda value: json.loads(value)["count"], "read_uncommitted"
+    )
     events = EventProducer(broker, names["input"])
     try:
         # First run: stopped once it has counted part of the input, while events keep arriving.
@@ -385,7 +261,7 @@ def test_counts_restored_from_the_changelog_are_exact(
         assert not events.is_alive()
         assert not events.errors, events.errors[:3]
         wait_for(
-            lambda: committed_everything(broker, names["group"], names["input"]),
+            lambda: committed_everything(broker, names["group"], names["input"], PARTITIONS),
             "the app committed the whole input",
             90,
             app,
