@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from tidelog.server.producer_id_manager import (
@@ -19,7 +21,13 @@ def test_blocks_are_reserved_before_ids_are_handed_out(tmp_path: Path) -> None:
     manager = ProducerIdManager(path, node_id=3, block_size=4)
     assert not path.exists()
     assert manager.generate_producer_id() == 0
-    assert json.loads(path.read_text()) == {"version": 1, "broker": 3, "block_start": "0", "block_end": "3"}
+    assert json.loads(path.read_text()) == {
+        "version": 2,
+        "broker": 3,
+        "block_start": "0",
+        "block_end": "3",
+        "crc32c": crc32c.crc32c(b'{"block_end":"3","block_start":"0","broker":3,"version":2}'),
+    }
     assert [manager.generate_producer_id() for _ in range(4)] == [1, 2, 3, 4]
     assert json.loads(path.read_text())["block_end"] == "7"
     # a new instance (a restart, clean or not) starts after the last reserved block
@@ -57,6 +65,86 @@ def test_a_block_file_that_is_not_text_is_refused_naming_it(tmp_path: Path) -> N
     with pytest.raises(ProducerIdBlockError) as info:
         ProducerIdManager(path, node_id=0)
     assert str(info.value).startswith(f"cannot read the producer id block in {path}: 'utf-8' codec")
+
+
+# -- the checksum: a flipped digit is refused, even one that leaves the end above the floor ---------------
+
+
+def digit_changes(text: str) -> list[str]:
+    """``text`` with one digit of one stored number replaced by each other digit, every way."""
+    return [
+        text[:i] + other + text[i + 1 :]
+        for i, char in enumerate(text)
+        if char.isdigit()
+        for other in "0123456789"
+        if other != char
+    ]
+
+
+def test_every_single_digit_change_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    manager = ProducerIdManager(path, node_id=3, block_size=4000)
+    for _ in range(4001):
+        manager.generate_producer_id()  # a second block: [4000, 7999]
+    good = path.read_text()
+    assert ProducerIdManager(path, node_id=3).generate_producer_id() == 8000
+    path.write_text(good)
+    changes = digit_changes(good)
+    # every digit of version, broker, block_start, block_end and crc32c
+    assert len(changes) == 9 * sum(c.isdigit() for c in good) > 9 * 10
+    for changed in changes:
+        path.write_text(changed)
+        with pytest.raises(ProducerIdBlockError, match=f" {re.escape(str(path))}[: ]"):
+            ProducerIdManager(path, node_id=3)
+
+
+def test_a_checksum_mismatch_says_the_file_is_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    ProducerIdManager(path, node_id=0, block_size=4000).generate_producer_id()
+    stored = json.loads(path.read_text())["crc32c"]
+    path.write_text(path.read_text().replace('"block_end": "3999"', '"block_end": "2999"'))
+    with pytest.raises(ProducerIdBlockError) as info:
+        ProducerIdManager(path, node_id=0)
+    actual = crc32c.crc32c(b'{"block_end":"2999","block_start":"0","broker":0,"version":2}')
+    assert str(info.value) == (
+        f"the producer id block in {path} is damaged: CRC32C {actual} of its content, {stored} stored; it is"
+        " replaced atomically, so it was damaged on disk, and its end cannot be trusted (reusing producer"
+        " ids would break idempotence)"
+    )
+
+
+def test_an_old_format_file_is_read_and_the_next_block_has_a_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "producer-id-block"
+    path.write_text('{"version": 1, "broker": 3, "block_start": "0", "block_end": "3"}')
+    manager = ProducerIdManager(path, node_id=3, block_size=4)
+    assert path.read_text() == '{"version": 1, "broker": 3, "block_start": "0", "block_end": "3"}'
+    assert manager.generate_producer_id() == 4
+    assert json.loads(path.read_text()) == {
+        "version": 2,
+        "broker": 3,
+        "block_start": "4",
+        "block_end": "7",
+        "crc32c": crc32c.crc32c(b'{"block_end":"7","block_start":"4","broker":3,"version":2}'),
+    }
+    assert ProducerIdManager(path, node_id=3, block_size=4).generate_producer_id() == 8
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"version": 2, "broker": 0, "block_start": "0", "block_end": "3"}',  # version 2 without a checksum
+        '{"version": 3, "broker": 0, "block_start": "0", "block_end": "3"}',  # a newer format
+    ],
+)
+def test_a_block_file_without_its_checksum_or_of_an_unknown_version_is_refused(
+    tmp_path: Path, content: str
+) -> None:
+    path = tmp_path / "producer-id-block"
+    path.write_text(content)
+    with pytest.raises(
+        ProducerIdBlockError, match=f"^cannot parse the producer id block in {re.escape(str(path))}: "
+    ):
+        ProducerIdManager(path, node_id=0)
 
 
 # -- the floor: ids seen in use are never handed out, whatever the file says ------------------------------

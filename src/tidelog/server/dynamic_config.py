@@ -29,8 +29,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import crc32c
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.config import AlterConfigOp, BrokerConfig, apply_config_operations, parse_list
 from tidelog.server.config_defs import (
@@ -42,6 +40,7 @@ from tidelog.server.config_defs import (
     ConfigError,
     render,
 )
+from tidelog.server.json_checksum import json_crc32c
 from tidelog.storage.checkpoint import atomic_write
 
 __all__ = [
@@ -71,7 +70,7 @@ class ReadOnlyConfigError(ConfigError):
 def _checksum(document: Mapping[str, Any]) -> int:
     """CRC32C of the layers' canonical JSON (sorted keys, no spaces), the same written and read back."""
     layers = {"brokers": document.get("brokers", {}), "cluster_default": document.get("cluster_default", {})}
-    return crc32c.crc32c(json.dumps(layers, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    return json_crc32c(layers)
 
 
 def _check_dynamic(name: str) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import crc32c
+from tidelog.server.json_checksum import json_crc32c
 
 __all__ = ["MetadataStore", "MetadataStoreError", "TopicMetadata", "topic_id_to_base64"]
 
@@ -54,9 +54,8 @@ class MetadataStoreError(ValueError):
 
 
 def _checksum(topics: Sequence[object]) -> int:
-    """CRC32C of the topics' canonical JSON (sorted keys, no spaces): the same for the list written and
-    the list read back."""
-    return crc32c.crc32c(json.dumps(topics, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    """CRC32C of the topics' canonical JSON: the same for the list written and the list read back."""
+    return json_crc32c(topics)
 
 
 def topic_id_to_base64(topic_id: uuid.UUID) -> str:

@@ -1,8 +1,9 @@
 """Producer ids unique across broker restarts (Kafka's ``ProducerIdManager``): blocks of ids reserved durably.
 
 The reserved block lives in ``<first log dir>/producer-id-block`` as Kafka's ZooKeeper node
-``/latest_producer_id_block`` holds it: ``{"version":1,"broker":<node id>,"block_start":"<first>",
-"block_end":"<last>"}``.
+``/latest_producer_id_block`` holds it, plus a CRC32C of the rest of the record (format version 2):
+``{"version":2,"broker":<node id>,"block_start":"<first>","block_end":"<last>","crc32c":<checksum>}``.
+A version-1 file (written before, no checksum) is still read, and the next block is written as version 2.
 
 Invariants:
 
@@ -11,7 +12,13 @@ Invariants:
   block starts above every id ever handed out, and ids never repeat.
 * Ids increase strictly within a process; blocks are ``block_size`` ids (Kafka's 1000) and contiguous,
   except after a jump over the floor (below).
-* A file that cannot be parsed stops the broker (reusing ids would break other producers' idempotence).
+* A file that cannot be read whole (not UTF-8 or JSON, a field missing, not a range, an unknown format
+  version, a checksum that does not match) raises :class:`ProducerIdBlockError` naming the file, which
+  stops the broker: the file is replaced atomically, so it was damaged on disk, and a damaged end could
+  hand out ids again, which breaks idempotence (a new producer would inherit another's epoch and
+  sequences). The checksum is what catches a flipped digit that lowers the end but leaves it above the
+  floor (below), which the floor alone cannot tell from a good end. A file with a ``crc32c`` field is
+  checked whatever its version says, so a digit flipped in the version cannot skip the check either.
 * **The floor.** Kafka's controller keeps blocks monotonic; here one file does, and a file that was lost,
   damaged so that its end went down, or restored from an old copy would hand out ids again: a new producer
   would inherit another's epoch and sequences (its batches refused or dropped as duplicates) or fence it.
@@ -32,7 +39,8 @@ Invariants:
   any id is handed out. The skipped ids are a margin for what no log shows: ids handed out to idempotent
   producers that had not written yet. That margin is the limit of the guarantee: more than ``block_size``
   such producers, producers whose state expired (``producer.id.expiration.ms``) and expired transactional
-  ids are not seen, and a damaged end that is still above the floor cannot be told from a good one.
+  ids are not seen. A damaged end still above the floor is caught by the checksum (not in a version-1
+  file); an intact old copy (restored from a backup) is not, and only the floor protects against it.
 * Not thread-safe; the broker calls it from its event loop only.
 """
 
@@ -43,6 +51,7 @@ import logging
 from pathlib import Path
 from typing import Final
 
+from tidelog.server.json_checksum import json_crc32c
 from tidelog.storage.checkpoint import atomic_write
 
 __all__ = [
@@ -58,10 +67,18 @@ log = logging.getLogger("tidelog.producer_id")
 PRODUCER_ID_BLOCK_FILE: Final = "producer-id-block"
 PRODUCER_ID_BLOCK_SIZE: Final = 1000
 _MAX_PRODUCER_ID: Final = 2**63 - 1
+_FORMAT_VERSION: Final = 2
+_FORMAT_VERSIONS: Final = (1, 2)
+"""Version 1 has no checksum."""
 
 
 class ProducerIdBlockError(RuntimeError):
-    """The producer id block file is unreadable, or the id space is exhausted."""
+    """The producer id block file is unreadable or damaged (checksum), or the id space is exhausted."""
+
+
+def _checksum(record: dict[str, object]) -> int:
+    """CRC32C of the record without its ``crc32c`` field: the same written and read back."""
+    return json_crc32c({key: value for key, value in record.items() if key != "crc32c"})
 
 
 class ProducerIdsNotReadyError(OSError):
@@ -104,6 +121,17 @@ class ProducerIdManager:
             raise ProducerIdBlockError(f"cannot read the producer id block in {self._path}: {exc}") from exc
         try:
             data = json.loads(text)
+            version = data["version"]
+            if version not in _FORMAT_VERSIONS:
+                raise ValueError(f"unsupported format version {version!r}")
+            if version >= 2 or "crc32c" in data:
+                stored, actual = data["crc32c"], _checksum(data)
+                if stored != actual:
+                    raise ProducerIdBlockError(
+                        f"the producer id block in {self._path} is damaged: CRC32C {actual} of its content,"
+                        f" {stored} stored; it is replaced atomically, so it was damaged on disk, and its end"
+                        " cannot be trusted (reusing producer ids would break idempotence)"
+                    )
             end = int(data["block_end"])
             start = int(data["block_start"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -117,7 +145,13 @@ class ProducerIdManager:
         end = start + self._block_size - 1
         if end > _MAX_PRODUCER_ID:
             raise ProducerIdBlockError("the producer id space is exhausted")
-        record = {"version": 1, "broker": self._node_id, "block_start": str(start), "block_end": str(end)}
+        record: dict[str, object] = {
+            "version": _FORMAT_VERSION,
+            "broker": self._node_id,
+            "block_start": str(start),
+            "block_end": str(end),
+        }
+        record["crc32c"] = _checksum(record)
         atomic_write(self._path, json.dumps(record).encode())
         self._reserved_end = end
         self._next, self._block_end = start, end
