@@ -249,16 +249,9 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``, remove it. Returns
         whether there was such a log."""
-        tp = TopicPartition(topic, partition)
-        log = self._logs.pop(tp, None)
-        if log is None:
+        doomed = self._set_aside(TopicPartition(topic, partition), layout.delete_dir_name)
+        if doomed is None:
             return False
-        log.close()
-        self.cleaner_checkpoints.remove(tp)
-        parent = log.dir.parent
-        doomed = parent / layout.delete_dir_name(tp, uuid.uuid4().hex)
-        os.rename(log.dir, doomed)
-        fsync_dir(parent)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
@@ -266,17 +259,21 @@ class LogManager:
         """Close the log and rename its dir to ``<topic>-<partition>.<uuid>-stray``, keeping its files (Kafka's
         stray logs): it is never loaded again, and nothing deletes it. Returns the new path, or ``None`` if
         there was no such log."""
-        tp = TopicPartition(topic, partition)
+        return self._set_aside(TopicPartition(topic, partition), layout.stray_dir_name)
+
+    def _set_aside(self, tp: TopicPartition, dir_name: Callable[[TopicPartition, str], str]) -> Path | None:
+        """Forget the log, close it and rename its dir to ``dir_name(tp, <uuid>)`` (the parent fsynced), so it
+        is never loaded again; the new path, or ``None`` if there was no such log."""
         log = self._logs.pop(tp, None)
         if log is None:
             return None
         log.close()
         self.cleaner_checkpoints.remove(tp)
         parent = log.dir.parent
-        stray = parent / layout.stray_dir_name(tp, uuid.uuid4().hex)
-        os.rename(log.dir, stray)
+        renamed = parent / dir_name(tp, uuid.uuid4().hex)
+        os.rename(log.dir, renamed)
         fsync_dir(parent)
-        return stray
+        return renamed
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic's new config to its logs."""
