@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import subprocess
@@ -12,34 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli import cli_support
+from tests.cli.cli_support import ok, tidelog_cli
 
 import tidelog
 from tidelog.testing import Broker
 
 pytestmark = pytest.mark.clients
 
-TIDELOG = str(Path(sys.executable).parent / "tidelog")
-
-
-def tidelog_cli(
-    *args: str, stdin: bytes | str | None = None, timeout: float = 90
-) -> subprocess.CompletedProcess[bytes]:
-    data = stdin.encode() if isinstance(stdin, str) else stdin
-    return subprocess.run([TIDELOG, *args], input=data, capture_output=True, timeout=timeout, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[bytes]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout.decode()
-
-
-def failed(result: subprocess.CompletedProcess[bytes], code: int = 1) -> str:
-    """The stderr of a run that must fail with ``code`` and a message, not a traceback."""
-    stderr = result.stderr.decode()
-    assert result.returncode == code, (result.returncode, result.stdout, stderr)
-    assert "Traceback" not in stderr
-    assert "Error:" in stderr
-    return stderr
+failed = functools.partial(cli_support.failed, squash=False)
 
 
 @pytest.fixture(scope="module")

@@ -12,39 +12,19 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 import pytest
+from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.server.group_harness import CONFLUENT, MemberPool, create_topic
 
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]
 
-TIDELOG = str(Path(sys.executable).parent / "tidelog")
 BASE_MS = 1_700_000_000_000
-
-
-def tidelog_cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([TIDELOG, *args], capture_output=True, timeout=timeout, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[bytes]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout.decode()
-
-
-def failed(result: subprocess.CompletedProcess[bytes], code: int = 1) -> str:
-    stderr = result.stderr.decode()
-    assert result.returncode == code, (result.returncode, result.stdout, stderr)
-    assert "Traceback" not in stderr
-    assert "Error:" in stderr
-    return " ".join(stderr.split())
 
 
 @pytest.fixture(scope="module")

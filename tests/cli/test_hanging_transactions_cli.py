@@ -20,15 +20,16 @@ subprocess) against a real broker.
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli import cli_support
+from tests.cli.cli_support import ok, tidelog_cli
 from tests.server.txn_support import create_topics
 
 from tidelog.protocol.records import SimpleRecord, encode_batch
@@ -38,28 +39,13 @@ from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]
 
-TIDELOG = str(Path(sys.executable).parent / "tidelog")
+failed = functools.partial(cli_support.failed, marker="Error")
+
+
 GHOST_PID = 1_000_000_007
 """A producer id far above any block the broker hands out: no coordinator knows it."""
 GHOST_EPOCH = 3
 HOUR_MS = 3_600_000
-
-
-def tidelog_cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([TIDELOG, *args], capture_output=True, timeout=60, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[bytes]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout.decode()
-
-
-def failed(result: subprocess.CompletedProcess[bytes], code: int = 1) -> str:
-    stderr = result.stderr.decode()
-    assert result.returncode == code, (result.returncode, result.stdout, stderr)
-    assert "Traceback" not in stderr
-    assert "Error" in stderr
-    return " ".join(stderr.split())
 
 
 def now_ms() -> int:

@@ -9,38 +9,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from tests.cli import cli_support
+from tests.cli.cli_support import ok, tidelog_cli
 from tests.server.txn_support import TxnProducer, create_topics
 
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 
-TIDELOG = str(Path(sys.executable).parent / "tidelog")
-
-
-def tidelog_cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([TIDELOG, *args], capture_output=True, timeout=60, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[bytes]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout.decode()
-
-
-def failed(result: subprocess.CompletedProcess[bytes], code: int = 1) -> str:
-    stderr = result.stderr.decode()
-    assert result.returncode == code, (result.returncode, result.stdout, stderr)
-    assert "Traceback" not in stderr
-    assert "Error" in stderr
-    return " ".join(stderr.split())
+failed = functools.partial(cli_support.failed, marker="Error")
 
 
 @pytest.fixture(scope="module")
