@@ -1,7 +1,7 @@
 """An in-process broker for tests that drive handlers and coordinator runtimes directly, without sockets.
 
 ``make_broker`` builds a :class:`Broker` on a data dir (topic ``t`` with one partition, unless told
-otherwise); ``running`` starts the group and transaction runtimes' loader and clock tasks as
+otherwise); ``handle`` answers a request as the dispatcher would; ``running`` starts the group and transaction runtimes' loader and clock tasks as
 ``Broker.start`` does and stops them, then the logs, cleanly; ``ctx`` is a request context; ``until``
 polls a condition on the event loop with a deadline.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 from pathlib import Path
 
 from tidelog.server.broker import Broker
@@ -21,9 +22,16 @@ from tidelog.server.dispatch import RequestContext
 def make_broker(data: Path, *, topic: str | None = "t", **overrides: str) -> Broker:
     config, _warnings = load_broker_config(None, {"log.dirs": str(data), **overrides})
     broker = Broker(config)
-    if topic is not None and broker.metadata.get(topic) is None:
-        broker.create_topic(topic, 1, 1, {})
+    if topic is not None and broker.metadata.topic(topic) is None:
+        broker.admin.create_topic(topic, 1, 1, {})
     return broker
+
+
+def handle(broker: Broker, context: RequestContext, request: Any) -> Any:
+    """What the broker's dispatcher answers ``request`` with (the response, or an awaitable of it)."""
+    route = broker.dispatcher.route_for(context.api_key, context.api_version)
+    assert route is not None, f"no route for api key {context.api_key} v{context.api_version}"
+    return route.handler(context, request)
 
 
 def ctx(api_key: int, version: int, client_id: str = "inprocess-test") -> RequestContext:
@@ -56,7 +64,7 @@ async def running(broker: Broker, *, transactions: bool = True) -> AsyncIterator
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        broker.logs.shutdown(broker.now_ms())
+        broker.logs.shutdown(broker.clock.now_ms())
 
 
 async def until(condition: Callable[[], object], limit_s: float = 10.0) -> None:

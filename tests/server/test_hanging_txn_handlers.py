@@ -208,7 +208,7 @@ def test_api_versions_advertise_both(tmp_path: Path) -> None:
         assert advertised[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
         assert advertised[ApiKey.WRITE_TXN_MARKERS] == (0, 1)
     finally:
-        broker.logs.shutdown(broker.now_ms())
+        broker.logs.shutdown(broker.clock.now_ms())
 
 
 def test_describe_producers(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_describe_producers(tmp_path: Path) -> None:
             ]
         )
     finally:
-        broker.logs.shutdown(broker.now_ms())
+        broker.logs.shutdown(broker.clock.now_ms())
 
 
 def test_abort_marker_ends_the_hanging_transaction(tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ def test_abort_marker_ends_the_hanging_transaction(tmp_path: Path) -> None:
         partition = broker.replicas.get("t", 0)
         assert partition is not None
         assert (partition.last_stable_offset, partition.high_watermark, partition.log_end_offset) == (7, 7, 7)
-        assert partition.log.collect_aborted_transactions(0, 7) == [(HANGING_PID, 2)]
+        assert partition.aborted_transactions(0, 7) == [(HANGING_PID, 2)]
         hanging = producers(broker)[1]
         assert (hanging.producer_id, hanging.producer_epoch, hanging.coordinator_epoch) == (
             HANGING_PID,
@@ -283,7 +283,7 @@ def test_abort_marker_ends_the_hanging_transaction(tmp_path: Path) -> None:
         )
         assert (hanging.last_sequence, hanging.current_txn_start_offset) == (2, -1)
     finally:
-        broker.logs.shutdown(broker.now_ms())
+        broker.logs.shutdown(broker.clock.now_ms())
 
 
 def test_markers_are_validated_per_partition(tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ def test_markers_are_validated_per_partition(tmp_path: Path) -> None:
             [("t", 0, ErrorCode.NONE)]
         ]
         assert (partition.log_end_offset, partition.last_stable_offset) == (8, 8)
-        assert partition.log.collect_aborted_transactions(0, 8) == [(HANGING_PID, 2)]
+        assert partition.aborted_transactions(0, 8) == [(HANGING_PID, 2)]
         assert [
             (p.producer_id, p.coordinator_epoch, p.current_txn_start_offset) for p in producers(broker)
         ] == [
@@ -323,7 +323,7 @@ def test_markers_are_validated_per_partition(tmp_path: Path) -> None:
             (HANGING_PID, 5, -1),
         ]
     finally:
-        broker.logs.shutdown(broker.now_ms())
+        broker.logs.shutdown(broker.clock.now_ms())
 
 
 # ---- __consumer_offsets: the coordinator's marker path ----------------------------------------------

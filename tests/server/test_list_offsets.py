@@ -10,19 +10,19 @@ from tidelog.protocol.records import RECORD_BATCH_HEADER_SIZE, SimpleRecord, enc
 from tidelog.server.broker import Broker
 from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
-from tidelog.server.handlers.list_offsets import MAX_TIMESTAMP, handle_list_offsets
+from tidelog.server.handlers.list_offsets import MAX_TIMESTAMP
 
 
 def _broker(data: Path) -> Broker:
     config, _warnings = load_broker_config(None, {"log.dirs": str(data)})
     broker = Broker(config)
     for topic in ("damaged", "intact"):
-        broker.create_topic(topic, 1, 1, {"segment.bytes": "400"})
+        broker.admin.create_topic(topic, 1, 1, {"segment.bytes": "400"})
         partition = broker.replicas.get(topic, 0)
         assert partition is not None
         for seq in range(8):
             records = [SimpleRecord(key=b"k", value=b"v%d" % seq, timestamp=1000 + 10 * seq)]
-            partition.append(encode_batch(records), now_ms=2000)
+            partition.append_records_as_leader(encode_batch(records), now_ms=2000)
     return broker
 
 
@@ -38,17 +38,19 @@ def _query(broker: Broker, timestamps: dict[str, int]) -> dict[str, tuple[int, i
         ],
     )
     context = RequestContext(ApiKey.LIST_OFFSETS, 7, 1, "test", "127.0.0.1", 1)
-    response = handle_list_offsets(broker, context, request)
+    route = broker.dispatcher.route_for(ApiKey.LIST_OFFSETS, 7)
+    assert route is not None
+    response = route.handler(context, request)
     return {t.name: (p.error_code, p.offset, p.timestamp) for t in response.topics for p in t.partitions}
 
 
 def test_a_damaged_batch_fails_its_partition_only(tmp_path: Path) -> None:
     broker = _broker(tmp_path / "data")
     try:
-        log = broker.replicas.get("damaged", 0)
+        log = broker.logs.get("damaged", 0)
         assert log is not None
-        first = log.log.segments[0]
-        assert len(log.log.segments) > 1
+        first = log.segments[0]
+        assert len(log.segments) > 1
         data = bytearray(first.log_path.read_bytes())
         position, header = list(iter_batch_headers(data))[1]
         data[position + RECORD_BATCH_HEADER_SIZE + 1] ^= 0x01  # bit rot only the CRC can tell

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.server.inprocess import ctx, make_broker, running, until
+from tests.server.inprocess import ctx, handle, make_broker, running, until
 
 from tidelog.coordinator import partition_for
 from tidelog.coordinator.txn_metadata import TransactionMetadata
@@ -27,7 +27,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ApiKey, InitProducerIdRequest
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.server.broker import Broker
-from tidelog.server.handlers.producer_id import handle_init_producer_id
 from tidelog.server.producer_id_floor import (
     NONE_IN_USE,
     ProducerIdInUse,
@@ -112,7 +111,7 @@ def test_highest_in_transactions_counts_current_and_previous_producer_ids() -> N
 
 def init(broker: Broker, transactional_id: str | None = None) -> tuple[ErrorCode, int, int]:
     request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
-    answer: Any = handle_init_producer_id(broker, ctx(ApiKey.INIT_PRODUCER_ID, 4), request)
+    answer: Any = handle(broker, ctx(ApiKey.INIT_PRODUCER_ID, 4), request)
     return ErrorCode(answer.error_code), answer.producer_id, answer.producer_epoch
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.server.inprocess import ctx, make_broker, running, until
+from tests.server.inprocess import ctx, handle, make_broker, running, until
 
 from tidelog.coordinator import partition_for
 from tidelog.protocol.errors import ErrorCode
@@ -36,8 +36,6 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.server.broker import Broker
-from tidelog.server.handlers.produce import handle_produce
-from tidelog.server.handlers.transactions import handle_txn_offset_commit
 from tidelog.server.txn_runtime import TRANSACTION_STATE_TOPIC
 
 TXN = "runtime-txn"
@@ -80,7 +78,7 @@ def produce(broker: Broker, pid: int, epoch: int, sequence: int, value: bytes) -
             )
         ],
     )
-    response: Any = handle_produce(broker, ctx(ApiKey.PRODUCE, 9), request)
+    response: Any = handle(broker, ctx(ApiKey.PRODUCE, 9), request)
     return int(response.responses[0].partition_responses[0].error_code)
 
 
@@ -228,7 +226,7 @@ def txn_offset_commit(broker: Broker, pid: int, epoch: int, offset: int) -> int:
             )
         ],
     )
-    response = handle_txn_offset_commit(broker, ctx(ApiKey.TXN_OFFSET_COMMIT, 3), request)
+    response = handle(broker, ctx(ApiKey.TXN_OFFSET_COMMIT, 3), request)
     return int(response.topics[0].partitions[0].error_code)
 
 

@@ -34,72 +34,99 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Coroutine
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tidelog.server.config import BrokerConfig, ConfigError, log_config_for_topic
-from tidelog.storage.errors import InvalidConfigError
+from tidelog.server.config import BrokerConfig, log_config_for_topic
+from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 
+from .admin_manager import AdminManager
+from .clock import SYSTEM_CLOCK, Clock
 from .connection import Connection
-from .dispatch import Dispatcher, Route
+from .dispatch import Dispatcher
 from .dynamic_config import DynamicBrokerConfigs
 from .fetch_purgatory import FetchPurgatory
 from .group_runtime import GroupRuntime
+from .handlers import build_routes
 from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .log_flush_task import LogFlushTask
-from .metadata_store import MetadataStore, TopicMetadata
+from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
+from .metadata_store import MetadataStore
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from .replica_manager import ReplicaManager
+from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
 
-__all__ = ["Broker", "now_ms"]
+__all__ = ["Broker"]
 
 log = logging.getLogger("tidelog.broker")
 
 
-def now_ms() -> int:
-    """The wall clock in milliseconds: read here, in the server, and passed down."""
-    return time.time_ns() // 1_000_000
-
-
 class Broker:
-    """A single tidelog broker process."""
+    """A single tidelog broker process: the one place its parts are built and wired together."""
 
-    def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
+    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.node_id = config.node_id
         log_dirs = [Path(d) for d in config.log_dirs]
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_configs = DynamicBrokerConfigs(config, log_dirs[0])
-        self.config = self.dynamic_configs.config
-        self.metadata = MetadataStore(log_dirs[0])
+        self.metadata_store = MetadataStore(log_dirs[0])
         self.logs = LogManager(
             log_dirs,
-            log_config_for_topic(self.config, {}),
-            now_ms=now_ms(),
+            log_config_for_topic(self.dynamic_configs.config, {}),
+            now_ms=clock.now_ms(),
             node_id=config.node_id,
             cluster_id=config.cluster_id,
-            topic_config=self._topic_log_config,
+            topic_config=self._stored_topic_log_config,
         )
         self.cluster_id = self.logs.cluster_id
+        self.metadata = MetadataCache(self.node_id, self.cluster_id)
+        self.metadata.set_controller(self.node_id)
         self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
         self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
-        self.fetch_purgatory = FetchPurgatory()
-        self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append)
+        self.fetch_purgatory = FetchPurgatory(clock)
+        self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append, clock)
+        self.admin = AdminManager(
+            node_id=self.node_id,
+            store=self.metadata_store,
+            configs=self.dynamic_configs,
+            replicas=self.replicas,
+            cache=self.metadata,
+        )
         self.log_cleaner = LogCleanerTask(
             self.logs,
             cleaner_config(config),
-            clock_ms=now_ms,
+            clock_ms=clock.now_ms,
             after_swap=self.logs.checkpoint_recovery_points,
         )
-        self.log_flusher = LogFlushTask(lambda: [p.log for p in self.replicas], clock_ms=now_ms)
-        self._reconcile_topics()
-        self.groups = GroupRuntime(self)
-        self.transactions = TransactionRuntime(self)
-        self.dispatcher = Dispatcher(self._routes())
+        self.log_flusher = LogFlushTask(lambda: [plog for _tp, plog in self.logs], clock_ms=clock.now_ms)
+        self.admin.load(self.logs)
+        self.groups = GroupRuntime(
+            admin=self.admin, metadata=self.metadata, replicas=self.replicas, clock=clock
+        )
+        self.transactions = TransactionRuntime(
+            admin=self.admin,
+            metadata=self.metadata,
+            replicas=self.replicas,
+            producer_ids=self.producer_ids,
+            groups=self.groups,
+            clock=clock,
+        )
+        self.dispatcher = Dispatcher(
+            build_routes(
+                replicas=self.replicas,
+                metadata=self.metadata,
+                admin=self.admin,
+                groups=self.groups,
+                transactions=self.transactions,
+                producer_ids=self.producer_ids,
+                fetch_purgatory=self.fetch_purgatory,
+                clock=clock,
+            )
+        )
         self.host = ""
         self.port = 0
         self._listen_sock: socket.socket | None = None
@@ -108,115 +135,23 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._connection_ids = itertools.count(1)
         self._stopping = False
+        self._publish_self()
 
-    # -- topics ----------------------------------------------------------------------------------------
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective config: static, with the dynamic broker configs laid over it."""
+        return self.dynamic_configs.config
 
-    def _topic_log_config(self, name: str) -> Any:
-        topic = self.metadata.get(name)
-        return None if topic is None else self.log_config(topic)
+    def _stored_topic_log_config(self, name: str) -> LogConfig | None:
+        topic = self.metadata_store.get(name)
+        return None if topic is None else log_config_for_topic(self.dynamic_configs.config, topic.configs)
 
-    def _reconcile_topics(self) -> None:
-        known = {(t.name, p) for t in self.metadata for p in range(t.num_partitions)}
-        for name, index in list(self.logs.all_logs()):
-            if (name, index) not in known:
-                stray = self.logs.mark_stray(name, index)
-                log.warning(
-                    "partition %s-%s is not in the topic metadata: kept as %s, not served (remove it once sure"
-                    " its data is not needed)",
-                    name,
-                    index,
-                    stray,
-                )
-        for topic in self.metadata:
-            config = self.log_config(topic)
-            for index in range(topic.num_partitions):
-                if self.replicas.load(topic.name, index) is None:
-                    self.replicas.create(topic.name, index, config)
-
-    def log_config(self, topic: TopicMetadata) -> Any:
-        return log_config_for_topic(self.config, topic.configs)
-
-    @staticmethod
-    def now_ms() -> int:
-        return now_ms()
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: dict[str, str],
-        *,
-        is_internal: bool = False,
-    ) -> TopicMetadata:
-        topic = self.metadata.create(
-            name, num_partitions, replication_factor, configs, is_internal=is_internal
-        )
-        log_config = self.log_config(topic)
-        for index in range(num_partitions):
-            self.replicas.create(name, index, log_config)
-        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
-        return topic
-
-    def delete_topic(self, name: str) -> TopicMetadata:
-        """Delete the topic, its partitions and every group's committed offsets of it. The offsets go
-        first: a crash in between leaves the topic without offsets, never offsets that a topic created
-        later with the same name would inherit."""
-        if name not in self.metadata:
-            raise KeyError(name)
-        self.groups.on_topics_deleted([name])
-        topic = self.metadata.delete(name)
-        for index in range(topic.num_partitions):
-            self.replicas.delete(name, index)
-        log.info("deleted topic %s", name)
-        return topic
-
-    def add_partitions(self, name: str, count: int) -> TopicMetadata:
-        topic = self.metadata.set_partitions(name, count)
-        log_config = self.log_config(topic)
-        for index in range(count):
-            if self.replicas.get(name, index) is None:
-                self.replicas.create(name, index, log_config)
-        return topic
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata:
-        topic = self.metadata.set_configs(name, configs)
-        self._apply_log_config(topic)
-        return topic
-
-    def alter_broker_configs(self, entity: str, configs: dict[str, str], *, validate_only: bool) -> None:
-        """Make ``configs`` (validated) the dynamic layer ``entity`` (``""`` or this node's id): stored, then
-        applied live to every partition log. Raises ``ConfigError`` and changes nothing if it cannot be."""
-        config = self.dynamic_configs.propose(entity, configs)
-        try:
-            log_configs = {topic.name: log_config_for_topic(config, topic.configs) for topic in self.metadata}
-        except InvalidConfigError as exc:
-            raise ConfigError(str(exc)) from None
-        if validate_only:
-            return
-        self.dynamic_configs.commit(entity, configs, config)
-        self.config = config
-        for topic in self.metadata:
-            for index in range(topic.num_partitions):
-                partition = self.replicas.get(topic.name, index)
-                if partition is not None:
-                    partition.log.update_config(log_configs[topic.name])
-        level = "cluster default" if entity == "" else f"broker {entity}"
-        log.info("dynamic broker configs (%s) are now %s", level, configs or "empty")
-
-    def _apply_log_config(self, topic: TopicMetadata) -> None:
-        log_config = self.log_config(topic)
-        for index in range(topic.num_partitions):
-            partition = self.replicas.get(topic.name, index)
-            if partition is not None:
-                partition.log.update_config(log_config)
+    def _publish_self(self) -> None:
+        """This broker's entry in the metadata cache, with its advertised endpoint."""
+        host, port = self.advertised_host_port()
+        self.metadata.put_broker(BrokerInfo(self.node_id, (Endpoint("PLAINTEXT", host, port),)))
 
     # -- lifecycle -------------------------------------------------------------------------------------
-
-    def _routes(self) -> list[Route]:
-        from .handlers import ROUTES
-
-        return [Route(api_key, lo, hi, partial(handler, self)) for api_key, lo, hi, handler in ROUTES]
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -230,6 +165,7 @@ class Broker:
         self.host, self.port = sock.getsockname()[:2]
         if not listener.host:
             self.host = "0.0.0.0"
+        self._publish_self()
         self.groups.start()
         self.transactions.start()
         self._background = [
@@ -287,7 +223,7 @@ class Broker:
             connection_id = next(self._connection_ids)
             peer = f"{address[0]}:{address[1]}"
             connection = Connection(
-                client,
+                PlainTransport(client),
                 peer,
                 connection_id,
                 self.dispatcher,
@@ -322,19 +258,17 @@ class Broker:
                 log.exception("background task %s failed", getattr(action, "__name__", action))
 
     def _retention(self) -> None:
-        now = now_ms()
-        for partition in self.replicas:
-            deleted = partition.log.delete_retention(now)
+        now = self.clock.now_ms()
+        for tp, partition_log in self.logs:
+            deleted = partition_log.delete_retention(now)
             if deleted:
-                log.info(
-                    "retention deleted %d segment(s) of %s-%s", deleted, partition.topic, partition.index
-                )
-            partition.log.remove_deleted_files(now)
+                log.info("retention deleted %d segment(s) of %s", deleted, tp)
+            partition_log.remove_deleted_files(now)
 
     def _expire_producers(self) -> None:
-        now = now_ms()
-        for partition in self.replicas:
-            partition.log.remove_expired_producers(now, self.config.producer_id_expiration_ms)
+        now = self.clock.now_ms()
+        for _tp, partition_log in self.logs:
+            partition_log.remove_expired_producers(now, self.config.producer_id_expiration_ms)
 
     def _checkpoint(self) -> None:
         self.logs.checkpoint_recovery_points()
@@ -369,5 +303,5 @@ class Broker:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self.logs.shutdown(now_ms())
+        self.logs.shutdown(self.clock.now_ms())
         log.info("shut down cleanly")

@@ -9,7 +9,10 @@ Invariants:
 - A frame larger than ``socket.request.max.bytes`` or one that fails to parse closes this connection and
   only this one; an ApiVersions request at a version we do not speak is answered with UNSUPPORTED_VERSION
   in the v0 layout listing key 18 and the connection stays open.
-- Record data of Fetch responses is written with ``os.sendfile`` from the segment files (zero copy).
+- Bytes go through a :class:`~tidelog.server.transport.Transport`: record data of Fetch responses is
+  written with ``os.sendfile`` from the segment files on a plain socket (zero copy), copied on others.
+- Every request carries the connection's listener name and authenticated principal (``User:ANONYMOUS``
+  until a listener authenticates).
 - At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
   (back-pressure through TCP) until the writer catches up.
 """
@@ -18,32 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import errno
 import inspect
 import logging
-import os
-import socket
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey
 
-from .dispatch import NO_RESPONSE, RequestContext
-
-if TYPE_CHECKING:
-    from .dispatch import Dispatcher
+from .dispatch import ANONYMOUS, NO_RESPONSE, Dispatcher, KafkaPrincipal, RequestContext
+from .transport import Transport
 
 __all__ = ["Connection"]
 
 log = logging.getLogger("tidelog.connection")
 
 _RECV_BYTES = 1 << 18
-_SENDFILE_CHUNK = 1 << 30
 
 
 class Connection:
@@ -51,15 +47,19 @@ class Connection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        transport: Transport,
         peer: str,
         connection_id: int,
         dispatcher: Dispatcher,
         *,
         max_request_bytes: int,
         max_in_flight: int = 100,
+        listener_name: str = "PLAINTEXT",
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
-        self._sock = sock
+        self._transport = transport
+        self._listener_name = listener_name
+        self.principal = principal
         self._peer = peer
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
@@ -81,7 +81,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write_loop())
         try:
-            await self._read_loop(loop)
+            await self._read_loop()
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s from %s: %s", self._id, self._peer, exc)
         except KafkaProtocolError as exc:
@@ -109,25 +109,18 @@ class Connection:
         self._closing = True
         self._has_pending.set()
         self._room.set()
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RD)
+        self._transport.shutdown_read()
 
     def close(self) -> None:
         self._closing = True
-        # shutdown first: under uvloop, close() alone leaves the connection up while a sock_recv is
-        # pending on it (the peer never sees EOF and the read never returns), e.g. for an idle close.
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self._sock.close()
+        self._transport.close()
 
-    async def _read_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        sock = self._sock
+    async def _read_loop(self) -> None:
         decoder = self._decoder
         while not self._closing:
             if not self._room.is_set():
                 await self._room.wait()
-            data = await loop.sock_recv(sock, _RECV_BYTES)
+            data = await self._transport.recv(_RECV_BYTES)
             if not data:
                 return
             self.last_active = time.monotonic()
@@ -167,6 +160,8 @@ class Connection:
             client_id=header.client_id,
             client_host=self._host,
             connection_id=self._id,
+            listener_name=self._listener_name,
+            principal=self.principal,
         )
         result = route.handler(ctx, body)
         if result is NO_RESPONSE:
@@ -182,7 +177,6 @@ class Connection:
             self._room.clear()
 
     async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         pending = self._pending
         while True:
             if not pending:
@@ -205,51 +199,5 @@ class Connection:
             if len(pending) < self._max_in_flight:
                 self._room.set()
             chunks = encode_response(header, result)
-            await self._send_chunks(loop, chunks)
+            await self._transport.send_chunks(chunks)
             self.last_active = time.monotonic()
-
-    async def _send_chunks(self, loop: asyncio.AbstractEventLoop, chunks: list[Any]) -> None:
-        sock = self._sock
-        for chunk in chunks:
-            if isinstance(chunk, bytes | bytearray | memoryview):
-                await loop.sock_sendall(sock, chunk)
-            else:
-                for region in getattr(chunk, "regions", (chunk,)):
-                    await self._sendfile(loop, region)
-
-    async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: Any) -> None:
-        out_fd = self._sock.fileno()
-        source = region.file
-        in_fd = source if isinstance(source, int) else source.fileno()
-        position = region.position
-        remaining = region.nbytes
-        while remaining > 0:
-            try:
-                sent = os.sendfile(out_fd, in_fd, position, min(remaining, _SENDFILE_CHUNK))
-            except BlockingIOError:
-                await self._writable(loop, out_fd)
-                continue
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                raise
-            if sent == 0:
-                # The file is shorter than the region (truncated under us): the client will see a
-                # short read and re-fetch; the frame is broken, so the connection must end.
-                raise ConnectionError("segment file shrank during sendfile")
-            position += sent
-            remaining -= sent
-
-    @staticmethod
-    async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        future: asyncio.Future[None] = loop.create_future()
-
-        def ready() -> None:
-            if not future.done():
-                future.set_result(None)
-
-        loop.add_writer(fd, ready)
-        try:
-            await future
-        finally:
-            loop.remove_writer(fd)

@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from tidelog.protocol.records import (
     Record,
@@ -32,20 +31,14 @@ from tidelog.protocol.records import (
     iter_batch_headers,
     validate_batch,
 )
+from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.server.timing_wheel import Timer, TimerTask
 
-if TYPE_CHECKING:
-    from tidelog.server.replica_manager import Partition
-
-__all__ = ["KeyedTimers", "read_records", "wall_clock_ms"]
+__all__ = ["KeyedTimers", "read_records"]
 
 log = logging.getLogger("tidelog.coordinator_support")
 
 K = TypeVar("K", bound=Hashable)
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _KeyedTask(TimerTask, Generic[K]):
@@ -61,7 +54,7 @@ class KeyedTimers(Generic[K]):
     """Timers identified by a key, firing ``on_fire(key, now_ms)`` from :meth:`run`."""
 
     def __init__(
-        self, on_fire: Callable[[K, int], None], *, clock: Callable[[], int] = wall_clock_ms, name: str = ""
+        self, on_fire: Callable[[K, int], None], *, clock: Callable[[], int], name: str = ""
     ) -> None:
         self._on_fire = on_fire
         self._clock = clock
@@ -139,10 +132,11 @@ def read_records(
     """The partition's batches (header and decoded records) from its log start to its current high
     watermark, one list per read of ``buffer_bytes``; records below a read's start offset (the head of a
     batch that straddles it) are left out."""
-    plog = partition.log
-    offset = plog.log_start_offset
+    offset = partition.log_start_offset
     while offset < partition.high_watermark:
-        data = plog.read(offset, buffer_bytes, max_offset=partition.high_watermark)
+        data = partition.read(
+            offset, buffer_bytes, isolation=FetchIsolation.HIGH_WATERMARK, min_one_batch=True
+        )
         if not data.regions:
             break
         buf = data.read_bytes()

@@ -4,6 +4,7 @@ Invariants:
 - A request reaches a handler only if its (api_key, version) lies in the route's range; ApiVersions
   advertises exactly the routes in this table, so it can never offer a version without a handler.
 - Every advertised range lies inside the generated schema's valid versions (checked when a route is added).
+- ApiVersions (v0-4) is the dispatcher's own route, answered from this table.
 - A handler returns the response body, an awaitable of it (delayed operations), or ``NO_RESPONSE``
   (Produce with acks=0). It never raises for a client's mistake: per-partition errors go in the body;
   an exception escaping a handler is a broker bug and closes only that connection.
@@ -16,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import REQUEST_TYPES, ApiVersionsResponse
+from tidelog.protocol.messages import REQUEST_TYPES, ApiKey, ApiVersionsRequest, ApiVersionsResponse
 
-__all__ = ["NO_RESPONSE", "Dispatcher", "Handler", "RequestContext", "Route"]
+__all__ = ["ANONYMOUS", "NO_RESPONSE", "Dispatcher", "Handler", "KafkaPrincipal", "RequestContext", "Route"]
+
+API_VERSIONS_RANGE: Final = (0, 4)
 
 
 class _NoResponse:
@@ -32,6 +35,20 @@ NO_RESPONSE: Final = _NoResponse()
 """Returned by a handler whose request gets no response on the wire (Produce with acks=0)."""
 
 
+@dataclass(frozen=True, slots=True)
+class KafkaPrincipal:
+    """Who sent a request (Kafka's ``KafkaPrincipal``): ``User:ANONYMOUS`` until a listener authenticates."""
+
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+
+ANONYMOUS: Final = KafkaPrincipal("User", "ANONYMOUS")
+
+
 @dataclass(slots=True)
 class RequestContext:
     """What a handler knows about the request beyond its body."""
@@ -42,6 +59,8 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection_id: int
+    listener_name: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any] | _NoResponse"]
@@ -60,7 +79,8 @@ class Dispatcher:
 
     def __init__(self, routes: Iterable[Route]) -> None:
         self._routes: dict[int, Route] = {}
-        for route in routes:
+        lowest, highest = API_VERSIONS_RANGE
+        for route in [Route(ApiKey.API_VERSIONS, lowest, highest, self._handle_api_versions), *routes]:
             request_type = REQUEST_TYPES[route.api_key]
             lowest, highest = request_type.VALID_VERSIONS
             if not lowest <= route.min_version <= route.max_version <= highest:
@@ -81,6 +101,9 @@ class Dispatcher:
     def supported(self, api_key: int) -> tuple[int, int] | None:
         route = self._routes.get(api_key)
         return None if route is None else (route.min_version, route.max_version)
+
+    def _handle_api_versions(self, ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+        return self.api_versions()
 
     def api_versions(self, error_code: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
         """The ApiVersions body: one entry per route, in api key order."""

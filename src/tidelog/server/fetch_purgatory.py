@@ -11,19 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from .clock import Clock
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 
 __all__ = ["DelayedFetch", "FetchPurgatory"]
 
 log = logging.getLogger("tidelog.fetch_purgatory")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class DelayedFetch(DelayedOperation):
@@ -63,9 +59,10 @@ class DelayedFetch(DelayedOperation):
 class FetchPurgatory:
     """Delayed fetches keyed by (topic, partition)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._purgatory: DelayedOperationPurgatory[Hashable, DelayedFetch] = DelayedOperationPurgatory(
-            "Fetch", start_ms=_now_ms()
+            "Fetch", start_ms=clock.now_ms()
         )
         self._wakeup = asyncio.Event()
         self._next_deadline: int | None = None
@@ -75,7 +72,7 @@ class FetchPurgatory:
     ) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(max_wait_ms, enough, build, future)
-        now = _now_ms()
+        now = self._clock.now_ms()
         if not self._purgatory.try_complete_else_watch(operation, list(keys), now):
             deadline = now + max_wait_ms
             if self._next_deadline is None or deadline < self._next_deadline:
@@ -92,9 +89,13 @@ class FetchPurgatory:
 
     async def run(self) -> None:
         while True:
-            self._purgatory.advance_clock(_now_ms())
+            self._purgatory.advance_clock(self._clock.now_ms())
             self._next_deadline = self._purgatory.next_expiration_ms()
-            timeout = None if self._next_deadline is None else max(self._next_deadline - _now_ms(), 0) / 1000
+            timeout = (
+                None
+                if self._next_deadline is None
+                else max(self._next_deadline - self._clock.now_ms(), 0) / 1000
+            )
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)

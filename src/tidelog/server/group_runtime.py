@@ -33,9 +33,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.coordinator import (
     CancelTimer,
@@ -47,11 +46,17 @@ from tidelog.coordinator import (
     GroupCoordinatorConfig,
     ScheduleTimer,
     TimerKey,
+    TopicImage,
+    TopicsImage,
     append_error_to_response_error,
     error_response,
 )
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import TxnOffsetCommitRequest
+from tidelog.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    TxnOffsetCommitRequest,
+)
 from tidelog.protocol.records import (
     Compression,
     ControlRecordType,
@@ -60,13 +65,13 @@ from tidelog.protocol.records import (
     encode_batch,
 )
 from tidelog.protocol.schema import Request
+from tidelog.server.admin_manager import AdminManager
+from tidelog.server.clock import Clock
 from tidelog.server.coordinator_support import KeyedTimers, read_records, run_partition_loader
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.metadata_cache import MetadataCache, TopicInfo
+from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.producer_state import AppendOrigin
-
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-    from tidelog.server.metadata_store import TopicMetadata
 
 __all__ = ["OFFSETS_TOPIC", "GroupRuntime"]
 
@@ -74,10 +79,6 @@ log = logging.getLogger("tidelog.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 """Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``."""
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -101,19 +102,25 @@ def coordinator_config(broker_config: Any, num_partitions: int) -> GroupCoordina
 class GroupRuntime:
     """Runs one broker's :class:`GroupCoordinator` over its ``__consumer_offsets`` partitions."""
 
-    def __init__(self, broker: Broker, *, clock: Callable[[], int] = _now_ms) -> None:
-        self._broker = broker
-        self._clock = clock
-        existing = broker.metadata.get(OFFSETS_TOPIC)
-        partitions = (
-            existing.num_partitions if existing is not None else broker.config.offsets_topic_num_partitions
-        )
-        self.coordinator = GroupCoordinator(coordinator_config(broker.config, partitions))
-        self._compression = Compression(broker.config.offsets_topic_compression_codec)
-        self._load_buffer = max(broker.config.offsets_load_buffer_size, 1024)
+    def __init__(
+        self, *, admin: AdminManager, metadata: MetadataCache, replicas: ReplicaManager, clock: Clock
+    ) -> None:
+        self._admin = admin
+        self._metadata = metadata
+        self._replicas = replicas
+        self._clock = clock.now_ms
+        config = admin.config
+        existing = metadata.topic(OFFSETS_TOPIC)
+        partitions = existing.num_partitions if existing is not None else config.offsets_topic_num_partitions
+        self.coordinator = GroupCoordinator(coordinator_config(config, partitions))
+        self._compression = Compression(config.offsets_topic_compression_codec)
+        self._load_buffer = max(config.offsets_load_buffer_size, 1024)
+        self._segment_bytes = config.offsets_topic_segment_bytes
+        self._topics_image: tuple[tuple[tuple[str, object, int], ...], TopicsImage] | None = None
         self.timers: KeyedTimers[TimerKey] = KeyedTimers(
-            self._on_timer, clock=clock, name="group coordinator"
+            self._on_timer, clock=self._clock, name="group coordinator"
         )
+        admin.add_topics_deleted_listener(self.on_topics_deleted)
         self._parked: dict[int, _Parked] = {}
         self._to_load: list[int] = []
         self._load_wakeup = asyncio.Event()
@@ -129,16 +136,16 @@ class GroupRuntime:
         """Kafka's ``GroupCoordinator.groupMetadataTopicConfigs``."""
         return {
             "cleanup.policy": "compact",
-            "segment.bytes": str(self._broker.config.offsets_topic_segment_bytes),
+            "segment.bytes": str(self._segment_bytes),
             "compression.type": "producer",
         }
 
-    def ensure_offsets_topic(self) -> TopicMetadata:
+    def ensure_offsets_topic(self) -> TopicInfo:
         """Create ``__consumer_offsets`` if it does not exist (its empty partitions are loaded at once)."""
-        topic = self._broker.metadata.get(OFFSETS_TOPIC)
+        topic = self._metadata.topic(OFFSETS_TOPIC)
         if topic is not None:
             return topic
-        topic = self._broker.create_topic(
+        topic = self._admin.create_topic(
             OFFSETS_TOPIC, self.num_partitions, 1, self.offsets_topic_configs(), is_internal=True
         )
         for partition in range(topic.num_partitions):
@@ -156,7 +163,7 @@ class GroupRuntime:
     def start(self) -> None:
         """Broker start: every partition of an existing ``__consumer_offsets`` becomes loading now (so no
         request sees a half-loaded group); :meth:`run_loader` replays them."""
-        topic = self._broker.metadata.get(OFFSETS_TOPIC)
+        topic = self._metadata.topic(OFFSETS_TOPIC)
         if topic is None:
             return
         for partition in range(topic.num_partitions):
@@ -231,7 +238,7 @@ class GroupRuntime:
         up to the high watermark as it is at each read (markers the transaction coordinator writes while
         this partition loads are replayed here: on_transaction_marker skips loading shards); yields the
         number of records replayed by each read."""
-        replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+        replica = self._replicas.get(OFFSETS_TOPIC, partition)
         if replica is None:
             return
         shard = self.coordinator.shard(partition)
@@ -265,8 +272,22 @@ class GroupRuntime:
 
     # -- requests --------------------------------------------------------------------------------------
 
+    def _refresh_topics_image(self) -> None:
+        """Server-side assignment (KIP-848) needs the cluster's topics: hand the coordinator a TopicsImage of
+        the metadata cache's topics, rebuilt only when a topic was created, deleted or grew partitions."""
+        topics = self._metadata.topics()
+        fingerprint = tuple((t.name, t.topic_id, t.num_partitions) for t in topics)
+        if self._topics_image is None or self._topics_image[0] != fingerprint:
+            image = TopicsImage(TopicImage(t.name, t.topic_id, t.num_partitions) for t in topics)
+            self._topics_image = (fingerprint, image)
+        image = self._topics_image[1]
+        if self.coordinator.topics_image is not image:
+            self.coordinator.set_topics_image(image)
+
     def handle(self, ctx: RequestContext, request: Request) -> Any:
         """Serve a group coordinator request: the response, or a future of it for a parked request."""
+        if isinstance(request, ConsumerGroupHeartbeatRequest | ConsumerGroupDescribeRequest):
+            self._refresh_topics_image()
         result = self.coordinator.handle(
             request,
             ctx.api_version,
@@ -349,7 +370,7 @@ class GroupRuntime:
                 is_transactional=True,
             )
             origin = AppendOrigin.COORDINATOR
-        error, _info, message = self._broker.replicas.append(
+        error, _info, message = self._replicas.append(
             OFFSETS_TOPIC, partition, batch, now_ms=now, origin=origin
         )
         if error is not ErrorCode.NONE:

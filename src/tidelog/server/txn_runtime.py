@@ -42,8 +42,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.coordinator.records import CoordinatorRecord
 from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
@@ -60,15 +59,16 @@ from tidelog.coordinator.txn_result import (
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch
 from tidelog.protocol.schema import Request
-from tidelog.server.coordinator_support import KeyedTimers, read_records, run_partition_loader, wall_clock_ms
-from tidelog.server.group_runtime import OFFSETS_TOPIC
+from tidelog.server.admin_manager import AdminManager
+from tidelog.server.clock import Clock
+from tidelog.server.coordinator_support import KeyedTimers, read_records, run_partition_loader
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.group_runtime import OFFSETS_TOPIC, GroupRuntime
+from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.producer_id_floor import NONE_IN_USE, highest_in_transactions
+from tidelog.server.producer_id_manager import ProducerIdManager
+from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage import TopicPartition
-
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-    from tidelog.server.metadata_store import TopicMetadata
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionRuntime", "coordinator_config"]
 
@@ -101,29 +101,41 @@ def coordinator_config(
 class TransactionRuntime:
     """Runs one broker's :class:`TransactionCoordinator` over its ``__transaction_state`` partitions."""
 
-    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        self._broker = broker
-        self._clock = clock
-        existing = broker.metadata.get(TRANSACTION_STATE_TOPIC)
+    def __init__(
+        self,
+        *,
+        admin: AdminManager,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        producer_ids: ProducerIdManager,
+        groups: GroupRuntime,
+        clock: Clock,
+    ) -> None:
+        self._admin = admin
+        self._metadata = metadata
+        self._replicas = replicas
+        self._producer_ids = producer_ids
+        self._groups = groups
+        self._clock = clock.now_ms
+        config = admin.config
+        existing = metadata.topic(TRANSACTION_STATE_TOPIC)
         partitions = (
-            existing.num_partitions
-            if existing is not None
-            else broker.config.transaction_state_log_num_partitions
+            existing.num_partitions if existing is not None else config.transaction_state_log_num_partitions
         )
         self.coordinator = TransactionCoordinator(
-            coordinator_config(broker.config, partitions, broker.groups.num_partitions),
-            allocate_producer_id=broker.producer_ids.generate_producer_id,
-            partition_exists=self._partition_exists,
+            coordinator_config(config, partitions, groups.num_partitions),
+            allocate_producer_id=producer_ids.generate_producer_id,
+            partition_exists=self._metadata.has_partition,
         )
-        self._load_buffer = max(broker.config.transaction_state_log_load_buffer_size, 1024)
+        self._load_buffer = max(config.transaction_state_log_load_buffer_size, 1024)
         self.timers: KeyedTimers[TxnTimerKey] = KeyedTimers(
-            self._on_timer, clock=clock, name="transaction coordinator"
+            self._on_timer, clock=self._clock, name="transaction coordinator"
         )
         self._to_load: list[int] = []
         self._load_wakeup = asyncio.Event()
         self._marker_retries: set[asyncio.TimerHandle] = set()
         self._stopped = False
-        broker.replicas.set_transaction_verifier(self.verify_partition)
+        replicas.set_transaction_verifier(self.verify_partition)
 
     # -- the topic -------------------------------------------------------------------------------------
 
@@ -133,7 +145,7 @@ class TransactionRuntime:
 
     def state_topic_configs(self) -> dict[str, str]:
         """Kafka's ``TransactionLog.transactionTopicConfigs``."""
-        config = self._broker.config
+        config = self._admin.config
         return {
             "cleanup.policy": "compact",
             "segment.bytes": str(config.transaction_state_log_segment_bytes),
@@ -143,14 +155,14 @@ class TransactionRuntime:
 
     @property
     def state_topic_exists(self) -> bool:
-        return self._broker.metadata.get(TRANSACTION_STATE_TOPIC) is not None
+        return TRANSACTION_STATE_TOPIC in self._metadata
 
-    def ensure_state_topic(self) -> TopicMetadata:
+    def ensure_state_topic(self) -> TopicInfo:
         """Create ``__transaction_state`` if it does not exist (its empty partitions are loaded at once)."""
-        topic = self._broker.metadata.get(TRANSACTION_STATE_TOPIC)
+        topic = self._metadata.topic(TRANSACTION_STATE_TOPIC)
         if topic is not None:
             return topic
-        topic = self._broker.create_topic(
+        topic = self._admin.create_topic(
             TRANSACTION_STATE_TOPIC, self.num_partitions, 1, self.state_topic_configs(), is_internal=True
         )
         for partition in range(topic.num_partitions):
@@ -163,22 +175,18 @@ class TransactionRuntime:
     def partition_for(self, transactional_id: str) -> int:
         return self.coordinator.partition_for(transactional_id)
 
-    def _partition_exists(self, topic: str, partition: int) -> bool:
-        metadata = self._broker.metadata.get(topic)
-        return metadata is not None and 0 <= partition < metadata.num_partitions
-
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Broker start: every partition of an existing ``__transaction_state`` becomes loading now (so no
         request sees a half-loaded transaction); :meth:`run_loader` replays them."""
-        topic = self._broker.metadata.get(TRANSACTION_STATE_TOPIC)
+        topic = self._metadata.topic(TRANSACTION_STATE_TOPIC)
         if topic is None:
             return
         for partition in range(topic.num_partitions):
             if self.coordinator.txn_partition(partition) is None:
                 self._begin_loading(partition)
-                self._broker.producer_ids.hold(self._producer_ids_hold(partition))
+                self._producer_ids.hold(self._producer_ids_hold(partition))
                 self._to_load.append(partition)
         self._load_wakeup.set()
 
@@ -211,7 +219,7 @@ class TransactionRuntime:
     # -- loading ---------------------------------------------------------------------------------------
 
     def _begin_loading(self, partition: int) -> None:
-        replica = self._broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+        replica = self._replicas.get(TRANSACTION_STATE_TOPIC, partition)
         coordinator_epoch = replica.leader_epoch if replica is not None else 0
         self.coordinator.begin_loading(partition, coordinator_epoch)
 
@@ -219,7 +227,7 @@ class TransactionRuntime:
         started = time.monotonic()
         count = 0
         try:
-            replica = self._broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+            replica = self._replicas.get(TRANSACTION_STATE_TOPIC, partition)
             if replica is not None:
                 for chunk in read_records(replica, self._load_buffer):
                     count += self._replay(partition, chunk)
@@ -228,7 +236,7 @@ class TransactionRuntime:
                         return
             self._complete_loading(partition, count, started)
         finally:
-            if self._producer_ids_hold(partition) in self._broker.producer_ids.holds:
+            if self._producer_ids_hold(partition) in self._producer_ids.holds:
                 if not self._stopped:
                     log.warning(
                         "%s-%d did not load: producer ids go on above the ids of the records it replayed",
@@ -246,7 +254,7 @@ class TransactionRuntime:
         owned = self.coordinator.txn_partition(partition)
         in_use = highest_in_transactions(owned.transactions.values()) if owned is not None else NONE_IN_USE
         try:
-            self._broker.producer_ids.release(self._producer_ids_hold(partition), *in_use)
+            self._producer_ids.release(self._producer_ids_hold(partition), *in_use)
         except OSError as exc:  # the jumped block is written by the next InitProducerId then
             log.warning("cannot write the producer id block: %s", exc)
 
@@ -349,9 +357,7 @@ class TransactionRuntime:
     def _append(self, partition: int, records: list[CoordinatorRecord]) -> ErrorCode:
         now = self._clock()
         batch = encode_batch([SimpleRecord(key=r.key, value=r.value, timestamp=now) for r in records])
-        error, _info, message = self._broker.replicas.append(
-            TRANSACTION_STATE_TOPIC, partition, batch, now_ms=now
-        )
+        error, _info, message = self._replicas.append(TRANSACTION_STATE_TOPIC, partition, batch, now_ms=now)
         if error is not ErrorCode.NONE:
             log.warning(
                 "appending %d records to %s-%d failed: %s %s",
@@ -434,7 +440,7 @@ class TransactionRuntime:
         """Write one COMMIT/ABORT marker to one partition, as leader; returns (error, message). The one path
         every marker takes, this coordinator's and an admin's WriteTxnMarkers (``kafka-transactions.sh
         abort``): a marker written on ``__consumer_offsets`` settles the producer's pending offsets there."""
-        error, _info, message = self._broker.replicas.write_txn_marker(
+        error, _info, message = self._replicas.write_txn_marker(
             tp.topic,
             tp.partition,
             result,
@@ -444,9 +450,7 @@ class TransactionRuntime:
             now_ms=now_ms,
         )
         if error == ErrorCode.NONE and tp.topic == OFFSETS_TOPIC:
-            self._broker.groups.on_transaction_marker(
-                tp.partition, producer_id, result is ControlRecordType.COMMIT
-            )
+            self._groups.on_transaction_marker(tp.partition, producer_id, result is ControlRecordType.COMMIT)
         return ErrorCode(error), message
 
     def _retry_markers(self, markers: WriteTxnMarkers, partitions: tuple[TopicPartition, ...]) -> None:

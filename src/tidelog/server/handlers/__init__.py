@@ -1,71 +1,112 @@
-"""One module per API family; ``ROUTES`` is the table the dispatcher (and so ApiVersions) is built from.
+"""One module per API family; :func:`build_routes` binds each handler to exactly the collaborators it
+needs and returns the table the dispatcher (and so ApiVersions) is built from.
+
+No handler sees the broker: each gets a replica manager, a metadata cache, an admin manager, a coordinator
+runtime, a clock, ... as its constructor says, so what an API can touch is written in one place.
 
 Version ranges: every version that librdkafka 2.16, kafka-python 3.0 and aiokafka 0.14 send, capped at the
 schemas we generate. Produce starts at 3 and Fetch at 4: tidelog stores magic v2 record batches only, and
-older versions would need the pre-0.11 message formats (Kafka 4 dropped them too).
+older versions would need the pre-0.11 message formats (Kafka 4 dropped them too). ApiVersions is the
+dispatcher's own route.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from tidelog.protocol.messages import ApiKey
+from tidelog.server.admin_manager import AdminManager
+from tidelog.server.clock import Clock
+from tidelog.server.dispatch import Route
+from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.group_runtime import GroupRuntime
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.producer_id_manager import ProducerIdManager
+from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.txn_runtime import TransactionRuntime
 
-from .api_versions import handle_api_versions
-from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
-from .consumer_group import handle_consumer_group_request
-from .delete_records import handle_delete_records
-from .describe_producers import handle_describe_producers
-from .fetch import handle_fetch
-from .find_coordinator import handle_find_coordinator
-from .groups import handle_group_request, handle_offset_commit, handle_offset_delete
-from .leader_epoch import handle_offset_for_leader_epoch
-from .list_offsets import handle_list_offsets
-from .metadata import handle_describe_cluster, handle_metadata
-from .produce import handle_produce
-from .producer_id import handle_init_producer_id
-from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
-from .transactions import handle_transaction_request, handle_txn_offset_commit
-from .write_txn_markers import handle_write_txn_markers
+from .configs import ConfigsHandler
+from .delete_records import DeleteRecordsHandler
+from .describe_producers import DescribeProducersHandler
+from .fetch import FetchHandler
+from .find_coordinator import (
+    GROUP_KEY_TYPE,
+    TRANSACTION_KEY_TYPE,
+    CoordinatorLookup,
+    FindCoordinatorHandler,
+)
+from .groups import GroupsHandler
+from .leader_epoch import OffsetForLeaderEpochHandler
+from .list_offsets import ListOffsetsHandler
+from .metadata import DescribeClusterHandler, MetadataHandler
+from .produce import ProduceHandler
+from .producer_id import InitProducerIdHandler
+from .topics import TopicsHandler
+from .transactions import TransactionsHandler
+from .write_txn_markers import WriteTxnMarkersHandler
 
-__all__ = ["ROUTES"]
+__all__ = ["build_routes"]
 
-ROUTES: list[tuple[int, int, int, Callable[..., Any]]] = [
-    (ApiKey.PRODUCE, 3, 11, handle_produce),
-    (ApiKey.FETCH, 4, 16, handle_fetch),
-    (ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
-    (ApiKey.METADATA, 0, 12, handle_metadata),
-    (ApiKey.API_VERSIONS, 0, 4, handle_api_versions),
-    (ApiKey.CREATE_TOPICS, 0, 7, handle_create_topics),
-    (ApiKey.DELETE_TOPICS, 0, 6, handle_delete_topics),
-    (ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, handle_offset_for_leader_epoch),
-    (ApiKey.DESCRIBE_CONFIGS, 0, 4, handle_describe_configs),
-    (ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs),
-    (ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions),
-    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs),
-    (ApiKey.DESCRIBE_CLUSTER, 0, 1, handle_describe_cluster),
-    (ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id),
-    (ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator),
-    (ApiKey.JOIN_GROUP, 0, 9, handle_group_request),
-    (ApiKey.SYNC_GROUP, 0, 5, handle_group_request),
-    (ApiKey.HEARTBEAT, 0, 4, handle_group_request),
-    (ApiKey.LEAVE_GROUP, 0, 5, handle_group_request),
-    (ApiKey.OFFSET_COMMIT, 0, 9, handle_offset_commit),
-    (ApiKey.OFFSET_FETCH, 0, 9, handle_group_request),
-    (ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
-    (ApiKey.LIST_GROUPS, 0, 5, handle_group_request),
-    (ApiKey.DESCRIBE_GROUPS, 0, 5, handle_group_request),
-    (ApiKey.DELETE_GROUPS, 0, 2, handle_group_request),
-    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle_consumer_group_request),
-    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, handle_consumer_group_request),
-    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_transaction_request),
-    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_transaction_request),
-    (ApiKey.END_TXN, 0, 4, handle_transaction_request),
-    (ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
-    (ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
-    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle_transaction_request),
-    (ApiKey.LIST_TRANSACTIONS, 0, 1, handle_transaction_request),
-    (ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers),
-]
+
+def build_routes(
+    *,
+    replicas: ReplicaManager,
+    metadata: MetadataCache,
+    admin: AdminManager,
+    groups: GroupRuntime,
+    transactions: TransactionRuntime,
+    producer_ids: ProducerIdManager,
+    fetch_purgatory: FetchPurgatory,
+    clock: Clock,
+) -> list[Route]:
+    """Every API this broker serves, each handler bound to its collaborators."""
+    produce = ProduceHandler(replicas, metadata, clock)
+    fetch = FetchHandler(replicas, metadata, fetch_purgatory)
+    topics = TopicsHandler(admin, metadata)
+    configs = ConfigsHandler(admin, metadata)
+    group_apis = GroupsHandler(groups, metadata)
+    txn_apis = TransactionsHandler(transactions, groups, replicas, metadata)
+    find_coordinator = FindCoordinatorHandler(
+        metadata,
+        {
+            GROUP_KEY_TYPE: CoordinatorLookup(groups.ensure_offsets_topic, groups.partition_for),
+            TRANSACTION_KEY_TYPE: CoordinatorLookup(
+                transactions.ensure_state_topic, transactions.partition_for
+            ),
+        },
+    )
+    return [
+        Route(ApiKey.PRODUCE, 3, 11, produce.handle),
+        Route(ApiKey.FETCH, 4, 16, fetch.handle),
+        Route(ApiKey.LIST_OFFSETS, 1, 10, ListOffsetsHandler(replicas).handle),
+        Route(ApiKey.METADATA, 0, 12, MetadataHandler(metadata, admin).handle),
+        Route(ApiKey.CREATE_TOPICS, 0, 7, topics.create_topics),
+        Route(ApiKey.DELETE_TOPICS, 0, 6, topics.delete_topics),
+        Route(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsHandler(replicas).handle),
+        Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, OffsetForLeaderEpochHandler(replicas).handle),
+        Route(ApiKey.DESCRIBE_CONFIGS, 0, 4, configs.describe_configs),
+        Route(ApiKey.ALTER_CONFIGS, 0, 2, configs.alter_configs),
+        Route(ApiKey.CREATE_PARTITIONS, 0, 3, topics.create_partitions),
+        Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.incremental_alter_configs),
+        Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata).handle),
+        Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions).handle),
+        Route(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
+        Route(ApiKey.JOIN_GROUP, 0, 9, group_apis.handle),
+        Route(ApiKey.SYNC_GROUP, 0, 5, group_apis.handle),
+        Route(ApiKey.HEARTBEAT, 0, 4, group_apis.handle),
+        Route(ApiKey.LEAVE_GROUP, 0, 5, group_apis.handle),
+        Route(ApiKey.OFFSET_COMMIT, 0, 9, group_apis.offset_commit),
+        Route(ApiKey.OFFSET_FETCH, 0, 9, group_apis.handle),
+        Route(ApiKey.OFFSET_DELETE, 0, 0, group_apis.offset_delete),
+        Route(ApiKey.LIST_GROUPS, 0, 5, group_apis.handle),
+        Route(ApiKey.DESCRIBE_GROUPS, 0, 5, group_apis.handle),
+        Route(ApiKey.DELETE_GROUPS, 0, 2, group_apis.handle),
+        Route(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, group_apis.handle),
+        Route(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, group_apis.handle),
+        Route(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, txn_apis.handle),
+        Route(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, txn_apis.handle),
+        Route(ApiKey.END_TXN, 0, 4, txn_apis.handle),
+        Route(ApiKey.WRITE_TXN_MARKERS, 0, 1, WriteTxnMarkersHandler(transactions, clock).handle),
+        Route(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_apis.txn_offset_commit),
+        Route(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn_apis.handle),
+        Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
+        Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
+    ]

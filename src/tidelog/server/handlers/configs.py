@@ -13,7 +13,7 @@ INVALID_CONFIG, each with a message naming the key.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -24,6 +24,7 @@ from tidelog.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from tidelog.server.admin_manager import AdminManager
 from tidelog.server.config import (
     BrokerConfig,
     apply_incremental_alter,
@@ -32,11 +33,11 @@ from tidelog.server.config import (
     validate_topic_configs,
 )
 from tidelog.server.config_defs import ConfigError
+from tidelog.server.dispatch import RequestContext
 from tidelog.server.dynamic_config import apply_incremental_broker_alter, validate_broker_configs
+from tidelog.server.metadata_cache import MetadataCache
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["ConfigsHandler"]
 
 TOPIC = 2
 BROKER = 4
@@ -45,46 +46,6 @@ BROKER_LOGGER = 8
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
-
-
-def handle_describe_configs(
-    broker: Broker, ctx: RequestContext, request: DescribeConfigsRequest
-) -> DescribeConfigsResponse:
-    version = ctx.api_version
-    synonyms = version >= 1 and request.include_synonyms
-    docs = version >= 3 and request.include_documentation
-    response = DescribeConfigsResponse()
-    for resource in request.resources:
-        result = _Result(resource_type=resource.resource_type, resource_name=resource.resource_name)
-        response.results.append(result)
-        names = resource.configuration_keys or None  # as Kafka: null and empty both mean every config
-        if resource.resource_type == TOPIC:
-            topic = broker.metadata.get(resource.resource_name)
-            if topic is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                result.error_message = f"Topic '{resource.resource_name}' does not exist."
-                continue
-            entries = describe_topic_configs(
-                broker.config, topic.configs, names, include_synonyms=synonyms, include_documentation=docs
-            )
-        elif resource.resource_type == BROKER:
-            problem = _check_broker(broker, resource.resource_name)
-            if problem is not None:
-                result.error_code, result.error_message = problem
-                continue
-            entries = describe_broker_configs(
-                broker.config,
-                names,
-                include_synonyms=synonyms,
-                include_documentation=docs,
-                cluster_default=resource.resource_name == "",
-            )
-        else:
-            result.error_code = ErrorCode.INVALID_REQUEST
-            result.error_message = f"Unsupported resource type {resource.resource_type}"
-            continue
-        result.configs = [_entry(e) for e in entries]
-    return response
 
 
 def _entry(e: Any) -> Any:
@@ -101,90 +62,134 @@ def _entry(e: Any) -> Any:
     )
 
 
-def _check_broker(broker: Broker, name: str) -> tuple[int, str] | None:
-    if broker.dynamic_configs.entity(name) is not None:
-        return None
-    if not name.lstrip("-").isdigit():
-        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
-    return (
-        ErrorCode.INVALID_REQUEST,
-        f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
-    )
+class ConfigsHandler:
+    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs through the admin manager."""
 
+    def __init__(self, admin: AdminManager, metadata: MetadataCache) -> None:
+        self._admin = admin
+        self._metadata = metadata
 
-def _check_resource(broker: Broker, resource_type: int, name: str) -> tuple[int, str] | None:
-    if resource_type == TOPIC:
-        if broker.metadata.get(name) is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-        return None
-    if resource_type == BROKER:
-        return _check_broker(broker, name)
-    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    def describe_configs(
+        self, ctx: RequestContext, request: DescribeConfigsRequest
+    ) -> DescribeConfigsResponse:
+        version = ctx.api_version
+        synonyms = version >= 1 and request.include_synonyms
+        docs = version >= 3 and request.include_documentation
+        response = DescribeConfigsResponse()
+        for resource in request.resources:
+            result = _Result(resource_type=resource.resource_type, resource_name=resource.resource_name)
+            response.results.append(result)
+            names = resource.configuration_keys or None  # as Kafka: null and empty both mean every config
+            if resource.resource_type == TOPIC:
+                topic = self._metadata.topic(resource.resource_name)
+                if topic is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    result.error_message = f"Topic '{resource.resource_name}' does not exist."
+                    continue
+                entries = describe_topic_configs(
+                    self._admin.config,
+                    topic.configs,
+                    names,
+                    include_synonyms=synonyms,
+                    include_documentation=docs,
+                )
+            elif resource.resource_type == BROKER:
+                problem = self._check_broker(resource.resource_name)
+                if problem is not None:
+                    result.error_code, result.error_message = problem
+                    continue
+                entries = describe_broker_configs(
+                    self._admin.config,
+                    names,
+                    include_synonyms=synonyms,
+                    include_documentation=docs,
+                    cluster_default=resource.resource_name == "",
+                )
+            else:
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = f"Unsupported resource type {resource.resource_type}"
+                continue
+            result.configs = [_entry(e) for e in entries]
+        return response
 
-
-def handle_alter_configs(
-    broker: Broker, ctx: RequestContext, request: AlterConfigsRequest
-) -> AlterConfigsResponse:
-    response = AlterConfigsResponse()
-    for resource in request.resources:
-        result = AlterConfigsResponse.AlterConfigsResourceResponse(
-            resource_type=resource.resource_type, resource_name=resource.resource_name
+    def _check_broker(self, name: str) -> tuple[int, str] | None:
+        if self._admin.dynamic_configs.entity(name) is not None:
+            return None
+        if not name.lstrip("-").isdigit():
+            return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {self._metadata.node_id} or empty string, but received {name}",
         )
-        response.responses.append(result)
-        problem = _check_resource(broker, resource.resource_type, resource.resource_name)
-        if problem is None:
-            given = {c.name: c.value for c in resource.configs}
-            try:
-                if resource.resource_type == BROKER:
-                    broker.alter_broker_configs(
-                        resource.resource_name,
-                        validate_broker_configs(given),
-                        validate_only=request.validate_only,
-                    )
-                else:
-                    configs = validate_topic_configs(given, broker.config)
-                    if not request.validate_only:
-                        broker.set_topic_configs(resource.resource_name, configs)
-            except ConfigError as exc:
-                problem = (exc.error_code, str(exc))
-        if problem is not None:
-            result.error_code, result.error_message = problem
-    return response
 
+    def _check_resource(self, resource_type: int, name: str) -> tuple[int, str] | None:
+        if resource_type == TOPIC:
+            if self._metadata.topic(name) is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+            return None
+        if resource_type == BROKER:
+            return self._check_broker(name)
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
-def handle_incremental_alter_configs(
-    broker: Broker, ctx: RequestContext, request: IncrementalAlterConfigsRequest
-) -> IncrementalAlterConfigsResponse:
-    response = IncrementalAlterConfigsResponse()
-    for resource in request.resources:
-        result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            resource_type=resource.resource_type, resource_name=resource.resource_name
-        )
-        response.responses.append(result)
-        problem = _check_resource(broker, resource.resource_type, resource.resource_name)
-        if problem is None:
-            name = resource.resource_name
-            operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
-            try:
-                if resource.resource_type == BROKER:
-                    current = broker.dynamic_configs.layer(name)
-                    layer = apply_incremental_broker_alter(current, operations, _below(broker, name))
-                    broker.alter_broker_configs(name, layer, validate_only=request.validate_only)
-                else:
-                    topic = broker.metadata.get(name)
-                    assert topic is not None
-                    configs = apply_incremental_alter(broker.config, topic.configs, operations)
-                    if not request.validate_only:
-                        broker.set_topic_configs(name, configs)
-            except ConfigError as exc:
-                problem = (exc.error_code, str(exc))
-        if problem is not None:
-            result.error_code, result.error_message = problem
-    return response
+    def alter_configs(self, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+        response = AlterConfigsResponse()
+        for resource in request.resources:
+            result = AlterConfigsResponse.AlterConfigsResourceResponse(
+                resource_type=resource.resource_type, resource_name=resource.resource_name
+            )
+            response.responses.append(result)
+            problem = self._check_resource(resource.resource_type, resource.resource_name)
+            if problem is None:
+                given = {c.name: c.value for c in resource.configs}
+                try:
+                    if resource.resource_type == BROKER:
+                        self._admin.alter_broker_configs(
+                            resource.resource_name,
+                            validate_broker_configs(given),
+                            validate_only=request.validate_only,
+                        )
+                    else:
+                        configs = validate_topic_configs(given, self._admin.config)
+                        if not request.validate_only:
+                            self._admin.set_topic_configs(resource.resource_name, configs)
+                except ConfigError as exc:
+                    problem = (exc.error_code, str(exc))
+            if problem is not None:
+                result.error_code, result.error_message = problem
+        return response
 
+    def incremental_alter_configs(
+        self, ctx: RequestContext, request: IncrementalAlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        response = IncrementalAlterConfigsResponse()
+        for resource in request.resources:
+            result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                resource_type=resource.resource_type, resource_name=resource.resource_name
+            )
+            response.responses.append(result)
+            problem = self._check_resource(resource.resource_type, resource.resource_name)
+            if problem is None:
+                name = resource.resource_name
+                operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
+                try:
+                    if resource.resource_type == BROKER:
+                        current = self._admin.dynamic_configs.layer(name)
+                        layer = apply_incremental_broker_alter(current, operations, self._below(name))
+                        self._admin.alter_broker_configs(name, layer, validate_only=request.validate_only)
+                    else:
+                        topic = self._metadata.topic(name)
+                        assert topic is not None
+                        configs = apply_incremental_alter(self._admin.config, topic.configs, operations)
+                        if not request.validate_only:
+                            self._admin.set_topic_configs(name, configs)
+                except ConfigError as exc:
+                    problem = (exc.error_code, str(exc))
+            if problem is not None:
+                result.error_code, result.error_message = problem
+        return response
 
-def _below(broker: Broker, entity: str) -> BrokerConfig:
-    """The config a dynamic layer overrides (what APPEND / SUBTRACT start from when the layer lacks a key):
-    the static config for the cluster default, static plus cluster default for this broker's layer."""
-    default = broker.dynamic_configs.layer("")
-    return broker.dynamic_configs.static.with_dynamic({} if entity == "" else default, {})
+    def _below(self, entity: str) -> BrokerConfig:
+        """The config a dynamic layer overrides (what APPEND / SUBTRACT start from when the layer lacks a key):
+        the static config for the cluster default, static plus cluster default for this broker's layer."""
+        default = self._admin.dynamic_configs.layer("")
+        return self._admin.dynamic_configs.static.with_dynamic({} if entity == "" else default, {})

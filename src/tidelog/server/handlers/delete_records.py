@@ -1,45 +1,38 @@
 """DeleteRecords (key 21): move a partition's log start offset forward (whole segments below it go).
 
 An offset of -1 means the high watermark. An offset above the high watermark is OFFSET_OUT_OF_RANGE.
-The answer's ``low_watermark`` is the new log start offset.
+The answer's ``low_watermark`` is the new log start offset, checkpointed before the answer.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["DeleteRecordsHandler"]
 
 
-def handle_delete_records(
-    broker: Broker, ctx: RequestContext, request: DeleteRecordsRequest
-) -> DeleteRecordsResponse:
-    response = DeleteRecordsResponse()
-    for topic in request.topics:
-        results = []
-        for wanted in topic.partitions:
-            result = DeleteRecordsResponse.DeleteRecordsPartitionResult(
-                partition_index=wanted.partition_index, low_watermark=-1
+class DeleteRecordsHandler:
+    """DeleteRecords through the replica manager."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def handle(self, ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+        response = DeleteRecordsResponse()
+        for topic in request.topics:
+            results = []
+            for wanted in topic.partitions:
+                error, low_watermark = self._replicas.delete_records(
+                    topic.name, wanted.partition_index, wanted.offset
+                )
+                results.append(
+                    DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                        partition_index=wanted.partition_index, low_watermark=low_watermark, error_code=error
+                    )
+                )
+            response.topics.append(
+                DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=results)
             )
-            results.append(result)
-            partition = broker.replicas.get(topic.name, wanted.partition_index)
-            if partition is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offset = partition.high_watermark if wanted.offset == -1 else wanted.offset
-            if offset < 0 or offset > partition.high_watermark:
-                result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                continue
-            if offset > partition.log_start_offset:
-                partition.log.delete_records_before(offset)
-                broker.logs.checkpoint_log_start_offsets()
-            result.low_watermark = partition.log_start_offset
-        response.topics.append(
-            DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=results)
-        )
-    return response
+        return response

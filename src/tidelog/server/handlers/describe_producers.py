@@ -13,17 +13,13 @@ Invariants (Kafka's ``KafkaApis.handleDescribeProducersRequest`` and ``UnifiedLo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
+from tidelog.replication.partition import Partition
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-    from tidelog.server.replica_manager import Partition
-
-__all__ = ["handle_describe_producers"]
+__all__ = ["DescribeProducersHandler", "active_producers"]
 
 _PartitionResponse = DescribeProducersResponse.PartitionResponse
 _ProducerState = DescribeProducersResponse.ProducerState
@@ -33,7 +29,6 @@ _NOT_HOSTED = "This server does not host this topic-partition."
 
 def active_producers(partition: Partition) -> list[DescribeProducersResponse.ProducerState]:
     """The partition's producer state, one entry per producer id, by producer id."""
-    producers = partition.log.producer_state.producers
     return [
         _ProducerState(
             producer_id=entry.producer_id,
@@ -43,29 +38,39 @@ def active_producers(partition: Partition) -> list[DescribeProducersResponse.Pro
             coordinator_epoch=entry.coordinator_epoch,
             current_txn_start_offset=entry.current_txn_first_offset,
         )
-        for _pid, entry in sorted(producers.items())
+        for entry in partition.producer_states()
     ]
 
 
-def handle_describe_producers(
-    broker: Broker, ctx: RequestContext, request: DescribeProducersRequest
-) -> DescribeProducersResponse:
-    response = DescribeProducersResponse()
-    for topic in request.topics:
-        answers = []
-        for index in topic.partition_indexes:
-            partition = broker.replicas.get(topic.name, index)
-            if partition is None:
-                answers.append(
-                    _PartitionResponse(
-                        partition_index=index,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        error_message=_NOT_HOSTED,
+class DescribeProducersHandler:
+    """DescribeProducers of the partitions this broker leads."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def handle(self, ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+        response = DescribeProducersResponse()
+        for topic in request.topics:
+            answers = []
+            for index in topic.partition_indexes:
+                partition = self._replicas.leader_partition(topic.name, index)
+                if isinstance(partition, ErrorCode):
+                    answers.append(
+                        _PartitionResponse(
+                            partition_index=index,
+                            error_code=partition,
+                            error_message=_NOT_HOSTED
+                            if partition is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                            else None,
+                        )
                     )
-                )
-            else:
-                answers.append(
-                    _PartitionResponse(partition_index=index, active_producers=active_producers(partition))
-                )
-        response.topics.append(DescribeProducersResponse.TopicResponse(name=topic.name, partitions=answers))
-    return response
+                else:
+                    answers.append(
+                        _PartitionResponse(
+                            partition_index=index, active_producers=active_producers(partition)
+                        )
+                    )
+            response.topics.append(
+                DescribeProducersResponse.TopicResponse(name=topic.name, partitions=answers)
+            )
+        return response

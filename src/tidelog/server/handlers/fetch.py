@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
-from tidelog.server.replica_manager import RegionList
+from tidelog.replication.partition import FetchIsolation
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.regions import RegionList
+from tidelog.server.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["FetchHandler"]
 
 _READ_COMMITTED = 1
 _EMPTY = b""
@@ -44,110 +47,106 @@ class _Wanted:
     partitions: list[FetchRequest.FetchPartition]
 
 
-def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchRequest) -> Any:
-    version = ctx.api_version
-    wanted: list[_Wanted] = []
-    for topic in request.topics:
-        if version >= 13:
-            meta = broker.metadata.get_by_id(topic.topic_id)
-            wanted.append(_Wanted(meta.name if meta else None, topic.topic_id, topic.partitions))
-        else:
-            meta = broker.metadata.get(topic.topic)
-            wanted.append(_Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
-    committed = version >= 4 and request.isolation_level == _READ_COMMITTED
-    max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+class FetchHandler:
+    """Fetch: reads through the replica manager's partitions, long polls in the fetch purgatory."""
 
-    def build() -> tuple[FetchResponse, int, bool]:
-        return _read(broker, wanted, version, committed, max(max_bytes, 0))
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, purgatory: FetchPurgatory) -> None:
+        self._replicas = replicas
+        self._metadata = metadata
+        self._purgatory = purgatory
 
-    response, nbytes, has_error = build()
-    if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
-        return response
-    keys = [(w.name, p.partition) for w in wanted if w.name is not None for p in w.partitions]
-    min_bytes = request.min_bytes
-
-    def enough() -> bool:
-        _, available, error = build()
-        return available >= min_bytes or error
-
-    return broker.fetch_purgatory.delay(keys, request.max_wait_ms, enough, lambda: build()[0])
-
-
-def _read(
-    broker: Broker, wanted: list[_Wanted], version: int, committed: bool, max_bytes: int
-) -> tuple[FetchResponse, int, bool]:
-    response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
-    total = 0
-    has_error = False
-    for topic in wanted:
-        results = []
-        for p in topic.partitions:
-            result = _PartitionData(
-                partition_index=p.partition,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                records=_EMPTY,
-            )
-            results.append(result)
-            if topic.name is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                has_error = True
-                continue
-            partition = broker.replicas.get(topic.name, p.partition)
-            if partition is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                has_error = True
-                continue
-            if (
-                version >= 9
-                and p.current_leader_epoch >= 0
-                and p.current_leader_epoch != partition.leader_epoch
-            ):
-                result.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if p.current_leader_epoch < partition.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+    def handle(self, ctx: RequestContext, request: FetchRequest) -> Any:
+        version = ctx.api_version
+        wanted: list[_Wanted] = []
+        for topic in request.topics:
+            if version >= 13:
+                wanted.append(
+                    _Wanted(self._metadata.topic_name(topic.topic_id), topic.topic_id, topic.partitions)
                 )
-                has_error = True
-                continue
-            high_watermark = partition.high_watermark
-            last_stable = partition.last_stable_offset
-            result.high_watermark = high_watermark
-            result.last_stable_offset = last_stable
-            result.log_start_offset = partition.log_start_offset
-            if committed:
-                result.aborted_transactions = []
-            limit = min(p.partition_max_bytes, max_bytes - total)
-            if limit <= 0 and total > 0:
-                continue
-            try:
-                data = partition.log.read(
-                    p.fetch_offset,
-                    max(limit, 0),
-                    max_offset=last_stable if committed else high_watermark,
-                    min_one_batch=total == 0,
+            else:
+                meta = self._metadata.topic(topic.topic)
+                wanted.append(_Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
+        committed = version >= 4 and request.isolation_level == _READ_COMMITTED
+        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+        max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+
+        def build() -> tuple[FetchResponse, int, bool]:
+            return self._read(wanted, version, isolation, max(max_bytes, 0))
+
+        response, nbytes, has_error = build()
+        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
+            return response
+        keys = [(w.name, p.partition) for w in wanted if w.name is not None for p in w.partitions]
+        min_bytes = request.min_bytes
+
+        def enough() -> bool:
+            _, available, error = build()
+            return available >= min_bytes or error
+
+        return self._purgatory.delay(keys, request.max_wait_ms, enough, lambda: build()[0])
+
+    def _read(
+        self, wanted: list[_Wanted], version: int, isolation: FetchIsolation, max_bytes: int
+    ) -> tuple[FetchResponse, int, bool]:
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
+        total = 0
+        has_error = False
+        for topic in wanted:
+            results = []
+            for p in topic.partitions:
+                result = _PartitionData(
+                    partition_index=p.partition,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    records=_EMPTY,
                 )
-            except KafkaProtocolError as exc:
-                result.error_code = exc.error_code
-                has_error = True
-                continue
-            regions = data.regions
-            if regions:
-                records = regions[0] if len(regions) == 1 else RegionList(list(regions))
-                result.records = records
-                total += records.nbytes
+                results.append(result)
+                if topic.name is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                    has_error = True
+                    continue
+                partition = self._replicas.leader_partition(topic.name, p.partition)
+                if isinstance(partition, ErrorCode):
+                    result.error_code = partition
+                    has_error = True
+                    continue
+                fenced = partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1)
+                if fenced is not ErrorCode.NONE:
+                    result.error_code = fenced
+                    has_error = True
+                    continue
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
+                result.log_start_offset = partition.log_start_offset
                 if committed:
-                    result.aborted_transactions = [
-                        FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
-                        for pid, first in partition.log.collect_aborted_transactions(
-                            p.fetch_offset, data.next_offset
-                        )
-                    ]
-        response.responses.append(
-            FetchResponse.FetchableTopicResponse(
-                topic=topic.name or "", topic_id=topic.topic_id, partitions=results
+                    result.aborted_transactions = []
+                limit = min(p.partition_max_bytes, max_bytes - total)
+                if limit <= 0 and total > 0:
+                    continue
+                try:
+                    data = partition.read(
+                        p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                    )
+                except KafkaProtocolError as exc:
+                    result.error_code = exc.error_code
+                    has_error = True
+                    continue
+                regions = data.regions
+                if regions:
+                    records = regions[0] if len(regions) == 1 else RegionList(list(regions))
+                    result.records = records
+                    total += records.nbytes
+                    if committed:
+                        result.aborted_transactions = [
+                            FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
+                            for pid, first in partition.aborted_transactions(p.fetch_offset, data.next_offset)
+                        ]
+            response.responses.append(
+                FetchResponse.FetchableTopicResponse(
+                    topic=topic.name or "", topic_id=topic.topic_id, partitions=results
+                )
             )
-        )
-    return response, total, has_error
+        return response, total, has_error

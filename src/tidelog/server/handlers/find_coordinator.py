@@ -1,11 +1,12 @@
 """FindCoordinator (key 10), v0-6: which broker coordinates a group (or a transactional id).
 
 Invariants:
-- This broker leads every partition, so it is the coordinator of every group: a GROUP key (type 0; the
-  only type of v0) is answered with this broker's node id and advertised address, after creating
-  ``__consumer_offsets`` if it does not exist yet (as Kafka creates it on the first lookup).
-- A TRANSACTION key (type 1) is answered the same way, after creating ``__transaction_state`` if it does
-  not exist yet (on a single node this broker leads every partition ``partition_for(key)`` names).
+- The coordinator of a key is the leader of its partition of the coordinator's internal topic (Kafka's
+  rule): ``__consumer_offsets`` for a GROUP key (type 0; the only type of v0), ``__transaction_state`` for a
+  TRANSACTION key (type 1). The internal topic is created on the first lookup (as Kafka creates it). The
+  leader is read from the metadata cache and described by its endpoint on the listener the request came
+  in on; a partition without a live leader (or a leader without that listener) is
+  COORDINATOR_NOT_AVAILABLE, which clients retry.
 - A SHARE key (type 2; share groups are not served) and unknown key types get INVALID_REQUEST.
 - v0-3 carry one key and answer at the top level; v4+ carry ``coordinator_keys`` and answer one
   ``Coordinator`` per key, in request order. A failed lookup names node -1, host "" and port -1.
@@ -13,52 +14,66 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-
-__all__ = ["handle_find_coordinator"]
+__all__ = ["CoordinatorLookup", "FindCoordinatorHandler"]
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2
 
-
-def _lookup(broker: Broker, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-    """(error, error message, node id, host, port) for one key of ``key_type``."""
-    if key_type == GROUP_KEY_TYPE:
-        broker.groups.ensure_offsets_topic()
-        host, port = broker.advertised_host_port()
-        return ErrorCode.NONE, None, broker.node_id, host, port
-    if key_type == TRANSACTION_KEY_TYPE:
-        broker.transactions.ensure_state_topic()
-        host, port = broker.advertised_host_port()
-        return ErrorCode.NONE, None, broker.node_id, host, port
-    if key_type == SHARE_KEY_TYPE:
-        return ErrorCode.INVALID_REQUEST, "Share groups are not enabled on this broker.", -1, "", -1
-    return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}", -1, "", -1
+_Answer = tuple[ErrorCode, str | None, int, str, int]
+"""(error, error message, node id, host, port) for one key."""
 
 
-def handle_find_coordinator(
-    broker: Broker, ctx: RequestContext, request: FindCoordinatorRequest
-) -> FindCoordinatorResponse:
-    key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
-    if ctx.api_version < 4:
-        error, message, node_id, host, port = _lookup(broker, key_type)
-        return FindCoordinatorResponse(
-            error_code=error, error_message=message, node_id=node_id, host=host, port=port
-        )
-    response = FindCoordinatorResponse()
-    for key in request.coordinator_keys:
-        error, message, node_id, host, port = _lookup(broker, key_type)
-        response.coordinators.append(
-            FindCoordinatorResponse.Coordinator(
-                key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
+@dataclass(frozen=True, slots=True)
+class CoordinatorLookup:
+    """How keys of one type map to a partition of its coordinator's internal topic."""
+
+    ensure_topic: Callable[[], TopicInfo]
+    partition_for: Callable[[str], int]
+
+
+class FindCoordinatorHandler:
+    """FindCoordinator from the metadata cache; ``lookups`` by key type."""
+
+    def __init__(self, metadata: MetadataCache, lookups: dict[int, CoordinatorLookup]) -> None:
+        self._metadata = metadata
+        self._lookups = lookups
+
+    def _lookup(self, ctx: RequestContext, key_type: int, key: str) -> _Answer:
+        lookup = self._lookups.get(key_type)
+        if lookup is None:
+            if key_type == SHARE_KEY_TYPE:
+                return ErrorCode.INVALID_REQUEST, "Share groups are not enabled on this broker.", -1, "", -1
+            return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}", -1, "", -1
+        topic = lookup.ensure_topic()
+        partition = topic.partition(lookup.partition_for(key))
+        broker = self._metadata.broker(partition.leader) if partition is not None else None
+        endpoint = broker.endpoint(ctx.listener_name) if broker is not None else None
+        if partition is None or endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        return ErrorCode.NONE, None, partition.leader, endpoint.host, endpoint.port
+
+    def handle(self, ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
+        if ctx.api_version < 4:
+            error, message, node_id, host, port = self._lookup(ctx, key_type, request.key)
+            return FindCoordinatorResponse(
+                error_code=error, error_message=message, node_id=node_id, host=host, port=port
             )
-        )
-    return response
+        response = FindCoordinatorResponse()
+        for key in request.coordinator_keys:
+            error, message, node_id, host, port = self._lookup(ctx, key_type, key)
+            response.coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
+                )
+            )
+        return response

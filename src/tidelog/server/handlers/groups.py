@@ -14,7 +14,7 @@ Responses list the topics in request order.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -24,125 +24,127 @@ from tidelog.protocol.messages import (
     OffsetDeleteResponse,
 )
 from tidelog.protocol.schema import Request
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.group_runtime import GroupRuntime
+from tidelog.server.metadata_cache import MetadataCache
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-
-__all__ = ["handle_group_request", "handle_offset_commit", "handle_offset_delete"]
-
-
-def handle_group_request(broker: Broker, ctx: RequestContext, request: Request) -> Any:
-    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups."""
-    return broker.groups.handle(ctx, request)
+__all__ = ["GroupsHandler", "then"]
 
 
-def _known(broker: Broker, topic: str, partition: int) -> bool:
-    metadata = broker.metadata.get(topic)
-    return metadata is not None and 0 <= partition < metadata.num_partitions
+class GroupsHandler:
+    """The group APIs, passed to the group coordinator's runtime after the broker's own checks."""
 
+    def __init__(self, groups: GroupRuntime, metadata: MetadataCache) -> None:
+        self._groups = groups
+        self._metadata = metadata
 
-def handle_offset_commit(broker: Broker, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
-    unknown: dict[tuple[str, int], None] = {}
-    known_topics = []
-    for topic in request.topics:
-        keep = [p for p in topic.partitions if _known(broker, topic.name, p.partition_index)]
-        unknown.update(
-            ((topic.name, p.partition_index), None)
+    def handle(self, ctx: RequestContext, request: Request) -> Any:
+        """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups,
+        ConsumerGroupHeartbeat and ConsumerGroupDescribe."""
+        return self._groups.handle(ctx, request)
+
+    def offset_commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
+        unknown: dict[tuple[str, int], None] = {}
+        known_topics = []
+        for topic in request.topics:
+            keep = [
+                p for p in topic.partitions if self._metadata.has_partition(topic.name, p.partition_index)
+            ]
+            unknown.update(
+                ((topic.name, p.partition_index), None)
+                for p in topic.partitions
+                if not self._metadata.has_partition(topic.name, p.partition_index)
+            )
+            if keep:
+                known_topics.append(
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name=topic.name, partitions=keep)
+                )
+        if not unknown:
+            return self._groups.handle(ctx, request)
+
+        def merge(answer: OffsetCommitResponse | None) -> OffsetCommitResponse:
+            errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if answer is not None:
+                for t in answer.topics:
+                    for p in t.partitions:
+                        errors[(t.name, p.partition_index)] = p.error_code
+            merged = OffsetCommitResponse(throttle_time_ms=answer.throttle_time_ms if answer else 0)
+            for topic in request.topics:
+                merged.topics.append(
+                    OffsetCommitResponse.OffsetCommitResponseTopic(
+                        name=topic.name,
+                        partitions=[
+                            OffsetCommitResponse.OffsetCommitResponsePartition(
+                                partition_index=p.partition_index,
+                                error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
+                            )
+                            for p in topic.partitions
+                        ],
+                    )
+                )
+            return merged
+
+        if not known_topics:
+            return merge(None)
+        filtered = OffsetCommitRequest(
+            group_id=request.group_id,
+            generation_id_or_member_epoch=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            retention_time_ms=request.retention_time_ms,
+            topics=known_topics,
+        )
+        return then(self._groups.handle(ctx, filtered), merge)
+
+    def offset_delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
+        unknown = {
+            (topic.name, p.partition_index)
+            for topic in request.topics
             for p in topic.partitions
-            if not _known(broker, topic.name, p.partition_index)
-        )
-        if keep:
-            known_topics.append(
-                OffsetCommitRequest.OffsetCommitRequestTopic(name=topic.name, partitions=keep)
+            if not self._metadata.has_partition(topic.name, p.partition_index)
+        }
+        if not unknown:
+            return self._groups.handle(ctx, request)
+        known_topics = [
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                name=topic.name,
+                partitions=[p for p in topic.partitions if (topic.name, p.partition_index) not in unknown],
             )
-    if not unknown:
-        return broker.groups.handle(ctx, request)
+            for topic in request.topics
+            if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
+        ]
 
-    def merge(answer: OffsetCommitResponse | None) -> OffsetCommitResponse:
-        errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if answer is not None:
-            for t in answer.topics:
-                for p in t.partitions:
-                    errors[(t.name, p.partition_index)] = p.error_code
-        merged = OffsetCommitResponse(throttle_time_ms=answer.throttle_time_ms if answer else 0)
-        for topic in request.topics:
-            merged.topics.append(
-                OffsetCommitResponse.OffsetCommitResponseTopic(
-                    name=topic.name,
-                    partitions=[
-                        OffsetCommitResponse.OffsetCommitResponsePartition(
-                            partition_index=p.partition_index,
-                            error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
-                        )
-                        for p in topic.partitions
-                    ],
+        def merge(answer: OffsetDeleteResponse | None) -> OffsetDeleteResponse:
+            errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            merged = OffsetDeleteResponse()
+            if answer is not None:
+                merged.error_code = answer.error_code
+                merged.throttle_time_ms = answer.throttle_time_ms
+                for t in answer.topics:
+                    for p in t.partitions:
+                        errors[(t.name, p.partition_index)] = p.error_code
+            if merged.error_code != ErrorCode.NONE:
+                return merged  # a group-level error (Kafka lists no partitions then)
+            for topic in request.topics:
+                merged.topics.append(
+                    OffsetDeleteResponse.OffsetDeleteResponseTopic(
+                        name=topic.name,
+                        partitions=[
+                            OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                                partition_index=p.partition_index,
+                                error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
+                            )
+                            for p in topic.partitions
+                        ],
+                    )
                 )
-            )
-        return merged
+            return merged
 
-    if not known_topics:
-        return merge(None)
-    filtered = OffsetCommitRequest(
-        group_id=request.group_id,
-        generation_id_or_member_epoch=request.generation_id_or_member_epoch,
-        member_id=request.member_id,
-        group_instance_id=request.group_instance_id,
-        retention_time_ms=request.retention_time_ms,
-        topics=known_topics,
-    )
-    return _then(broker.groups.handle(ctx, filtered), merge)
+        filtered = OffsetDeleteRequest(group_id=request.group_id, topics=known_topics)
+        return then(self._groups.handle(ctx, filtered), merge)
 
 
-def handle_offset_delete(broker: Broker, ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
-    unknown = {
-        (topic.name, p.partition_index)
-        for topic in request.topics
-        for p in topic.partitions
-        if not _known(broker, topic.name, p.partition_index)
-    }
-    if not unknown:
-        return broker.groups.handle(ctx, request)
-    known_topics = [
-        OffsetDeleteRequest.OffsetDeleteRequestTopic(
-            name=topic.name,
-            partitions=[p for p in topic.partitions if (topic.name, p.partition_index) not in unknown],
-        )
-        for topic in request.topics
-        if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
-    ]
-
-    def merge(answer: OffsetDeleteResponse | None) -> OffsetDeleteResponse:
-        errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        merged = OffsetDeleteResponse()
-        if answer is not None:
-            merged.error_code = answer.error_code
-            merged.throttle_time_ms = answer.throttle_time_ms
-            for t in answer.topics:
-                for p in t.partitions:
-                    errors[(t.name, p.partition_index)] = p.error_code
-        if merged.error_code != ErrorCode.NONE:
-            return merged  # a group-level error (Kafka lists no partitions then)
-        for topic in request.topics:
-            merged.topics.append(
-                OffsetDeleteResponse.OffsetDeleteResponseTopic(
-                    name=topic.name,
-                    partitions=[
-                        OffsetDeleteResponse.OffsetDeleteResponsePartition(
-                            partition_index=p.partition_index,
-                            error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
-                        )
-                        for p in topic.partitions
-                    ],
-                )
-            )
-        return merged
-
-    filtered = OffsetDeleteRequest(group_id=request.group_id, topics=known_topics)
-    return _then(broker.groups.handle(ctx, filtered), merge)
-
-
-def _then(answer: Any, merge: Any) -> Any:
+def then(answer: Any, merge: Any) -> Any:
     """Apply ``merge`` to an answer that may be a future (it never is for these two APIs today)."""
     if hasattr(answer, "__await__"):
 

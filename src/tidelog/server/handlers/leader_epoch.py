@@ -1,51 +1,50 @@
 """OffsetForLeaderEpoch (key 23): the end offset of a leader epoch, for clients validating their position.
 
-Every batch this broker writes carries its partition's leader epoch; on a single node the epoch only
-changes when the partition is created, so the answer for the current epoch is the log end offset and for
-an epoch older than the first one in the log it is the log start offset (Kafka's rules, simplified by
-there being one epoch per partition until replication arrives).
+Every batch this broker writes carries its partition's leader epoch; the answer comes from the partition
+(:meth:`~tidelog.replication.partition.Partition.end_offset_for_leader_epoch`): for the current epoch the
+log end offset, for an unknown future epoch (-1, -1) as Kafka answers. A request carrying a current leader
+epoch is fenced as every other partition request is.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["OffsetForLeaderEpochHandler"]
 
 
-def handle_offset_for_leader_epoch(
-    broker: Broker, ctx: RequestContext, request: OffsetForLeaderEpochRequest
-) -> OffsetForLeaderEpochResponse:
-    response = OffsetForLeaderEpochResponse()
-    for topic in request.topics:
-        results = []
-        for wanted in topic.partitions:
-            result = OffsetForLeaderEpochResponse.EpochEndOffset(
-                partition=wanted.partition, leader_epoch=-1, end_offset=-1
-            )
-            results.append(result)
-            partition = broker.replicas.get(topic.topic, wanted.partition)
-            if partition is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            current = wanted.current_leader_epoch
-            if current >= 0 and current != partition.leader_epoch:
-                result.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if current < partition.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+class OffsetForLeaderEpochHandler:
+    """OffsetForLeaderEpoch of the partitions this broker leads."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def handle(
+        self, ctx: RequestContext, request: OffsetForLeaderEpochRequest
+    ) -> OffsetForLeaderEpochResponse:
+        response = OffsetForLeaderEpochResponse()
+        for topic in request.topics:
+            results = []
+            for wanted in topic.partitions:
+                result = OffsetForLeaderEpochResponse.EpochEndOffset(
+                    partition=wanted.partition, leader_epoch=-1, end_offset=-1
                 )
-                continue
-            if wanted.leader_epoch > partition.leader_epoch:
-                continue  # unknown future epoch: (-1, -1) as Kafka answers
-            result.leader_epoch = partition.leader_epoch
-            result.end_offset = partition.log_end_offset
-        response.topics.append(
-            OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=results)
-        )
-    return response
+                results.append(result)
+                partition = self._replicas.leader_partition(topic.topic, wanted.partition)
+                if isinstance(partition, ErrorCode):
+                    result.error_code = partition
+                    continue
+                fenced = partition.check_leader_epoch(wanted.current_leader_epoch)
+                if fenced is not ErrorCode.NONE:
+                    result.error_code = fenced
+                    continue
+                result.leader_epoch, result.end_offset = partition.end_offset_for_leader_epoch(
+                    wanted.leader_epoch
+                )
+            response.topics.append(
+                OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=results)
+            )
+        return response

@@ -12,14 +12,14 @@ code (a warning is logged); the other partitions and the connection carry on.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from tidelog.replication.partition import FetchIsolation
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["EARLIEST", "EARLIEST_LOCAL", "LATEST", "MAX_TIMESTAMP", "ListOffsetsHandler"]
 
 log = logging.getLogger("tidelog.list_offsets")
 
@@ -30,59 +30,62 @@ EARLIEST_LOCAL = -4
 _READ_COMMITTED = 1
 
 
-def handle_list_offsets(
-    broker: Broker, ctx: RequestContext, request: ListOffsetsRequest
-) -> ListOffsetsResponse:
-    response = ListOffsetsResponse()
-    for topic in request.topics:
-        results = []
-        for wanted in topic.partitions:
-            result = ListOffsetsResponse.ListOffsetsPartitionResponse(
-                partition_index=wanted.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
-            )
-            results.append(result)
-            partition = broker.replicas.get(topic.name, wanted.partition_index)
-            if partition is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if wanted.current_leader_epoch >= 0 and wanted.current_leader_epoch != partition.leader_epoch:
-                result.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if wanted.current_leader_epoch < partition.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+class ListOffsetsHandler:
+    """ListOffsets: offsets of the partitions this broker leads."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def handle(self, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        response = ListOffsetsResponse()
+        for topic in request.topics:
+            results = []
+            for wanted in topic.partitions:
+                result = ListOffsetsResponse.ListOffsetsPartitionResponse(
+                    partition_index=wanted.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
                 )
-                continue
-            timestamp = wanted.timestamp
-            offset: int | None
-            found_ts = -1
-            committed = ctx.api_version >= 2 and request.isolation_level == _READ_COMMITTED
-            fetchable = partition.last_stable_offset if committed else partition.high_watermark
-            if timestamp == LATEST:
-                offset = fetchable
-            elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-                offset = partition.log_start_offset
-            elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
-                result.error_code = ErrorCode.INVALID_REQUEST
-                continue
-            else:
-                try:
-                    if timestamp == MAX_TIMESTAMP:
-                        found = partition.log.max_timestamp_offset()
-                    else:
-                        found = partition.log.offset_for_timestamp(timestamp)
-                except KafkaProtocolError as exc:
-                    log.warning("ListOffsets of %s-%d: %s", topic.name, wanted.partition_index, exc)
-                    result.error_code = exc.error_code
+                results.append(result)
+                partition = self._replicas.leader_partition(topic.name, wanted.partition_index)
+                if isinstance(partition, ErrorCode):
+                    result.error_code = partition
                     continue
-                offset, found_ts = (found[0], found[1]) if found else (-1, -1)
-                if timestamp != MAX_TIMESTAMP and offset >= fetchable:
-                    offset, found_ts = -1, -1
-            result.offset = offset
-            result.timestamp = found_ts
-            result.leader_epoch = partition.leader_epoch if offset >= 0 else -1
-            if ctx.api_version == 0:
-                result.old_style_offsets = [offset] if offset >= 0 else []
-        response.topics.append(
-            ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results)
-        )
-    return response
+                fenced = partition.check_leader_epoch(wanted.current_leader_epoch)
+                if fenced is not ErrorCode.NONE:
+                    result.error_code = fenced
+                    continue
+                timestamp = wanted.timestamp
+                offset: int | None
+                found_ts = -1
+                committed = ctx.api_version >= 2 and request.isolation_level == _READ_COMMITTED
+                fetchable = partition.fetchable_offset(
+                    FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+                )
+                if timestamp == LATEST:
+                    offset = fetchable
+                elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+                    offset = partition.log_start_offset
+                elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
+                    result.error_code = ErrorCode.INVALID_REQUEST
+                    continue
+                else:
+                    try:
+                        if timestamp == MAX_TIMESTAMP:
+                            found = partition.max_timestamp_offset()
+                        else:
+                            found = partition.offset_for_timestamp(timestamp)
+                    except KafkaProtocolError as exc:
+                        log.warning("ListOffsets of %s-%d: %s", topic.name, wanted.partition_index, exc)
+                        result.error_code = exc.error_code
+                        continue
+                    offset, found_ts = (found[0], found[1]) if found else (-1, -1)
+                    if timestamp != MAX_TIMESTAMP and offset >= fetchable:
+                        offset, found_ts = -1, -1
+                result.offset = offset
+                result.timestamp = found_ts
+                result.leader_epoch = partition.leader_epoch if offset >= 0 else -1
+                if ctx.api_version == 0:
+                    result.old_style_offsets = [offset] if offset >= 0 else []
+            response.topics.append(
+                ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results)
+            )
+        return response

@@ -1,14 +1,18 @@
 """Metadata (key 3) and DescribeCluster (key 60): brokers, controller, topics, partitions, leaders.
 
-Invariants: the controller id is always a listed broker (librdkafka's admin client stalls otherwise);
-a topic asked for by name that does not exist is created when the request allows it and
-``auto.create.topics.enable`` is on, and is otherwise answered with UNKNOWN_TOPIC_OR_PARTITION.
+Both answer from the :class:`~tidelog.server.metadata_cache.MetadataCache`. Brokers are described by their
+endpoint on the listener the request came in on (Kafka's rule: a client only ever learns addresses it can
+reach the way it reached this one); a broker without that listener is left out.
+
+Invariants: the controller id is always a listed broker, or -1 when none is known (librdkafka's admin
+client stalls on an unlisted one); a topic asked for by name that does not exist is created when the
+request allows it and ``auto.create.topics.enable`` is on, and is otherwise answered with
+UNKNOWN_TOPIC_OR_PARTITION; a partition without a live leader is LEADER_NOT_AVAILABLE with leader -1.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -17,109 +21,137 @@ from tidelog.protocol.messages import (
     MetadataRequest,
     MetadataResponse,
 )
+from tidelog.server.admin_manager import AdminManager
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 
 from .topics import auto_create_topic, topic_name_error
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-    from tidelog.server.metadata_store import TopicMetadata
+__all__ = ["DescribeClusterHandler", "MetadataHandler"]
 
 _ZERO_UUID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_ALL = 0b1111111111110  # bits 1..12: every operation, as an authorizer-less Kafka says
+_OMITTED = -2147483648
+_BROKER_ENDPOINTS = 1
 
 
-def handle_metadata(broker: Broker, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    host, port = broker.advertised_host_port()
-    response = MetadataResponse(
-        brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)
-        ],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-    )
-    include_ops = ctx.api_version >= 8 and request.include_topic_authorized_operations
-    if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        topics = [_topic(broker, t, include_ops) for t in broker.metadata]
-        response.topics = topics
-        return response
-    for wanted in request.topics:
-        if wanted.name is None:
-            topic = broker.metadata.get_by_id(wanted.topic_id)
-            if topic is None:
-                response.topics.append(
-                    MetadataResponse.MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id
+def _controller_id(metadata: MetadataCache, listed: set[int]) -> int:
+    return metadata.controller_id if metadata.controller_id in listed else -1
+
+
+class MetadataHandler:
+    """Metadata from the cache; auto-creation through the admin manager."""
+
+    def __init__(self, metadata: MetadataCache, admin: AdminManager) -> None:
+        self._metadata = metadata
+        self._admin = admin
+
+    def handle(self, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+        brokers = []
+        for broker in self._metadata.brokers():
+            endpoint = broker.endpoint(ctx.listener_name)
+            if endpoint is not None:
+                brokers.append(
+                    MetadataResponse.MetadataResponseBroker(
+                        node_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=broker.rack
                     )
                 )
-                continue
-        else:
-            topic = broker.metadata.get(wanted.name)
-            if topic is None:
-                allow = ctx.api_version < 4 or request.allow_auto_topic_creation
-                error = topic_name_error(wanted.name)
-                if error is None and allow and broker.config.auto_create_topics_enable:
-                    topic = auto_create_topic(broker, wanted.name)
+        response = MetadataResponse(
+            brokers=brokers,
+            cluster_id=self._metadata.cluster_id,
+            controller_id=_controller_id(self._metadata, {b.node_id for b in brokers}),
+        )
+        include_ops = ctx.api_version >= 8 and request.include_topic_authorized_operations
+        if request.topics is None or (ctx.api_version == 0 and not request.topics):
+            response.topics = [_topic(t, include_ops) for t in self._metadata.topics()]
+            return response
+        for wanted in request.topics:
+            if wanted.name is None:
+                topic = self._metadata.topic_by_id(wanted.topic_id)
                 if topic is None:
-                    code = (
-                        ErrorCode.INVALID_TOPIC_EXCEPTION if error else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    )
                     response.topics.append(
                         MetadataResponse.MetadataResponseTopic(
-                            error_code=code, name=wanted.name, topic_id=_ZERO_UUID
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id
                         )
                     )
                     continue
-        response.topics.append(_topic(broker, topic, include_ops))
-    return response
+            else:
+                topic = self._metadata.topic(wanted.name)
+                if topic is None:
+                    allow = ctx.api_version < 4 or request.allow_auto_topic_creation
+                    error = topic_name_error(wanted.name)
+                    if error is None and allow and self._admin.config.auto_create_topics_enable:
+                        topic = auto_create_topic(self._admin, wanted.name)
+                    if topic is None:
+                        code = (
+                            ErrorCode.INVALID_TOPIC_EXCEPTION
+                            if error
+                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        )
+                        response.topics.append(
+                            MetadataResponse.MetadataResponseTopic(
+                                error_code=code, name=wanted.name, topic_id=_ZERO_UUID
+                            )
+                        )
+                        continue
+            response.topics.append(_topic(topic, include_ops))
+        return response
 
 
-def _topic(broker: Broker, topic: TopicMetadata, include_ops: bool) -> MetadataResponse.MetadataResponseTopic:
-    partitions = []
-    for index in range(topic.num_partitions):
-        partition = broker.replicas.get(topic.name, index)
-        partitions.append(
-            MetadataResponse.MetadataResponsePartition(
-                error_code=ErrorCode.NONE if partition is not None else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=index,
-                leader_id=broker.node_id if partition is not None else -1,
-                leader_epoch=partition.leader_epoch if partition is not None else -1,
-                replica_nodes=[broker.node_id],
-                isr_nodes=[broker.node_id],
-                offline_replicas=[],
-            )
+def _topic(topic: TopicInfo, include_ops: bool) -> MetadataResponse.MetadataResponseTopic:
+    partitions = [
+        MetadataResponse.MetadataResponsePartition(
+            error_code=ErrorCode.NONE if p.has_leader else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.index,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=list(p.offline_replicas),
         )
+        for p in topic.partitions
+    ]
     return MetadataResponse.MetadataResponseTopic(
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=_AUTHORIZED_OPERATIONS_ALL if include_ops else -2147483648,
+        topic_authorized_operations=_AUTHORIZED_OPERATIONS_ALL if include_ops else _OMITTED,
     )
 
 
-def handle_describe_cluster(
-    broker: Broker, ctx: RequestContext, request: DescribeClusterRequest
-) -> DescribeClusterResponse:
-    host, port = broker.advertised_host_port()
-    if ctx.api_version >= 1 and request.endpoint_type not in (1,):
+class DescribeClusterHandler:
+    """DescribeCluster from the cache."""
+
+    def __init__(self, metadata: MetadataCache) -> None:
+        self._metadata = metadata
+
+    def handle(self, ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+        if ctx.api_version >= 1 and request.endpoint_type != _BROKER_ENDPOINTS:
+            return DescribeClusterResponse(
+                error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                error_message="only broker endpoints (type 1) are served",
+                endpoint_type=request.endpoint_type,
+                cluster_id=self._metadata.cluster_id,
+                controller_id=-1,
+            )
+        brokers = []
+        for broker in self._metadata.brokers():
+            endpoint = broker.endpoint(ctx.listener_name)
+            if endpoint is not None:
+                brokers.append(
+                    DescribeClusterResponse.DescribeClusterBroker(
+                        broker_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=broker.rack
+                    )
+                )
         return DescribeClusterResponse(
-            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="only broker endpoints (type 1) are served",
-            endpoint_type=request.endpoint_type,
-            cluster_id=broker.cluster_id,
-            controller_id=-1,
+            error_code=ErrorCode.NONE,
+            endpoint_type=_BROKER_ENDPOINTS,
+            cluster_id=self._metadata.cluster_id,
+            controller_id=_controller_id(self._metadata, {b.broker_id for b in brokers}),
+            brokers=brokers,
+            cluster_authorized_operations=(
+                _AUTHORIZED_OPERATIONS_ALL if request.include_cluster_authorized_operations else _OMITTED
+            ),
         )
-    return DescribeClusterResponse(
-        error_code=ErrorCode.NONE,
-        endpoint_type=1,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[
-            DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)
-        ],
-        cluster_authorized_operations=(
-            _AUTHORIZED_OPERATIONS_ALL if request.include_cluster_authorized_operations else -2147483648
-        ),
-    )

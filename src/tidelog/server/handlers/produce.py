@@ -12,17 +12,16 @@ same synchronous step as the append.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
-from tidelog.server.dispatch import NO_RESPONSE
+from tidelog.server.clock import Clock
+from tidelog.server.dispatch import NO_RESPONSE, RequestContext
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.txn_verification import transactional_producer, verification_error
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["ProduceHandler", "batch_count_error"]
 
 _PartitionResponse = ProduceResponse.PartitionProduceResponse
 
@@ -49,53 +48,61 @@ def batch_count_error(records: object, api_version: int) -> str | None:
     )
 
 
-def handle_produce(broker: Broker, ctx: RequestContext, request: ProduceRequest) -> object:
-    acks = request.acks
-    now = broker.now_ms()
-    responses = []
-    for topic_data in request.topic_data:
-        name = topic_data.name
-        topic = broker.metadata.get(name)
-        results = []
-        for data in topic_data.partition_data:
-            result = _PartitionResponse(
-                index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
-            )
-            results.append(result)
-            if acks not in (0, 1, -1):
-                result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-                continue
-            if topic is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if topic.is_internal:
-                result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                result.error_message = f"Cannot append to internal topic {name}"
-                continue
-            problem = batch_count_error(data.records, ctx.api_version)
-            if problem is not None:
-                result.error_code = ErrorCode.INVALID_RECORD
-                result.error_message = problem
-                continue
-            producer = transactional_producer(data.records)
-            if producer is not None and broker.replicas.get(name, data.index) is not None:
-                if request.transactional_id is None:
-                    result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                    continue
-                verdict = broker.replicas.transaction_verifier(
-                    request.transactional_id, producer[0], producer[1], name, data.index
+class ProduceHandler:
+    """Produce: appends through the replica manager, topics from the metadata cache."""
+
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, clock: Clock) -> None:
+        self._replicas = replicas
+        self._metadata = metadata
+        self._clock = clock
+
+    def handle(self, ctx: RequestContext, request: ProduceRequest) -> object:
+        acks = request.acks
+        now = self._clock.now_ms()
+        responses = []
+        for topic_data in request.topic_data:
+            name = topic_data.name
+            topic = self._metadata.topic(name)
+            results = []
+            for data in topic_data.partition_data:
+                result = _PartitionResponse(
+                    index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
                 )
-                if verdict != ErrorCode.NONE:
-                    result.error_code, result.error_message = verification_error(verdict, ctx.api_version)
+                results.append(result)
+                if acks not in (0, 1, -1):
+                    result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                     continue
-            error, info, message = broker.replicas.append(name, data.index, data.records, now_ms=now)
-            result.error_code = error
-            result.error_message = message
-            if info is not None:
-                result.base_offset = info.first_offset
-                result.log_append_time_ms = info.log_append_time
-                result.log_start_offset = info.log_start_offset
-        responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
-    if acks == 0:
-        return NO_RESPONSE
-    return ProduceResponse(responses=responses)
+                if topic is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if topic.is_internal:
+                    result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    result.error_message = f"Cannot append to internal topic {name}"
+                    continue
+                problem = batch_count_error(data.records, ctx.api_version)
+                if problem is not None:
+                    result.error_code = ErrorCode.INVALID_RECORD
+                    result.error_message = problem
+                    continue
+                producer = transactional_producer(data.records)
+                if producer is not None and self._replicas.get(name, data.index) is not None:
+                    if request.transactional_id is None:
+                        result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                        continue
+                    verdict = self._replicas.verify_transaction(
+                        request.transactional_id, producer[0], producer[1], name, data.index
+                    )
+                    if verdict != ErrorCode.NONE:
+                        result.error_code, result.error_message = verification_error(verdict, ctx.api_version)
+                        continue
+                error, info, message = self._replicas.append(name, data.index, data.records, now_ms=now)
+                result.error_code = error
+                result.error_message = message
+                if info is not None:
+                    result.base_offset = info.first_offset
+                    result.log_append_time_ms = info.log_append_time
+                    result.log_start_offset = info.log_start_offset
+            responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
+        if acks == 0:
+            return NO_RESPONSE
+        return ProduceResponse(responses=responses)

@@ -19,36 +19,40 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
-from tidelog.server.producer_id_manager import ProducerIdsNotReadyError
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.producer_id_manager import ProducerIdManager, ProducerIdsNotReadyError
+from tidelog.server.txn_runtime import TransactionRuntime
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+__all__ = ["InitProducerIdHandler"]
 
 log = logging.getLogger("tidelog.producer_id")
 
 
-def handle_init_producer_id(
-    broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
-) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
-        response: InitProducerIdResponse = broker.transactions.handle(ctx, request)
-        return response
-    try:
-        producer_id = broker.producer_ids.generate_producer_id()
-    except ProducerIdsNotReadyError as exc:
-        log.debug("no producer id for client %s yet: %s", ctx.client_id, exc)
-        return InitProducerIdResponse(
-            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1
-        )
-    except OSError:
-        log.exception("could not reserve a block of producer ids")
-        return InitProducerIdResponse(
-            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1
-        )
-    log.debug("producer id %d (epoch 0) for client %s", producer_id, ctx.client_id)
-    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+class InitProducerIdHandler:
+    """InitProducerId: new ids from the producer id manager, transactional ids to the transaction runtime."""
+
+    def __init__(self, producer_ids: ProducerIdManager, transactions: TransactionRuntime) -> None:
+        self._producer_ids = producer_ids
+        self._transactions = transactions
+
+    def handle(self, ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+        if request.transactional_id is not None:
+            response: InitProducerIdResponse = self._transactions.handle(ctx, request)
+            return response
+        try:
+            producer_id = self._producer_ids.generate_producer_id()
+        except ProducerIdsNotReadyError as exc:
+            log.debug("no producer id for client %s yet: %s", ctx.client_id, exc)
+            return InitProducerIdResponse(
+                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1
+            )
+        except OSError:
+            log.exception("could not reserve a block of producer ids")
+            return InitProducerIdResponse(
+                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1
+            )
+        log.debug("producer id %d (epoch 0) for client %s", producer_id, ctx.client_id)
+        return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -21,13 +20,13 @@ from tidelog.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from tidelog.server.admin_manager import AdminManager
 from tidelog.server.config import describe_topic_configs, validate_topic_configs
 from tidelog.server.config_defs import ConfigError
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-    from tidelog.server.metadata_store import TopicMetadata
+__all__ = ["TopicsHandler", "auto_create_topic", "topic_name_error"]
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_TOPIC_LENGTH = 249
@@ -47,167 +46,167 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
-def auto_create_topic(broker: Broker, name: str) -> TopicMetadata:
-    return broker.create_topic(
-        name, broker.config.num_partitions, broker.config.default_replication_factor, {}
-    )
+def auto_create_topic(admin: AdminManager, name: str) -> TopicInfo:
+    return admin.create_topic(name, admin.config.num_partitions, admin.config.default_replication_factor, {})
 
 
-def handle_create_topics(
-    broker: Broker, ctx: RequestContext, request: CreateTopicsRequest
-) -> CreateTopicsResponse:
-    response = CreateTopicsResponse()
-    seen: set[str] = set()
-    for wanted in request.topics:
-        result = CreateTopicsResponse.CreatableTopicResult(name=wanted.name, configs=None)
-        response.topics.append(result)
-        if wanted.name in seen:
-            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name"
-            continue
-        seen.add(wanted.name)
-        error = _create_error(broker, wanted)
-        if error is not None:
-            result.error_code, result.error_message = error
-            result.topic_config_error_code = ErrorCode.NONE
-            continue
-        num_partitions = (
-            broker.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
-        )
+class TopicsHandler:
+    """CreateTopics, DeleteTopics and CreatePartitions through the admin manager."""
+
+    def __init__(self, admin: AdminManager, metadata: MetadataCache) -> None:
+        self._admin = admin
+        self._metadata = metadata
+
+    def create_topics(self, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        response = CreateTopicsResponse()
+        seen: set[str] = set()
+        for wanted in request.topics:
+            result = CreateTopicsResponse.CreatableTopicResult(name=wanted.name, configs=None)
+            response.topics.append(result)
+            if wanted.name in seen:
+                result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name"
+                continue
+            seen.add(wanted.name)
+            error = self._create_error(wanted)
+            if error is not None:
+                result.error_code, result.error_message = error
+                result.topic_config_error_code = ErrorCode.NONE
+                continue
+            num_partitions = (
+                self._admin.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+            )
+            if wanted.assignments:
+                num_partitions = len(wanted.assignments)
+            replication = 1 if wanted.replication_factor == -1 else wanted.replication_factor
+            configs = {c.name: c.value for c in wanted.configs if c.value is not None}
+            result.num_partitions = num_partitions
+            result.replication_factor = replication
+            if not request.validate_only:
+                topic = self._admin.create_topic(wanted.name, num_partitions, replication, configs)
+                result.topic_id = topic.topic_id
+            if ctx.api_version >= 5:
+                result.configs = [
+                    CreateTopicsResponse.CreatableTopicConfigs(
+                        name=d.name,
+                        value=d.value,
+                        read_only=d.read_only,
+                        config_source=int(d.source),
+                        is_sensitive=d.is_sensitive,
+                    )
+                    for d in describe_topic_configs(self._admin.config, configs)
+                ]
+        return response
+
+    def _create_error(self, wanted: CreateTopicsRequest.CreatableTopic) -> tuple[int, str] | None:
+        name_error = topic_name_error(wanted.name)
+        if name_error is not None:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, name_error
+        if wanted.name in self._metadata:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{wanted.name}' already exists."
         if wanted.assignments:
-            num_partitions = len(wanted.assignments)
-        replication = 1 if wanted.replication_factor == -1 else wanted.replication_factor
-        configs = {c.name: c.value for c in wanted.configs if c.value is not None}
-        result.num_partitions = num_partitions
-        result.replication_factor = replication
-        if not request.validate_only:
-            topic = broker.create_topic(wanted.name, num_partitions, replication, configs)
-            result.topic_id = topic.topic_id
-        if ctx.api_version >= 5:
-            result.configs = [
-                CreateTopicsResponse.CreatableTopicConfigs(
-                    name=d.name,
-                    value=d.value,
-                    read_only=d.read_only,
-                    config_source=int(d.source),
-                    is_sensitive=d.is_sensitive,
-                )
-                for d in describe_topic_configs(broker.config, configs)
-            ]
-    return response
-
-
-def _create_error(broker: Broker, wanted: CreateTopicsRequest.CreatableTopic) -> tuple[int, str] | None:
-    name_error = topic_name_error(wanted.name)
-    if name_error is not None:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, name_error
-    if wanted.name in broker.metadata:
-        return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{wanted.name}' already exists."
-    if wanted.assignments:
-        if wanted.num_partitions != -1 or wanted.replication_factor != -1:
-            return (
-                ErrorCode.INVALID_REQUEST,
-                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
-            )
-        for assignment in wanted.assignments:
-            if list(assignment.broker_ids) != [broker.node_id]:
+            if wanted.num_partitions != -1 or wanted.replication_factor != -1:
                 return (
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Replica assignment {list(assignment.broker_ids)} names brokers other than {broker.node_id}",
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
                 )
-    else:
-        if (
-            wanted.num_partitions == 0
-            or wanted.num_partitions < -1
-            or wanted.num_partitions > _MAX_PARTITIONS
-        ):
-            return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-        if wanted.replication_factor == 0 or wanted.replication_factor < -1:
-            return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-        if wanted.replication_factor > 1:
-            return (
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {wanted.replication_factor} larger than available brokers: 1.",
-            )
-    try:
-        validate_topic_configs({c.name: c.value for c in wanted.configs}, broker.config)
-    except ConfigError as exc:
-        return ErrorCode.INVALID_CONFIG, str(exc)
-    return None
-
-
-def handle_delete_topics(
-    broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest
-) -> DeleteTopicsResponse:
-    response = DeleteTopicsResponse()
-    wanted: list[tuple[str | None, uuid.UUID | None]]
-    if ctx.api_version >= 6:
-        wanted = [(t.name, t.topic_id) for t in request.topics]
-    else:
-        wanted = [(name, None) for name in request.topic_names]
-    for name, topic_id in wanted:
-        if name is not None:
-            topic = broker.metadata.get(name)
+            for assignment in wanted.assignments:
+                if list(assignment.broker_ids) != [self._metadata.node_id]:
+                    return (
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment {list(assignment.broker_ids)} names brokers other than {self._metadata.node_id}",
+                    )
         else:
-            topic = broker.metadata.get_by_id(topic_id) if topic_id is not None else None
-        result = DeleteTopicsResponse.DeletableTopicResult(name=name)
-        response.responses.append(result)
-        if topic is None:
-            if name is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                if topic_id is not None:
-                    result.topic_id = topic_id
+            if (
+                wanted.num_partitions == 0
+                or wanted.num_partitions < -1
+                or wanted.num_partitions > _MAX_PARTITIONS
+            ):
+                return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            if wanted.replication_factor == 0 or wanted.replication_factor < -1:
+                return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            if wanted.replication_factor > 1:
+                return (
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {wanted.replication_factor} larger than available brokers: 1.",
+                )
+        try:
+            validate_topic_configs({c.name: c.value for c in wanted.configs}, self._admin.config)
+        except ConfigError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        return None
+
+    def delete_topics(self, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        response = DeleteTopicsResponse()
+        wanted: list[tuple[str | None, uuid.UUID | None]]
+        if ctx.api_version >= 6:
+            wanted = [(t.name, t.topic_id) for t in request.topics]
+        else:
+            wanted = [(name, None) for name in request.topic_names]
+        for name, topic_id in wanted:
+            if name is not None:
+                topic = self._metadata.topic(name)
             else:
+                topic = self._metadata.topic_by_id(topic_id) if topic_id is not None else None
+            result = DeleteTopicsResponse.DeletableTopicResult(name=name)
+            response.responses.append(result)
+            if topic is None:
+                if name is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                    if topic_id is not None:
+                        result.topic_id = topic_id
+                else:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = "This server does not host this topic."
+                continue
+            result.name = topic.name
+            result.topic_id = topic.topic_id
+            if not self._admin.config.delete_topic_enable:
+                result.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+                result.error_message = "Topic deletion is disabled (delete.topic.enable=false)."
+                continue
+            if topic.is_internal:
+                result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                result.error_message = (
+                    f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
+                )
+                continue
+            self._admin.delete_topic(topic.name)
+        return response
+
+    def create_partitions(
+        self, ctx: RequestContext, request: CreatePartitionsRequest
+    ) -> CreatePartitionsResponse:
+        response = CreatePartitionsResponse()
+        for wanted in request.topics:
+            result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=wanted.name)
+            response.results.append(result)
+            topic = self._metadata.topic(wanted.name)
+            if topic is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            result.error_message = "This server does not host this topic."
-            continue
-        result.name = topic.name
-        result.topic_id = topic.topic_id
-        if not broker.config.delete_topic_enable:
-            result.error_code = ErrorCode.TOPIC_DELETION_DISABLED
-            result.error_message = "Topic deletion is disabled (delete.topic.enable=false)."
-            continue
-        if topic.is_internal:
-            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            result.error_message = (
-                f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
-            )
-            continue
-        broker.delete_topic(topic.name)
-    return response
-
-
-def handle_create_partitions(
-    broker: Broker, ctx: RequestContext, request: CreatePartitionsRequest
-) -> CreatePartitionsResponse:
-    response = CreatePartitionsResponse()
-    for wanted in request.topics:
-        result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=wanted.name)
-        response.results.append(result)
-        topic = broker.metadata.get(wanted.name)
-        if topic is None:
-            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            result.error_message = f"The topic '{wanted.name}' does not exist."
-            continue
-        if wanted.count <= topic.num_partitions:
-            result.error_code = ErrorCode.INVALID_PARTITIONS
-            result.error_message = (
-                f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal to "
-                f"the requested {wanted.count}; partitions can only be added."
-            )
-            continue
-        if wanted.count > _MAX_PARTITIONS:
-            result.error_code = ErrorCode.INVALID_PARTITIONS
-            result.error_message = f"Too many partitions: {wanted.count}"
-            continue
-        if wanted.assignments is not None:
-            if len(wanted.assignments) != wanted.count - topic.num_partitions:
-                result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                result.error_message = "The number of assignments must equal the number of partitions added."
+                result.error_message = f"The topic '{wanted.name}' does not exist."
                 continue
-            if any(list(a.broker_ids) != [broker.node_id] for a in wanted.assignments):
-                result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                result.error_message = f"Only broker {broker.node_id} exists."
+            if wanted.count <= topic.num_partitions:
+                result.error_code = ErrorCode.INVALID_PARTITIONS
+                result.error_message = (
+                    f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal to "
+                    f"the requested {wanted.count}; partitions can only be added."
+                )
                 continue
-        if not request.validate_only:
-            broker.add_partitions(wanted.name, wanted.count)
-    return response
+            if wanted.count > _MAX_PARTITIONS:
+                result.error_code = ErrorCode.INVALID_PARTITIONS
+                result.error_message = f"Too many partitions: {wanted.count}"
+                continue
+            if wanted.assignments is not None:
+                if len(wanted.assignments) != wanted.count - topic.num_partitions:
+                    result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                    result.error_message = (
+                        "The number of assignments must equal the number of partitions added."
+                    )
+                    continue
+                if any(list(a.broker_ids) != [self._metadata.node_id] for a in wanted.assignments):
+                    result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                    result.error_message = f"Only broker {self._metadata.node_id} exists."
+                    continue
+            if not request.validate_only:
+                self._admin.add_partitions(wanted.name, wanted.count)
+        return response

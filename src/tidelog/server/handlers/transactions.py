@@ -22,18 +22,20 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from tidelog.protocol.schema import Request
-from tidelog.server.group_runtime import OFFSETS_TOPIC
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.group_runtime import OFFSETS_TOPIC, GroupRuntime
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.txn_runtime import TransactionRuntime
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
+from .groups import then
 
-__all__ = ["handle_transaction_request", "handle_txn_offset_commit", "txn_offset_commit_verdict"]
+__all__ = ["TransactionsHandler", "txn_offset_commit_verdict"]
 
 _FIRST_ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
 _RETRIABLE_VERDICTS = frozenset(
@@ -44,11 +46,6 @@ _RETRIABLE_VERDICTS = frozenset(
         ErrorCode.NOT_COORDINATOR,
     }
 )
-
-
-def handle_transaction_request(broker: Broker, ctx: RequestContext, request: Request) -> Any:
-    """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions."""
-    return broker.transactions.handle(ctx, request)
 
 
 def txn_offset_commit_verdict(verdict: ErrorCode, api_version: int) -> ErrorCode:
@@ -62,11 +59,6 @@ def txn_offset_commit_verdict(verdict: ErrorCode, api_version: int) -> ErrorCode
     if verdict == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     return verdict
-
-
-def _known(broker: Broker, topic: str, partition: int) -> bool:
-    metadata = broker.metadata.get(topic)
-    return metadata is not None and 0 <= partition < metadata.num_partitions
 
 
 def _response(request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
@@ -87,62 +79,76 @@ def _response(request: TxnOffsetCommitRequest, errors: dict[tuple[str, int], int
     )
 
 
-def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, request: TxnOffsetCommitRequest) -> Any:
-    unknown = {
-        (topic.name, p.partition_index)
-        for topic in request.topics
-        for p in topic.partitions
-        if not _known(broker, topic.name, p.partition_index)
-    }
-    known_topics = [
-        TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
-            name=topic.name,
-            partitions=[p for p in topic.partitions if (topic.name, p.partition_index) not in unknown],
-        )
-        for topic in request.topics
-        if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
-    ]
-    errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not known_topics:
-        return _response(request, errors)
-    if request.group_id:
-        verdict = broker.replicas.transaction_verifier(
-            request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-            OFFSETS_TOPIC,
-            broker.groups.partition_for(request.group_id),
-        )
-        if verdict != ErrorCode.NONE:
-            error = txn_offset_commit_verdict(ErrorCode(verdict), ctx.api_version)
-            for topic in known_topics:
-                errors.update(((topic.name, p.partition_index), error) for p in topic.partitions)
+class TransactionsHandler:
+    """The transaction APIs: the coordinator requests go to the transaction runtime, TxnOffsetCommit (once
+    verified) to the group runtime."""
+
+    def __init__(
+        self,
+        transactions: TransactionRuntime,
+        groups: GroupRuntime,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+    ) -> None:
+        self._transactions = transactions
+        self._groups = groups
+        self._replicas = replicas
+        self._metadata = metadata
+
+    def handle(self, ctx: RequestContext, request: Request) -> Any:
+        """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions."""
+        return self._transactions.handle(ctx, request)
+
+    def txn_offset_commit(self, ctx: RequestContext, request: TxnOffsetCommitRequest) -> Any:
+        unknown = {
+            (topic.name, p.partition_index)
+            for topic in request.topics
+            for p in topic.partitions
+            if not self._metadata.has_partition(topic.name, p.partition_index)
+        }
+        known_topics = [
+            TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                name=topic.name,
+                partitions=[p for p in topic.partitions if (topic.name, p.partition_index) not in unknown],
+            )
+            for topic in request.topics
+            if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
+        ]
+        errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not known_topics:
             return _response(request, errors)
-    filtered = TxnOffsetCommitRequest(
-        transactional_id=request.transactional_id,
-        group_id=request.group_id,
-        producer_id=request.producer_id,
-        producer_epoch=request.producer_epoch,
-        generation_id=request.generation_id,
-        member_id=request.member_id,
-        group_instance_id=request.group_instance_id,
-        topics=known_topics,
-    )
-    answer = broker.groups.handle(ctx, filtered)
+        if request.group_id:
+            verdict = self._replicas.verify_transaction(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                OFFSETS_TOPIC,
+                self._groups.partition_for(request.group_id),
+            )
+            if verdict != ErrorCode.NONE:
+                error = txn_offset_commit_verdict(ErrorCode(verdict), ctx.api_version)
+                for topic in known_topics:
+                    errors.update(((topic.name, p.partition_index), error) for p in topic.partitions)
+                return _response(request, errors)
+        filtered = TxnOffsetCommitRequest(
+            transactional_id=request.transactional_id,
+            group_id=request.group_id,
+            producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            topics=known_topics,
+        )
+        answer = self._groups.handle(ctx, filtered)
 
-    def merge(response: TxnOffsetCommitResponse) -> TxnOffsetCommitResponse:
-        merged = dict(errors)
-        for t in response.topics:
-            for p in t.partitions:
-                merged[(t.name, p.partition_index)] = p.error_code
-        result = _response(request, merged)
-        result.throttle_time_ms = response.throttle_time_ms
-        return result
+        def merge(response: TxnOffsetCommitResponse) -> TxnOffsetCommitResponse:
+            merged = dict(errors)
+            for t in response.topics:
+                for p in t.partitions:
+                    merged[(t.name, p.partition_index)] = p.error_code
+            result = _response(request, merged)
+            result.throttle_time_ms = response.throttle_time_ms
+            return result
 
-    if hasattr(answer, "__await__"):  # never parked today; kept general
-
-        async def merged() -> TxnOffsetCommitResponse:
-            return merge(await answer)
-
-        return merged()
-    return merge(answer)
+        return then(answer, merge)

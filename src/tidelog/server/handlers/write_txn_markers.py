@@ -24,18 +24,16 @@ Invariants (Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``):
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from tidelog.protocol.records import ControlRecordType
+from tidelog.server.clock import Clock
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.txn_runtime import TransactionRuntime
 from tidelog.storage import TopicPartition
 
-if TYPE_CHECKING:
-    from tidelog.server.broker import Broker
-    from tidelog.server.dispatch import RequestContext
-
-__all__ = ["handle_write_txn_markers"]
+__all__ = ["WriteTxnMarkersHandler"]
 
 log = logging.getLogger("tidelog.transactions")
 
@@ -44,38 +42,43 @@ _TopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
 _PartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 
 
-def handle_write_txn_markers(
-    broker: Broker, ctx: RequestContext, request: WriteTxnMarkersRequest
-) -> WriteTxnMarkersResponse:
-    response = WriteTxnMarkersResponse()
-    now = broker.now_ms()
-    for marker in request.markers:
-        kind = ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
-        topics = []
-        for topic in marker.topics:
-            results = []
-            for index in topic.partition_indexes:
-                tp = TopicPartition(topic.name, index)
-                error, message = broker.transactions.write_marker(
-                    tp,
-                    kind,
-                    producer_id=marker.producer_id,
-                    producer_epoch=marker.producer_epoch,
-                    coordinator_epoch=marker.coordinator_epoch,
-                    now_ms=now,
-                )
-                log.info(
-                    "WriteTxnMarkers from %s: %s marker of producer %d (epoch %d, coordinator epoch %d) on %s: %s%s",
-                    ctx.client_id,
-                    kind.name,
-                    marker.producer_id,
-                    marker.producer_epoch,
-                    marker.coordinator_epoch,
-                    tp,
-                    "written" if error == ErrorCode.NONE else error.name,
-                    f" ({message})" if message else "",
-                )
-                results.append(_PartitionResult(partition_index=index, error_code=error))
-            topics.append(_TopicResult(name=topic.name, partitions=results))
-        response.markers.append(_Result(producer_id=marker.producer_id, topics=topics))
-    return response
+class WriteTxnMarkersHandler:
+    """WriteTxnMarkers through the transaction runtime's marker path."""
+
+    def __init__(self, transactions: TransactionRuntime, clock: Clock) -> None:
+        self._transactions = transactions
+        self._clock = clock
+
+    def handle(self, ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+        response = WriteTxnMarkersResponse()
+        now = self._clock.now_ms()
+        for marker in request.markers:
+            kind = ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
+            topics = []
+            for topic in marker.topics:
+                results = []
+                for index in topic.partition_indexes:
+                    tp = TopicPartition(topic.name, index)
+                    error, message = self._transactions.write_marker(
+                        tp,
+                        kind,
+                        producer_id=marker.producer_id,
+                        producer_epoch=marker.producer_epoch,
+                        coordinator_epoch=marker.coordinator_epoch,
+                        now_ms=now,
+                    )
+                    log.info(
+                        "WriteTxnMarkers from %s: %s marker of producer %d (epoch %d, coordinator epoch %d) on %s: %s%s",
+                        ctx.client_id,
+                        kind.name,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.coordinator_epoch,
+                        tp,
+                        "written" if error == ErrorCode.NONE else error.name,
+                        f" ({message})" if message else "",
+                    )
+                    results.append(_PartitionResult(partition_index=index, error_code=error))
+                topics.append(_TopicResult(name=topic.name, partitions=results))
+            response.markers.append(_Result(producer_id=marker.producer_id, topics=topics))
+        return response

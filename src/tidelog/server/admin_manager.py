@@ -1,0 +1,193 @@
+"""Topic and config administration on a single node (Kafka's ``ZkAdminManager``'s jobs): create, delete and
+grow topics, set topic config overrides and dynamic broker configs, and publish every change to the
+:class:`~tidelog.server.metadata_cache.MetadataCache` the handlers answer from.
+
+Invariants:
+
+- The :class:`~tidelog.server.metadata_store.MetadataStore` is the truth of which topics exist: a change is
+  persisted there first, then the partitions' logs follow (created after, deleted after), then the cache
+  shows it. A crash in between leaves logs the store does not name (strays, set aside at the next start)
+  or names partitions the disk lacks (created at the next start), never a topic that half exists.
+- Start-up (:meth:`AdminManager.load`): partitions the store names but the disk lacks are created; a
+  partition dir the store does not name is renamed ``-stray`` and kept (Kafka's stray logs).
+- Deleting a topic first tells the listeners (the group coordinator tombstones every group's offsets of
+  it), so a topic created later with the same name inherits nothing.
+- The effective broker config is ``configs.config``: the static config with the dynamic layers over it.
+  Altering a layer validates the result for every topic before anything is stored, stores it, then gives
+  every partition log its re-derived :class:`~tidelog.storage.config.LogConfig` (topics without an
+  override take the new defaults at once).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from tidelog.server.config import BrokerConfig, ConfigError, log_config_for_topic
+from tidelog.storage.config import LogConfig
+from tidelog.storage.errors import InvalidConfigError
+from tidelog.storage.log_manager import LogManager
+
+from .dynamic_config import DynamicBrokerConfigs
+from .metadata_cache import MetadataCache, PartitionInfo, TopicInfo
+from .metadata_store import MetadataStore, TopicMetadata
+from .replica_manager import ReplicaManager
+
+__all__ = ["AdminManager", "TopicsDeletedListener"]
+
+log = logging.getLogger("tidelog.admin")
+
+TopicsDeletedListener = Callable[[list[str]], None]
+
+
+class AdminManager:
+    """Topics and configs of a single-node broker; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        store: MetadataStore,
+        configs: DynamicBrokerConfigs,
+        replicas: ReplicaManager,
+        cache: MetadataCache,
+    ) -> None:
+        self._node_id = node_id
+        self._store = store
+        self._configs = configs
+        self._replicas = replicas
+        self._cache = cache
+        self._on_topics_deleted: list[TopicsDeletedListener] = []
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective broker config (static + dynamic layers)."""
+        return self._configs.config
+
+    @property
+    def dynamic_configs(self) -> DynamicBrokerConfigs:
+        return self._configs
+
+    def add_topics_deleted_listener(self, listener: TopicsDeletedListener) -> None:
+        self._on_topics_deleted.append(listener)
+
+    def log_config(self, topic_configs: Mapping[str, str]) -> LogConfig:
+        return log_config_for_topic(self.config, topic_configs)
+
+    def topic_log_config(self, name: str) -> LogConfig | None:
+        """The log config of topic ``name`` (None: no such topic): for the log manager's recovery."""
+        topic = self._store.get(name)
+        return None if topic is None else self.log_config(topic.configs)
+
+    # -- start-up --------------------------------------------------------------------------------------
+
+    def load(self, logs: LogManager) -> None:
+        """Match the recovered logs with the stored topics and publish them (see the module docstring)."""
+        known = {(t.name, p) for t in self._store for p in range(t.num_partitions)}
+        for name, index in list(logs.all_logs()):
+            if (name, index) not in known:
+                stray = logs.mark_stray(name, index)
+                log.warning(
+                    "partition %s-%s is not in the topic metadata: kept as %s, not served (remove it once sure"
+                    " its data is not needed)",
+                    name,
+                    index,
+                    stray,
+                )
+        for topic in self._store:
+            config = self.log_config(topic.configs)
+            for index in range(topic.num_partitions):
+                if self._replicas.load(topic.name, index) is None:
+                    self._replicas.create(topic.name, index, config)
+            self._publish(topic)
+
+    def _publish(self, topic: TopicMetadata) -> TopicInfo:
+        node = self._node_id
+        partitions = []
+        for index in range(topic.num_partitions):
+            replica = self._replicas.get(topic.name, index)
+            partitions.append(
+                PartitionInfo(
+                    index=index,
+                    leader=node if replica is not None else -1,
+                    leader_epoch=replica.leader_epoch if replica is not None else -1,
+                    replicas=(node,),
+                    isr=(node,),
+                )
+            )
+        info = TopicInfo(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            partitions=tuple(partitions),
+            configs=dict(topic.configs),
+            is_internal=topic.is_internal,
+        )
+        self._cache.put_topic(info)
+        return info
+
+    # -- topics ----------------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        is_internal: bool = False,
+    ) -> TopicInfo:
+        topic = self._store.create(
+            name, num_partitions, replication_factor, dict(configs), is_internal=is_internal
+        )
+        log_config = self.log_config(topic.configs)
+        for index in range(num_partitions):
+            self._replicas.create(name, index, log_config)
+        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+        return self._publish(topic)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete the topic, its partitions and every group's committed offsets of it. The offsets go
+        first: a crash in between leaves the topic without offsets, never offsets that a topic created
+        later with the same name would inherit."""
+        info = self._cache.topic(name)
+        if info is None or name not in self._store:
+            raise KeyError(name)
+        for listener in self._on_topics_deleted:
+            listener([name])
+        topic = self._store.delete(name)
+        self._cache.remove_topic(name)
+        for index in range(topic.num_partitions):
+            self._replicas.delete(name, index)
+        log.info("deleted topic %s", name)
+        return info
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        topic = self._store.set_partitions(name, count)
+        log_config = self.log_config(topic.configs)
+        for index in range(count):
+            if self._replicas.get(name, index) is None:
+                self._replicas.create(name, index, log_config)
+        return self._publish(topic)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        topic = self._store.set_configs(name, dict(configs))
+        self._replicas.update_config(name, self.log_config(topic.configs))
+        return self._publish(topic)
+
+    # -- broker configs --------------------------------------------------------------------------------
+
+    def alter_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool) -> None:
+        """Make ``configs`` (validated) the dynamic layer ``entity`` (``""`` or this node's id): stored, then
+        applied live to every partition log. Raises ``ConfigError`` and changes nothing if it cannot be."""
+        config = self._configs.propose(entity, configs)
+        try:
+            log_configs = {topic.name: log_config_for_topic(config, topic.configs) for topic in self._store}
+        except InvalidConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        if validate_only:
+            return
+        self._configs.commit(entity, configs, config)
+        for name, log_config in log_configs.items():
+            self._replicas.update_config(name, log_config)
+        level = "cluster default" if entity == "" else f"broker {entity}"
+        log.info("dynamic broker configs (%s) are now %s", level, dict(configs) or "empty")

@@ -1,0 +1,162 @@
+"""How a connection's bytes reach the peer: the seam between the request/response logic of
+:class:`~tidelog.server.connection.Connection` and the socket (plain TCP now; TLS next).
+
+A response is a list of chunks: bytes-like objects, and file regions (record data of Fetch responses, an
+object with ``file``, ``position`` and ``nbytes``, or a :class:`~tidelog.server.regions.RegionList` of
+them). A transport writes them in order, whole.
+
+Invariants:
+
+- :class:`PlainTransport` writes bytes with ``sock_sendall`` and file regions with ``os.sendfile`` (zero
+  copy: record data never passes through Python). A region whose file turns out shorter than the region
+  (truncated under the reader) raises ``ConnectionError``: the frame is broken, the connection must end.
+- :class:`StreamTransport` (asyncio streams: what a TLS connection is, once ``start_tls`` has wrapped it)
+  cannot hand a file descriptor to the kernel: it reads each region in bounded pieces and writes the bytes
+  (:func:`copy_region`), never the whole region at once, draining between pieces.
+- ``recv`` returns ``b""`` at end of stream; ``close`` is idempotent and never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import socket
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+__all__ = ["PlainTransport", "StreamTransport", "Transport", "copy_region"]
+
+_SENDFILE_CHUNK = 1 << 30
+_COPY_CHUNK = 1 << 18
+
+
+class Transport(Protocol):
+    """A connected byte stream to one peer."""
+
+    async def recv(self, max_bytes: int) -> bytes: ...
+
+    async def send_chunks(self, chunks: list[Any]) -> None: ...
+
+    def shutdown_read(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _regions(chunk: Any) -> Any:
+    return getattr(chunk, "regions", (chunk,))
+
+
+class PlainTransport:
+    """TCP without encryption: ``sendfile`` for file regions."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._loop = asyncio.get_running_loop()
+
+    async def recv(self, max_bytes: int) -> bytes:
+        return await self._loop.sock_recv(self._sock, max_bytes)
+
+    async def send_chunks(self, chunks: list[Any]) -> None:
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                await self._loop.sock_sendall(self._sock, chunk)
+            else:
+                for region in _regions(chunk):
+                    await self._sendfile(region)
+
+    async def _sendfile(self, region: Any) -> None:
+        out_fd = self._sock.fileno()
+        source = region.file
+        in_fd = source if isinstance(source, int) else source.fileno()
+        position = region.position
+        remaining = region.nbytes
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, position, min(remaining, _SENDFILE_CHUNK))
+            except BlockingIOError:
+                await self._writable(out_fd)
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if sent == 0:
+                raise ConnectionError("segment file shrank during sendfile")
+            position += sent
+            remaining -= sent
+
+    async def _writable(self, fd: int) -> None:
+        future: asyncio.Future[None] = self._loop.create_future()
+
+        def ready() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        self._loop.add_writer(fd, ready)
+        try:
+            await future
+        finally:
+            self._loop.remove_writer(fd)
+
+    def shutdown_read(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RD)
+
+    def close(self) -> None:
+        # shutdown first: under uvloop, close() alone leaves the connection up while a sock_recv is
+        # pending on it (the peer never sees EOF and the read never returns), e.g. for an idle close.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+class StreamTransport:
+    """An asyncio stream pair (a TLS connection): file regions are copied, not sent with sendfile."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def recv(self, max_bytes: int) -> bytes:
+        return await self._reader.read(max_bytes)
+
+    async def send_chunks(self, chunks: list[Any]) -> None:
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                self._writer.write(chunk)
+            else:
+                for region in _regions(chunk):
+                    for piece in copy_region(region):
+                        self._writer.write(piece)
+                        await self._writer.drain()
+        await self._writer.drain()
+
+    def shutdown_read(self) -> None:
+        transport = self._writer.transport
+        with contextlib.suppress(OSError, AttributeError, RuntimeError):
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RD)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, RuntimeError):
+            self._writer.close()
+
+
+def copy_region(region: Any, chunk_bytes: int = _COPY_CHUNK) -> Iterator[bytes]:
+    """The bytes of a file region, ``chunk_bytes`` at a time (for transports without sendfile); raises
+    ``ConnectionError`` if the file is shorter than the region."""
+    source = region.file
+    fd = source if isinstance(source, int) else source.fileno()
+    position = region.position
+    remaining = region.nbytes
+    while remaining > 0:
+        data = os.pread(fd, min(remaining, chunk_bytes), position)
+        if not data:
+            raise ConnectionError("segment file shrank during a copy")
+        yield data
+        position += len(data)
+        remaining -= len(data)
