@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from tidelog.server.broker import Broker
 from tidelog.server.config import load_broker_config

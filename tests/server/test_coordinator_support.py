@@ -9,8 +9,8 @@ import pytest
 from tests.storage.helpers import SMALL, batch, open_log
 
 from tidelog.protocol.records import iter_batch_headers
-from tidelog.server.coordinator_support import read_records
 from tidelog.replication.partition import Partition
+from tidelog.server.coordinator_support import read_records
 from tidelog.storage.partition_log import PartitionLog
 
 RECORD_BATCH_HEADER_SIZE = 61
