@@ -9,6 +9,9 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.config import (
+    BROKER_CONFIGS,
+    LONG_MAX,
+    TOPIC_CONFIGS,
     AlterConfigOp,
     BrokerConfig,
     ConfigError,
@@ -16,6 +19,7 @@ from tidelog.server.config import (
     ConfigSynonym,
     ConfigType,
     Listener,
+    TopicConfigDef,
     apply_incremental_alter,
     describe_broker_configs,
     describe_topic_configs,
@@ -27,7 +31,6 @@ from tidelog.server.config import (
     parse_set_option,
     validate_topic_configs,
 )
-from tidelog.server.config_defs import BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS, TopicConfigDef
 
 
 def props(text: str) -> dict[str, str]:

@@ -158,7 +158,7 @@ def _describe(client: ClientOptions, admin: Any, kind: str, name: str) -> list[d
 def _describe_broker_defaults(client: ClientOptions) -> list[dict[str, Any]]:
     """Rows of the BROKER resource ``""`` (the dynamic cluster-wide defaults), over the wire client."""
     from tidelog.protocol.messages import DescribeConfigsRequest
-    from tidelog.server.config_defs import ConfigSource
+    from tidelog.server.config import ConfigSource
 
     resource = DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=_BROKER, resource_name="", configuration_keys=None

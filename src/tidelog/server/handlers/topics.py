@@ -21,8 +21,7 @@ from tidelog.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from tidelog.server.config import describe_topic_configs, validate_topic_configs
-from tidelog.server.config_defs import ConfigError
+from tidelog.server.config import ConfigError, describe_topic_configs, validate_topic_configs
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
