@@ -58,8 +58,10 @@ class Connection:
         *,
         max_request_bytes: int,
         max_in_flight: int = 100,
+        listener_name: str | None = None,
     ) -> None:
         self._sock = sock
+        self._listener_name = listener_name
         self._peer = peer
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
@@ -167,6 +169,7 @@ class Connection:
             client_id=header.client_id,
             client_host=self._host,
             connection_id=self._id,
+            listener_name=self._listener_name,
         )
         result = route.handler(ctx, body)
         if result is NO_RESPONSE:

@@ -34,7 +34,12 @@ NO_RESPONSE: Final = _NoResponse()
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler knows about the request beyond its body."""
+    """What a handler knows about the request beyond its body.
+
+    ``listener_name`` is the client listener the connection came in on (Kafka's ``RequestContext.
+    listenerName``): brokers are described to the client by their endpoint on it. ``None`` for a request
+    that came in on no listener (handlers driven in-process), answered as if on the first client listener.
+    """
 
     api_key: int
     api_version: int
@@ -42,6 +47,7 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection_id: int
+    listener_name: str | None = None
 
 
 Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any] | _NoResponse"]

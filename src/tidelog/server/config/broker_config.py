@@ -17,7 +17,6 @@ Invariants:
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 from .broker_defs import BROKER_CONFIGS
 from .errors import ConfigError, located
-from .listeners import WILDCARD_HOSTS, Listener, client_listeners, resolve_listeners
+from .listeners import Listener, client_listeners, resolve_listeners
 from .properties import PropertyEntry, read_properties_file
 from .topic_defs import TOPIC_CONFIGS, broker_synonym_group, topic_def
 from .values import ConfigValue
@@ -220,14 +219,10 @@ class BrokerConfig:
         """The listeners this broker serves clients on (``controller.listener.names`` excluded)."""
         return client_listeners(self.listeners, self.controller_listener_names)
 
-    @property
-    def listener_host_port(self) -> tuple[str, int]:
-        """``(host, port)`` to bind for the first broker listener; an empty host becomes ``0.0.0.0``."""
-        listener = self.broker_listeners[0]
-        return (listener.host or "0.0.0.0", listener.port)
-
     def advertised_listener(self, listener_name: str | None = None) -> Listener:
-        """The advertised endpoint of ``listener_name`` (default: the first broker listener)."""
+        """How ``listener_name`` (default: the first broker listener) is advertised: its
+        ``advertised.listeners`` entry, else the listener itself (see ``listeners.advertised_endpoint``
+        for the host and port clients are finally told)."""
         name = (listener_name or self.broker_listeners[0].name).upper()
         for listener in self.advertised_listeners:
             if listener.name == name:
@@ -236,24 +231,6 @@ class BrokerConfig:
             if listener.name == name:
                 return listener
         raise KeyError(name)
-
-    def advertised_host_port(
-        self, bound_port: int | None = None, listener_name: str | None = None
-    ) -> tuple[str, int]:
-        """``(host, port)`` clients are told to connect to (Metadata's broker endpoint).
-
-        A wildcard host (empty, ``0.0.0.0``, ``::``) in a listener that is not explicitly advertised
-        becomes this machine's host name, as in Kafka; a port of 0 becomes ``bound_port`` (the port
-        the listener actually got).
-        """
-        listener = self.advertised_listener(listener_name)
-        host = listener.host
-        if host in WILDCARD_HOSTS:
-            host = socket.gethostname()
-        port = listener.port
-        if port == 0 and bound_port is not None:
-            port = bound_port
-        return (host, port)
 
     @property
     def offsets_retention_ms(self) -> int:

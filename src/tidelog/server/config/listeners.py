@@ -1,4 +1,5 @@
-"""Listeners: ``listeners`` and ``advertised.listeners`` parsed against ``listener.security.protocol.map``.
+"""Listeners: ``listeners`` and ``advertised.listeners`` parsed against ``listener.security.protocol.map``,
+and the endpoint a client is told for each listener.
 
 Invariants:
 
@@ -11,6 +12,10 @@ Invariants:
   (PLAINTEXT so far). Controller listeners are parsed and checked but never bound.
 - ``advertised.listeners``: names are unique, each names a listener, and none uses a non-routable
   meta-address (``0.0.0.0``, ``::``), as in Kafka.
+- The endpoint advertised for a client listener (:func:`advertised_endpoint`) is its
+  ``advertised.listeners`` entry by name, else the listener itself; an empty or wildcard host becomes the
+  machine's canonical host name and port 0 the port the listener was bound to, so a client is never told
+  a wildcard address or port 0.
 - Every refusal is a :class:`~tidelog.server.config.errors.ConfigError` naming the key and where it was
   set. Pure parsing: no sockets (server/listeners.py binds them).
 """
@@ -28,6 +33,7 @@ __all__ = [
     "SUPPORTED_PROTOCOLS",
     "WILDCARD_HOSTS",
     "Listener",
+    "advertised_endpoint",
     "client_listeners",
     "parse_listeners",
     "parse_protocol_map",
@@ -53,6 +59,11 @@ class Listener:
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.name}://{host}:{self.port}"
+
+    @property
+    def bind_address(self) -> tuple[str, int]:
+        """``(host, port)`` to bind: an empty host binds every IPv4 interface (``0.0.0.0``)."""
+        return (self.host or "0.0.0.0", self.port)
 
 
 def parse_protocol_map(raw: str) -> dict[str, str]:
@@ -104,6 +115,19 @@ def client_listeners(
     """The listeners clients connect to: all but those named in ``controller.listener.names``."""
     controllers = {name.upper() for name in controller_listener_names}
     return tuple(listener for listener in listeners if listener.name not in controllers)
+
+
+def advertised_endpoint(
+    advertised: Listener, bound_port: int, local_host: Callable[[], str]
+) -> tuple[str, int]:
+    """``(host, port)`` clients are told for a listener bound to ``bound_port`` whose advertised form is
+    ``advertised`` (its ``advertised.listeners`` entry, else the listener itself).
+
+    An empty or wildcard host becomes ``local_host()`` (the machine's canonical host name, asked only
+    then); a port of 0 becomes ``bound_port``.
+    """
+    host = local_host() if advertised.host in WILDCARD_HOSTS else advertised.host
+    return (host, advertised.port or bound_port)
 
 
 def resolve_listeners(

@@ -2,8 +2,9 @@
 
 Invariants:
 - This broker leads every partition, so it is the coordinator of every group: a GROUP key (type 0; the
-  only type of v0) is answered with this broker's node id and advertised address, after creating
-  ``__consumer_offsets`` if it does not exist yet (as Kafka creates it on the first lookup).
+  only type of v0) is answered with this broker's node id and its advertised address on the listener the
+  request came in on, after creating ``__consumer_offsets`` if it does not exist yet (as Kafka creates it
+  on the first lookup).
 - A TRANSACTION key (type 1) is answered the same way, after creating ``__transaction_state`` if it does
   not exist yet (on a single node this broker leads every partition ``partition_for(key)`` names).
 - A SHARE key (type 2; share groups are not served) and unknown key types get INVALID_REQUEST.
@@ -29,15 +30,17 @@ TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2
 
 
-def _lookup(broker: Broker, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+def _lookup(
+    broker: Broker, ctx: RequestContext, key_type: int
+) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, error message, node id, host, port) for one key of ``key_type``."""
     if key_type == GROUP_KEY_TYPE:
         broker.groups.ensure_offsets_topic()
-        host, port = broker.advertised_host_port()
+        host, port = broker.advertised_host_port(ctx.listener_name)
         return ErrorCode.NONE, None, broker.node_id, host, port
     if key_type == TRANSACTION_KEY_TYPE:
         broker.transactions.ensure_state_topic()
-        host, port = broker.advertised_host_port()
+        host, port = broker.advertised_host_port(ctx.listener_name)
         return ErrorCode.NONE, None, broker.node_id, host, port
     if key_type == SHARE_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, "Share groups are not enabled on this broker.", -1, "", -1
@@ -49,13 +52,13 @@ def handle_find_coordinator(
 ) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
     if ctx.api_version < 4:
-        error, message, node_id, host, port = _lookup(broker, key_type)
+        error, message, node_id, host, port = _lookup(broker, ctx, key_type)
         return FindCoordinatorResponse(
             error_code=error, error_message=message, node_id=node_id, host=host, port=port
         )
     response = FindCoordinatorResponse()
     for key in request.coordinator_keys:
-        error, message, node_id, host, port = _lookup(broker, key_type)
+        error, message, node_id, host, port = _lookup(broker, ctx, key_type)
         response.coordinators.append(
             FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message

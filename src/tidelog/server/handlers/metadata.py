@@ -30,7 +30,7 @@ _AUTHORIZED_OPERATIONS_ALL = 0b1111111111110  # bits 1..12: every operation, as 
 
 
 def handle_metadata(broker: Broker, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    host, port = broker.advertised_host_port()
+    host, port = broker.advertised_host_port(ctx.listener_name)
     response = MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)
@@ -102,7 +102,7 @@ def _topic(broker: Broker, topic: TopicMetadata, include_ops: bool) -> MetadataR
 def handle_describe_cluster(
     broker: Broker, ctx: RequestContext, request: DescribeClusterRequest
 ) -> DescribeClusterResponse:
-    host, port = broker.advertised_host_port()
+    host, port = broker.advertised_host_port(ctx.listener_name)
     if ctx.api_version >= 1 and request.endpoint_type not in (1,):
         return DescribeClusterResponse(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
