@@ -14,6 +14,7 @@ test:
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check src tests tools bench examples
+	.venv/bin/lint-imports
 
 typecheck:
 	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage src/tidelog/coordinator
