@@ -17,7 +17,8 @@ lint:
 	.venv/bin/lint-imports
 
 typecheck:
-	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage src/tidelog/coordinator
+	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage src/tidelog/coordinator src/tidelog/replication \
+		src/tidelog/cli src/tidelog/spark src/tidelog/testing
 
 pytest:
 	.venv/bin/python -m pytest
