@@ -14,9 +14,10 @@ test:
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check src tests tools bench examples
+	.venv/bin/lint-imports
 
 typecheck:
-	.venv/bin/mypy src/tidelog/protocol src/tidelog/storage src/tidelog/coordinator
+	.venv/bin/mypy src/tidelog
 
 pytest:
 	.venv/bin/python -m pytest

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from tests.server.compaction_support import compacted, produce, read_all, wait_cleaned, wait_for
 from tests.support.kafka_workload import confluent_create_topic
 
-from tidelog.server.config_defs import ConfigSource
+from tidelog.server.config import ConfigSource
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]

@@ -9,6 +9,9 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.config import (
+    BROKER_CONFIGS,
+    LONG_MAX,
+    TOPIC_CONFIGS,
     AlterConfigOp,
     BrokerConfig,
     ConfigError,
@@ -16,6 +19,7 @@ from tidelog.server.config import (
     ConfigSynonym,
     ConfigType,
     Listener,
+    TopicConfigDef,
     apply_incremental_alter,
     describe_broker_configs,
     describe_topic_configs,
@@ -27,7 +31,11 @@ from tidelog.server.config import (
     parse_set_option,
     validate_topic_configs,
 )
-from tidelog.server.config_defs import BROKER_CONFIGS, LONG_MAX, TOPIC_CONFIGS, TopicConfigDef
+from tidelog.server.config.listeners import advertised_endpoint
+
+
+def no_lookup() -> str:
+    raise AssertionError("the host name was looked up for a listener with a routable host")
 
 
 def props(text: str) -> dict[str, str]:
@@ -113,8 +121,8 @@ def test_defaults() -> None:
     config, warnings = load_broker_config()
     assert warnings == []
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT"),)
-    assert config.listener_host_port == ("127.0.0.1", 9092)
-    assert config.advertised_host_port() == ("127.0.0.1", 9092)
+    assert config.broker_listeners[0].bind_address == ("127.0.0.1", 9092)
+    assert advertised_endpoint(config.advertised_listener(), 9092, no_lookup) == ("127.0.0.1", 9092)
     assert config.node_id == 1
     assert config.broker_id is None
     assert config.cluster_id is None
@@ -388,6 +396,28 @@ def test_non_utf8_file_is_a_config_error(tmp_path: Path) -> None:
             "nonroutable meta-address 0.0.0.0",
         ),
         (
+            {"advertised.listeners": "PLAINTEXT://a.example:1,PLAINTEXT://b.example:2"},
+            "advertised.listeners",
+            "Each listener must have a different name, PLAINTEXT is repeated",
+        ),
+        (
+            {
+                "listeners": "INTERNAL://:1,EXTERNAL://:2",
+                "listener.security.protocol.map": "INTERNAL:PLAINTEXT",
+            },
+            "listeners",
+            "No security protocol defined for listener EXTERNAL",
+        ),
+        (
+            {
+                "listeners": "INTERNAL://:1",
+                "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+                "advertised.listeners": "EXTERNAL://kafka.example:2",
+            },
+            "advertised.listeners",
+            "listener EXTERNAL is not one of listeners (INTERNAL)",
+        ),
+        (
             {"inter.broker.listener.name": "INTERNAL"},
             "inter.broker.listener.name",
             "must be one of the listener names",
@@ -443,7 +473,7 @@ def test_listeners(listeners: str, expected: tuple[Listener, ...], bind: tuple[s
     )
     assert config.listeners == expected
     assert config.broker_listeners == expected[:1]
-    assert config.listener_host_port == bind
+    assert config.broker_listeners[0].bind_address == bind
 
 
 def test_kafka_kraft_sample_config_controller_listener_first() -> None:
@@ -456,22 +486,60 @@ def test_kafka_kraft_sample_config_controller_listener_first() -> None:
             "advertised.listeners": "PLAINTEXT://broker.example:29092",
         }
     )
-    assert config.listener_host_port == ("127.0.0.1", 19092)
-    assert config.advertised_host_port() == ("broker.example", 29092)
+    assert config.broker_listeners[0].bind_address == ("127.0.0.1", 19092)
+    assert advertised_endpoint(config.advertised_listener(), 19092, no_lookup) == ("broker.example", 29092)
     assert str(config.advertised_listener()) == "PLAINTEXT://broker.example:29092"
 
 
-def test_advertised_port_zero_becomes_bound_port() -> None:
-    config = BrokerConfig.from_mapping({"listeners": "PLAINTEXT://127.0.0.1:0"})
-    assert config.advertised_host_port(bound_port=43210) == ("127.0.0.1", 43210)
-    assert config.advertised_host_port() == ("127.0.0.1", 0)
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"listeners": "PLAINTEXT://127.0.0.1:0"},
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0"},
+    ],
+)
+def test_advertised_port_zero_becomes_bound_port(given: dict[str, str]) -> None:
+    config = BrokerConfig.from_mapping(given)
+    assert advertised_endpoint(config.advertised_listener(), 43210, no_lookup) == ("127.0.0.1", 43210)
 
 
-def test_advertised_wildcard_host_becomes_host_name() -> None:
-    import socket
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"listeners": "PLAINTEXT://:9092"},
+        {"listeners": "PLAINTEXT://0.0.0.0:9092"},
+        {"listeners": "PLAINTEXT://[::]:9092"},
+        {"listeners": "PLAINTEXT://0.0.0.0:9092", "advertised.listeners": "PLAINTEXT://:9092"},
+    ],
+)
+def test_advertised_wildcard_host_becomes_the_canonical_host_name(given: dict[str, str]) -> None:
+    config = BrokerConfig.from_mapping(given)
+    assert advertised_endpoint(config.advertised_listener(), 9092, lambda: "broker.local") == (
+        "broker.local",
+        9092,
+    )
 
-    config = BrokerConfig.from_mapping({"listeners": "PLAINTEXT://:9092"})
-    assert config.advertised_host_port() == (socket.gethostname(), 9092)
+
+def test_advertised_listeners_by_name_else_the_listener() -> None:
+    config = BrokerConfig.from_mapping(
+        {
+            "listeners": "INTERNAL://127.0.0.1:19092,EXTERNAL://:19093,REPLICATION://10.0.0.5:19094",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,REPLICATION:PLAINTEXT",
+            "advertised.listeners": "EXTERNAL://kafka.example:9093",
+        }
+    )
+    assert [listener.name for listener in config.broker_listeners] == ["INTERNAL", "EXTERNAL", "REPLICATION"]
+    endpoints = {
+        listener.name: advertised_endpoint(
+            config.advertised_listener(listener.name), listener.port, no_lookup
+        )
+        for listener in config.broker_listeners
+    }
+    assert endpoints == {
+        "INTERNAL": ("127.0.0.1", 19092),
+        "EXTERNAL": ("kafka.example", 9093),
+        "REPLICATION": ("10.0.0.5", 19094),
+    }
 
 
 def test_listener_str_brackets_ipv6() -> None:

@@ -25,7 +25,7 @@ from tidelog.protocol.messages import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
-from tidelog.server.config_defs import DYNAMIC_BROKER_CONFIGS
+from tidelog.server.config import DYNAMIC_BROKER_CONFIGS
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]

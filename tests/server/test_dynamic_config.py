@@ -12,19 +12,17 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
     AlterConfigOp,
     BrokerConfig,
+    ConfigError,
+    ConfigSource,
     ConfigSynonym,
     describe_broker_configs,
     describe_topic_configs,
     log_config_for_topic,
-)
-from tidelog.server.config_defs import (
-    BROKER_CONFIGS,
-    DYNAMIC_BROKER_CONFIGS,
-    KAFKA_DYNAMIC_BROKER_CONFIGS,
-    ConfigError,
-    ConfigSource,
 )
 from tidelog.server.dynamic_config import (
     FILE_NAME,

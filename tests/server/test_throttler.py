@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from tests.storage.cleaner_support import CompactedLog, random_updates, read_records
 
-from tidelog.server.config import BrokerConfig, describe_broker_configs
-from tidelog.server.config_defs import ConfigError, ConfigSource
+from tidelog.server.config import BrokerConfig, ConfigError, ConfigSource, describe_broker_configs
 from tidelog.server.log_cleaner_task import THROTTLE_CHECK_INTERVAL_MS, LogCleanerTask, cleaner_config
 from tidelog.server.throttler import Throttler
 from tidelog.storage.cleaner import CleanerConfig

@@ -11,12 +11,17 @@ import functools
 import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NoReturn, TypeVar, cast
+from concurrent.futures import Future
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigEntry, ConfigSource
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -61,7 +66,7 @@ def print_warning(message: str) -> None:
 class CliError(click.ClickException):
     """A user-facing failure: printed as ``Error: <message>``, exit code 1."""
 
-    def show(self, file: Any = None) -> None:  # noqa: ARG002 - click passes a stream; we use rich
+    def show(self, file: IO[Any] | None = None) -> None:  # noqa: ARG002 - click passes a stream; we use rich
         print_error(self.format_message())
 
 
@@ -69,7 +74,7 @@ def fail(message: str) -> NoReturn:
     raise CliError(message)
 
 
-def kafka_error_text(error: Any) -> str:
+def kafka_error_text(error: object) -> str:
     """librdkafka's message for a ``KafkaError`` or a ``KafkaException`` carrying one."""
     if isinstance(error, Exception) and error.args:
         error = error.args[0]
@@ -89,8 +94,9 @@ class ClientOptions:
         self.verbose = verbose
         self.transport_errors: list[str] = []
 
-    def base_config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
+    def base_config(self) -> dict[str, object]:
+        """librdkafka settings: the bootstrap server, timeouts, error and log callbacks, ``-X`` properties."""
+        config: dict[str, object] = {
             "bootstrap.servers": self.bootstrap_server,
             "socket.connection.setup.timeout.ms": max(1000, int(self.timeout * 1000)),
             "error_cb": self._on_error,
@@ -99,15 +105,23 @@ class ClientOptions:
         config.update(self.properties)
         return config
 
-    def _on_error(self, error: Any) -> None:
+    def _on_error(self, error: KafkaError) -> None:
         self.transport_errors.append(kafka_error_text(error))
 
-    def admin(self) -> Any:
+    def admin(self) -> AdminClient:
         from tidelog.cli._kafka import AdminClient
 
-        return AdminClient(self.base_config())
+        config = self.base_config()
+        # librdkafka takes settings and callbacks alike; confluent-kafka types the dict for settings only
+        settings = {
+            key: value for key, value in config.items() if isinstance(value, str | int | float | bool)
+        }
+        callbacks = {key: value for key, value in config.items() if key not in settings}
+        return AdminClient(settings, **callbacks)
 
-    def unreachable(self, reason: str | None = None, handle: Any = None) -> NoReturn:
+    def unreachable(
+        self, reason: str | None = None, handle: AdminClient | Producer | Consumer | None = None
+    ) -> NoReturn:
         """Fail with "cannot reach broker"; ``handle`` (a client) is polled first to collect its errors."""
         if handle is not None:
             handle.poll(0)  # error callbacks are served by poll()
@@ -121,7 +135,7 @@ class ClientOptions:
                 return text.split(": ", 1)[-1] if "/bootstrap: " in text else text
         return None
 
-    def cluster_metadata(self, admin: Any, topic: str | None = None) -> Any:
+    def cluster_metadata(self, admin: AdminClient, topic: str | None = None) -> ClusterMetadata:
         """Metadata (``list_topics``), turning a connection failure into "cannot reach broker"."""
         from confluent_kafka import KafkaException
 
@@ -141,7 +155,8 @@ def _rdkafka_logger(verbose: bool) -> logging.Logger:
     return logger
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
+T = TypeVar("T")
 
 
 def client_options(func: F) -> F:
@@ -174,8 +189,8 @@ def client_options(func: F) -> F:
     @click.option("--verbose", "-v", is_flag=True, help="Show the Kafka client's own log lines.")
     @functools.wraps(func)
     def wrapper(
-        bootstrap_server: str, timeout: float, properties: tuple[str, ...], verbose: bool, **kwargs: Any
-    ) -> Any:
+        bootstrap_server: str, timeout: float, properties: tuple[str, ...], verbose: bool, **kwargs: object
+    ) -> object:
         client = ClientOptions(bootstrap_server, timeout, parse_key_values(properties, "--property"), verbose)
         return func(client=client, **kwargs)
 
@@ -196,7 +211,7 @@ def parse_key_values(items: Iterable[str], option: str) -> dict[str, str]:
 _UNREACHABLE_CODES = ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_RESOLVE")
 
 
-def wait_result(client: ClientOptions, future: Any, what: str) -> Any:
+def wait_result(client: ClientOptions, future: Future[T], what: str) -> T:
     """The result of an AdminClient future; a Kafka error becomes ``Error: <what>: <reason>``."""
     from confluent_kafka import KafkaException
 
@@ -212,7 +227,7 @@ def wait_result(client: ClientOptions, future: Any, what: str) -> Any:
         client.unreachable("request timed out")
 
 
-def config_source(entry: Any) -> Any:
+def config_source(entry: ConfigEntry) -> ConfigSource:
     """A described ``ConfigEntry``'s source as confluent-kafka's ``ConfigSource`` enum."""
     from tidelog.cli._kafka import ConfigSource
 
@@ -221,7 +236,12 @@ def config_source(entry: Any) -> Any:
 
 
 def alter_configs(
-    client: ClientOptions, admin: Any, kind: str, name: str, sets: dict[str, str], deletes: tuple[str, ...]
+    client: ClientOptions,
+    admin: AdminClient,
+    kind: str,
+    name: str,
+    sets: dict[str, str],
+    deletes: tuple[str, ...],
 ) -> None:
     from tidelog.cli._kafka import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +20,7 @@ from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported when a command runs
     from tidelog.cli._wire import WireClient
+    from tidelog.protocol.messages import DescribeTransactionsResponse, MetadataResponse
 
 __all__ = [
     "describe_transaction",
@@ -60,7 +61,7 @@ def error_text(code: int) -> str:
 def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]:
     """(node id, host:port) of the transactional id's coordinator."""
     from tidelog.cli._wire import WireError
-    from tidelog.protocol.messages import FindCoordinatorRequest
+    from tidelog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
     version = wire.version_for(FindCoordinatorRequest, 6)
     if version < 1:
@@ -68,13 +69,16 @@ def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]
     deadline = time.monotonic() + wire.timeout
     while True:
         if version >= 4:
-            found = wire.call(
+            found: FindCoordinatorResponse | FindCoordinatorResponse.Coordinator = wire.call(
                 FindCoordinatorRequest(key_type=_TRANSACTION_KEY_TYPE, coordinator_keys=[transactional_id]),
                 version,
+                expect=FindCoordinatorResponse,
             ).coordinators[0]
         else:
             found = wire.call(
-                FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY_TYPE), version
+                FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY_TYPE),
+                version,
+                expect=FindCoordinatorResponse,
             )
         error = found.error_code
         if error == ErrorCode.NONE:
@@ -84,18 +88,21 @@ def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]
         time.sleep(0.1)
 
 
-def describe_transaction(client: ClientOptions, wire: WireClient, transactional_id: str) -> tuple[int, Any]:
+def describe_transaction(
+    client: ClientOptions, wire: WireClient, transactional_id: str
+) -> tuple[int, DescribeTransactionsResponse.TransactionState]:
     """(coordinator node id, the coordinator's ``TransactionState`` of ``transactional_id``); its
     ``error_code`` is NONE, TRANSACTIONAL_ID_NOT_FOUND, or another error that did not pass within the
     timeout. Raises ``WireError`` when the coordinator cannot be found or reached."""
-    from tidelog.protocol.messages import DescribeTransactionsRequest
+    from tidelog.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 
     node_id, address = find_coordinator(wire, transactional_id)
     deadline = time.monotonic() + client.timeout
     with open_wire(client, address) as coordinator:
         while True:
             (state,) = coordinator.call(
-                DescribeTransactionsRequest(transactional_ids=[transactional_id])
+                DescribeTransactionsRequest(transactional_ids=[transactional_id]),
+                expect=DescribeTransactionsResponse,
             ).transaction_states
             error = state.error_code
             if error in (ErrorCode.NONE, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND):
@@ -107,15 +114,17 @@ def describe_transaction(client: ClientOptions, wire: WireClient, transactional_
 
 def partition_leaders(
     wire: WireClient, topics: Iterable[str] | None
-) -> tuple[dict[int, str], dict[str, Any]]:
+) -> tuple[dict[int, str], dict[str, MetadataResponse.MetadataResponseTopic]]:
     """Metadata (never creating a topic): ``({node id: host:port}, {topic name: its metadata})`` for
     ``topics``, or for every topic when None (internal ones included; callers filter ``is_internal``)."""
-    from tidelog.protocol.messages import MetadataRequest
+    from tidelog.protocol.messages import MetadataRequest, MetadataResponse
 
     version = wire.version_for(MetadataRequest, 12)
     requested = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
     if requested is None and version == 0:
         requested = []  # v0 lists every topic with an empty array
-    metadata = wire.call(MetadataRequest(topics=requested, allow_auto_topic_creation=False), version)
+    metadata = wire.call(
+        MetadataRequest(topics=requested, allow_auto_topic_creation=False), version, expect=MetadataResponse
+    )
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
     return brokers, {t.name: t for t in metadata.topics if t.name is not None}

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any
+from typing import TypeVar, overload
 
 from tidelog.protocol.codec import decode_response, encode_request
-from tidelog.protocol.messages import REQUEST_TYPES, ApiVersionsRequest, RequestHeader
-from tidelog.protocol.schema import Request
+from tidelog.protocol.messages import REQUEST_TYPES, ApiVersionsRequest, ApiVersionsResponse, RequestHeader
+from tidelog.protocol.schema import Request, Response
 
 __all__ = ["WireClient", "WireError", "connect"]
+
+R = TypeVar("R", bound=Response)
 
 
 class WireError(Exception):
@@ -36,7 +38,7 @@ class WireClient:
             raise WireError(f"cannot reach broker at {self.address} within {timeout:g} s: {exc}") from None
         self._correlation_id = 0
         self.versions: dict[int, tuple[int, int]] = {}
-        response = self._call(ApiVersionsRequest(), 0)
+        response = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
         if response.error_code:
             raise WireError(f"broker at {self.address} refused ApiVersions (error {response.error_code})")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
@@ -61,12 +63,21 @@ class WireClient:
             raise WireError(f"broker at {self.address} does not support {name}")
         return min(ours_high, theirs[1])
 
-    def call(self, body: Request, version: int | None = None) -> Any:
-        """Send ``body`` (at ``version``, else the best common one) and return the decoded response."""
-        cls = REQUEST_TYPES[body.API_KEY]
-        return self._call(body, self.version_for(cls) if version is None else version)
+    @overload
+    def call(self, body: Request, version: int | None = None) -> Response: ...
 
-    def _call(self, body: Request, version: int) -> Any:
+    @overload
+    def call(self, body: Request, version: int | None = None, *, expect: type[R]) -> R: ...
+
+    def call(
+        self, body: Request, version: int | None = None, *, expect: type[Response] = Response
+    ) -> Response:
+        """Send ``body`` (at ``version``, else the best common one) and return the decoded response, which
+        must be an ``expect`` (the response class of ``body``'s API)."""
+        cls = REQUEST_TYPES[body.API_KEY]
+        return self._call(body, self.version_for(cls) if version is None else version, expect)
+
+    def _call(self, body: Request, version: int, expect: type[R]) -> R:
         self._correlation_id += 1
         header = RequestHeader(
             request_api_key=body.API_KEY,
@@ -82,6 +93,8 @@ class WireClient:
             raise WireError(f"lost the connection to {self.address}: {exc}") from None
         if response_header.correlation_id != self._correlation_id:
             raise WireError(f"{self.address} answered out of order")
+        if not isinstance(response, expect):
+            raise WireError(f"{self.address} answered {type(body).__name__} with a {type(response).__name__}")
         return response
 
     def _recv_exact(self, n: int) -> bytes:

@@ -9,7 +9,8 @@ which confluent-kafka cannot address: those requests go through :mod:`tidelog.cl
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, TypeVar
 
 import click
 
@@ -28,8 +29,32 @@ from tidelog.cli._common import (
     table as make_table,
 )
 
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
+    from tidelog.protocol.schema import Request, Response
+
+    R = TypeVar("R", bound=Response)
+
+F = TypeVar("F", bound=Callable[..., object])
+
 _BROKER = 4
 """ConfigResource type BROKER on the wire."""
+
+
+class _Synonym(TypedDict):
+    name: str
+    value: str | None
+    source: str
+
+
+class _ConfigRow(TypedDict):
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: NotRequired[list[_Synonym]]  # dropped from the output without --synonyms
 
 
 @click.group("configs")
@@ -38,12 +63,18 @@ def configs_group() -> None:
 
 
 def _resource(
-    client: ClientOptions, admin: Any, topic: str | None, broker: str | None, broker_defaults: bool = False
+    client: ClientOptions,
+    admin: AdminClient | None,
+    topic: str | None,
+    broker: str | None,
+    broker_defaults: bool = False,
 ) -> tuple[str, str]:
+    """(kind, name) of the resource the options name; ``admin`` is None only with ``broker_defaults``."""
     if [topic is not None, broker is not None, broker_defaults].count(True) != 1:
         raise click.UsageError("give exactly one of --topic NAME, --broker [ID] or --broker-defaults")
     if broker_defaults:
         return "broker", ""
+    assert admin is not None
     metadata = client.cluster_metadata(admin)
     if topic is not None:
         if topic not in metadata.topics:
@@ -77,7 +108,7 @@ _RESOURCE_OPTIONS = [
 ]
 
 
-def _resource_options(func: Any) -> Any:
+def _resource_options(func: F) -> F:
     for option in reversed(_RESOURCE_OPTIONS):
         func = option(func)
     return func
@@ -108,7 +139,7 @@ def describe_command(
         admin = client.admin()
         kind, name = _resource(client, admin, topic, broker)
         described = _describe(client, admin, kind, name)
-    rows = []
+    rows: list[_ConfigRow] = []
     for row in described:
         hidden = row["source"] == "DEFAULT_CONFIG" or (
             kind == "topic" and row["source"] != "DYNAMIC_TOPIC_CONFIG"
@@ -132,7 +163,7 @@ def describe_command(
     out_console.print(table)
 
 
-def _describe(client: ClientOptions, admin: Any, kind: str, name: str) -> list[dict[str, Any]]:
+def _describe(client: ClientOptions, admin: AdminClient, kind: str, name: str) -> list[_ConfigRow]:
     """Rows (sorted by name, with synonyms) of a topic or broker, through confluent-kafka."""
     from tidelog.cli._kafka import ConfigResource, ResourceType
 
@@ -155,17 +186,16 @@ def _describe(client: ClientOptions, admin: Any, kind: str, name: str) -> list[d
     ]
 
 
-def _describe_broker_defaults(client: ClientOptions) -> list[dict[str, Any]]:
+def _describe_broker_defaults(client: ClientOptions) -> list[_ConfigRow]:
     """Rows of the BROKER resource ``""`` (the dynamic cluster-wide defaults), over the wire client."""
-    from tidelog.protocol.messages import DescribeConfigsRequest
-    from tidelog.server.config_defs import ConfigSource
+    from tidelog.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+    from tidelog.server.config import ConfigSource
 
     resource = DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=_BROKER, resource_name="", configuration_keys=None
     )
-    result = _wire_call(client, DescribeConfigsRequest(resources=[resource], include_synonyms=True)).results[
-        0
-    ]
+    request = DescribeConfigsRequest(resources=[resource], include_synonyms=True)
+    result = _wire_call(client, request, DescribeConfigsResponse).results[0]
     _check(result, "cannot describe the broker defaults")
     return [
         {
@@ -184,7 +214,7 @@ def _describe_broker_defaults(client: ClientOptions) -> list[dict[str, Any]]:
 
 
 def _alter_broker_defaults(client: ClientOptions, sets: dict[str, str], deletes: tuple[str, ...]) -> None:
-    from tidelog.protocol.messages import IncrementalAlterConfigsRequest
+    from tidelog.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
     config = IncrementalAlterConfigsRequest.AlterableConfig
     configs = [config(name=k, value=v, config_operation=0) for k, v in sets.items()]
@@ -192,22 +222,30 @@ def _alter_broker_defaults(client: ClientOptions, sets: dict[str, str], deletes:
     resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
         resource_type=_BROKER, resource_name="", configs=configs
     )
-    result = _wire_call(client, IncrementalAlterConfigsRequest(resources=[resource])).responses[0]
+    request = IncrementalAlterConfigsRequest(resources=[resource])
+    result = _wire_call(client, request, IncrementalAlterConfigsResponse).responses[0]
     _check(result, "cannot alter the broker defaults")
     err_console.print("Updated the broker defaults.")
 
 
-def _wire_call(client: ClientOptions, request: Any) -> Any:
+def _wire_call(client: ClientOptions, request: Request, expect: type[R]) -> R:
     from tidelog.cli._wire import WireError, connect
 
     try:
         with connect(client.bootstrap_server, timeout=client.timeout) as wire:
-            return wire.call(request)
+            return wire.call(request, expect=expect)
     except WireError as exc:
         fail(str(exc))
 
 
-def _check(result: Any, what: str) -> None:
+class _ResourceAnswer(Protocol):
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def error_message(self) -> str | None: ...
+
+
+def _check(result: _ResourceAnswer, what: str) -> None:
     from tidelog.protocol.errors import ErrorCode
 
     if result.error_code:

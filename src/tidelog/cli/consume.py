@@ -19,8 +19,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -34,10 +35,14 @@ from tidelog.cli._common import (
 )
 from tidelog.cli.produce import unescape
 
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
+    from confluent_kafka.admin import ClusterMetadata
+
 _TIMESTAMP_TYPES = {0: None, 1: "CreateTime", 2: "LogAppendTime"}
 
 
-def _json_bytes(data: bytes | None) -> Any:
+def _json_bytes(data: bytes | None) -> str | dict[str, str] | None:
     if data is None:
         return None
     try:
@@ -46,9 +51,17 @@ def _json_bytes(data: bytes | None) -> Any:
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
-def format_json(message: Any) -> bytes:
-    timestamp_type, timestamp = message.timestamp()
+def _headers(message: Message) -> list[tuple[str, bytes | None]]:
+    """A consumed message's headers: librdkafka hands back (name, bytes or None) pairs (confluent-kafka's
+    header type also covers the dict and str values a producer may pass)."""
     headers = message.headers() or []
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return [(name, value.encode() if isinstance(value, str) else value) for name, value in pairs]
+
+
+def format_json(message: Message) -> bytes:
+    timestamp_type, timestamp = message.timestamp()
+    headers = _headers(message)
     record = {
         "topic": message.topic(),
         "partition": message.partition(),
@@ -68,10 +81,10 @@ class TextFormat:
         self.key_separator = unescape(key_separator).encode()
         self.print_headers = print_headers
 
-    def __call__(self, message: Any) -> bytes:
+    def __call__(self, message: Message) -> bytes:
         parts: list[bytes] = []
         if self.print_headers:
-            headers = message.headers() or []
+            headers = _headers(message)
             text = b",".join(name.encode() + b":" + (b"null" if v is None else v) for name, v in headers)
             parts.append((text or b"NO_HEADERS") + b"\t")
         if self.print_key:
@@ -215,11 +228,12 @@ def consume_command(
             err_console.print(f"Processed a total of {progress.processed} messages")
 
 
-def _partitions(client: ClientOptions, consumer: Any, topic: str) -> list[int]:
+def _partitions(client: ClientOptions, consumer: Consumer, topic: str) -> list[int]:
     from confluent_kafka import KafkaException
 
     try:
-        metadata = consumer.list_topics(timeout=client.timeout)  # all topics: asking for one may create it
+        # all topics: asking for one may create it
+        metadata: ClusterMetadata = consumer.list_topics(timeout=client.timeout)
     except KafkaException as exc:
         client.unreachable(kafka_error_text(exc), consumer)
     meta = metadata.topics.get(topic)
@@ -232,7 +246,7 @@ def _partitions(client: ClientOptions, consumer: Any, topic: str) -> list[int]:
 
 def _assign(
     client: ClientOptions,
-    consumer: Any,
+    consumer: Consumer,
     topic: str,
     partitions: list[int],
     start: int,
@@ -264,7 +278,11 @@ class _Progress:
 
 
 def _loop(
-    consumer: Any, render: Any, max_messages: int | None, idle_timeout: float | None, progress: _Progress
+    consumer: Consumer,
+    render: Callable[[Message], bytes],
+    max_messages: int | None,
+    idle_timeout: float | None,
+    progress: _Progress,
 ) -> None:
     out = sys.stdout.buffer
     last = time.monotonic()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 
@@ -32,6 +32,9 @@ from tidelog.cli._common import (
 )
 from tidelog.cli._common import table as make_table
 from tidelog.cli.consume import parse_timestamp
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberDescription, OffsetSpec
 
 __all__ = ["groups_group"]
 
@@ -49,7 +52,7 @@ _STATE_CHOICES = {v.lower(): k for k, v in _STATE_NAMES.items() if k != "UNKOWN"
 _INACTIVE = ("Empty", "Dead")
 
 
-def state_name(state: Any) -> str:
+def state_name(state: object) -> str:
     name = getattr(state, "name", str(state))
     return _STATE_NAMES.get(name, name)
 
@@ -80,7 +83,7 @@ def list_command(client: ClientOptions, states: tuple[str, ...], fmt: str) -> No
 
     admin = client.admin()
     client.cluster_metadata(admin)
-    kwargs: dict[str, Any] = {"request_timeout": client.timeout}
+    kwargs: dict[str, object] = {"request_timeout": client.timeout}
     if states:
         kwargs["states"] = {ConsumerGroupState[_STATE_CHOICES[s.lower()]] for s in states}
     result = wait_result(client, admin.list_consumer_groups(**kwargs), "cannot list groups")
@@ -111,15 +114,41 @@ def list_command(client: ClientOptions, states: tuple[str, ...], fmt: str) -> No
 # ---- describe ----------------------------------------------------------------------------------------
 
 
+class _MemberRow(TypedDict):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[list[str | int]]
+
+
+class _OffsetRow(TypedDict):
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int
+    lag: int | None
+    member_id: str | None
+    host: str | None
+    client_id: str | None
+
+
+class _ResetRow(TypedDict):
+    topic: str
+    partition: int
+    current_offset: int | None
+    new_offset: int
+
+
 @dataclass
 class _Described:
     group: str
     state: str
     assignor: str
-    members: list[dict[str, Any]]
-    offsets: list[dict[str, Any]]
+    members: list[_MemberRow]
+    offsets: list[_OffsetRow]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "group": self.group,
             "state": self.state,
@@ -129,12 +158,15 @@ class _Described:
         }
 
 
-def _describe_group(client: ClientOptions, admin: Any, group: str) -> Any:
+def _describe_group(client: ClientOptions, admin: AdminClient, group: str) -> ConsumerGroupDescription:
     futures = admin.describe_consumer_groups([group], request_timeout=client.timeout)
-    return wait_result(client, futures[group], f"cannot describe group {group!r}")
+    description: ConsumerGroupDescription = wait_result(
+        client, futures[group], f"cannot describe group {group!r}"
+    )
+    return description
 
 
-def _committed(client: ClientOptions, admin: Any, group: str) -> dict[tuple[str, int], int]:
+def _committed(client: ClientOptions, admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
     """Committed offsets of every partition of ``group`` (only those with a commit)."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -152,7 +184,7 @@ def _committed(client: ClientOptions, admin: Any, group: str) -> dict[tuple[str,
 
 
 def _list_offsets(
-    client: ClientOptions, admin: Any, partitions: list[tuple[str, int]], spec: Any, what: str
+    client: ClientOptions, admin: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec, what: str
 ) -> dict[tuple[str, int], int]:
     from confluent_kafka import TopicPartition
 
@@ -170,7 +202,7 @@ def _list_offsets(
 
 
 def _latest(
-    client: ClientOptions, admin: Any, partitions: list[tuple[str, int]]
+    client: ClientOptions, admin: AdminClient, partitions: list[tuple[str, int]]
 ) -> dict[tuple[str, int], int]:
     from tidelog.cli._kafka import OffsetSpec
 
@@ -178,21 +210,21 @@ def _latest(
 
 
 def _earliest(
-    client: ClientOptions, admin: Any, partitions: list[tuple[str, int]]
+    client: ClientOptions, admin: AdminClient, partitions: list[tuple[str, int]]
 ) -> dict[tuple[str, int], int]:
     from tidelog.cli._kafka import OffsetSpec
 
     return _list_offsets(client, admin, partitions, OffsetSpec.earliest(), "the log start offset")
 
 
-def describe(client: ClientOptions, admin: Any, group: str) -> _Described:
+def describe(client: ClientOptions, admin: AdminClient, group: str) -> _Described:
     description = _describe_group(client, admin, group)
     state = state_name(description.state)
     committed = _committed(client, admin, group)
     if state == "Dead" and not committed:
         fail(f"consumer group {group!r} does not exist")
-    owners: dict[tuple[str, int], Any] = {}
-    members = []
+    owners: dict[tuple[str, int], MemberDescription] = {}
+    members: list[_MemberRow] = []
     for member in sorted(description.members, key=lambda m: m.member_id):
         assigned = sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions)
         owners.update(dict.fromkeys(assigned, member))
@@ -207,7 +239,7 @@ def describe(client: ClientOptions, admin: Any, group: str) -> _Described:
         )
     partitions = sorted(set(committed) | set(owners))
     log_end = _latest(client, admin, partitions)
-    offsets = []
+    offsets: list[_OffsetRow] = []
     for tp in partitions:
         owner = owners.get(tp)
         current = committed.get(tp)
@@ -227,7 +259,7 @@ def describe(client: ClientOptions, admin: Any, group: str) -> _Described:
     return _Described(group, state, description.partition_assignor or "", members, offsets)
 
 
-def _dash(value: Any) -> str:
+def _dash(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
@@ -362,7 +394,7 @@ def _parse_topic(text: str) -> tuple[str, list[int] | None]:
 
 def _partitions_to_reset(
     client: ClientOptions,
-    admin: Any,
+    admin: AdminClient,
     topics: tuple[str, ...],
     all_topics: bool,
     committed: dict[tuple[str, int], int],
@@ -477,7 +509,7 @@ def reset_offsets_command(
         wanted = {tp: committed[tp] + shift_by for tp in partitions}
     # Kafka's tool clamps every new offset into the partition's log.
     new = {tp: min(max(offset, earliest[tp]), latest[tp]) for tp, offset in wanted.items()}
-    rows: list[dict[str, Any]] = [
+    rows: list[_ResetRow] = [
         {"topic": t, "partition": p, "current_offset": committed.get((t, p)), "new_offset": new[(t, p)]}
         for t, p in partitions
     ]
@@ -501,7 +533,9 @@ def reset_offsets_command(
         err_console.print(f"Reset {len(rows)} partition(s) of group {group}.")
 
 
-def _alter(client: ClientOptions, admin: Any, group: str, offsets: dict[tuple[str, int], int]) -> None:
+def _alter(
+    client: ClientOptions, admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]
+) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     request = ConsumerGroupTopicPartitions(

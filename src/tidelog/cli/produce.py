@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -27,6 +27,10 @@ from tidelog.cli._common import (
     kafka_error_text,
     parse_key_values,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+    from confluent_kafka.admin import ClusterMetadata
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "0": "\0", "\\": "\\"}
 
@@ -102,7 +106,7 @@ class _Delivery:
         self.failed = 0
         self.first_error: str | None = None
 
-    def __call__(self, error: Any, message: Any) -> None:  # noqa: ARG002 - librdkafka callback signature
+    def __call__(self, error: KafkaError | None, message: Message) -> None:  # noqa: ARG002 - librdkafka callback signature
         if error is None:
             self.acked += 1
         else:
@@ -221,12 +225,8 @@ def produce_command(
                     if delay > 0:
                         producer.poll(0)
                         time.sleep(delay)
-                kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": delivery}
-                if static_headers or line_headers:
-                    kwargs["headers"] = static_headers + line_headers
-                if partition is not None:
-                    kwargs["partition"] = partition
-                _produce(producer, topic, kwargs)
+                message_headers: list[tuple[str, str | bytes | None]] = [*static_headers, *line_headers]
+                _produce(producer, topic, value, key, message_headers, partition, delivery)
                 sent += 1
                 bar.update(task, advance=len(line) + 1, count=sent)
     except KeyboardInterrupt:
@@ -246,10 +246,27 @@ def produce_command(
         raise SystemExit(130)
 
 
-def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
+def _produce(
+    producer: Producer,
+    topic: str,
+    value: bytes,
+    key: bytes | None,
+    headers: list[tuple[str, str | bytes | None]],
+    partition: int | None,
+    delivery: _Delivery,
+) -> None:
+    """Produce one message (to ``partition``, else the partitioner's choice), waiting while the local
+    queue is full."""
     while True:
         try:
-            producer.produce(topic, **kwargs)
+            producer.produce(
+                topic,
+                value=value,
+                key=key,
+                partition=-1 if partition is None else partition,  # -1: librdkafka's "unassigned"
+                on_delivery=delivery,
+                headers=headers or None,
+            )
         except BufferError:
             producer.poll(0.1)  # local queue full: wait for deliveries
             continue
@@ -257,14 +274,16 @@ def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
         return
 
 
-def _check_topic(client: ClientOptions, producer: Any, topic: str, partition: int | None) -> None:
+def _check_topic(client: ClientOptions, producer: Producer, topic: str, partition: int | None) -> None:
     """Fail early: unreachable broker, unknown topic (after letting the broker auto-create it), bad partition."""
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + client.timeout
     while True:
         try:
-            metadata = producer.list_topics(topic=topic, timeout=max(0.1, deadline - time.monotonic()))
+            metadata: ClusterMetadata = producer.list_topics(
+                topic=topic, timeout=max(0.1, deadline - time.monotonic())
+            )
         except KafkaException as exc:
             client.unreachable(kafka_error_text(exc), producer)
         meta = metadata.topics.get(topic)

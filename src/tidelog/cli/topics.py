@@ -7,7 +7,7 @@ Invariants: every subcommand first fetches cluster metadata, so an unreachable b
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import click
 
@@ -26,6 +26,27 @@ from tidelog.cli._common import (
 from tidelog.cli._common import (
     table as make_table,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, TopicMetadata
+
+_Offset = int | str
+"""An offset, or ``"?"`` where the broker could not say."""
+
+
+class _PartitionRow(TypedDict):
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    log_start_offset: NotRequired[_Offset]
+    log_end_offset: NotRequired[_Offset]
+
+
+class _TopicRow(TypedDict):
+    topic: str
+    partitions: list[_PartitionRow]
+    configs: dict[str, str] | None
 
 
 @click.group("topics")
@@ -126,7 +147,7 @@ def list_command(client: ClientOptions, include_internal: bool, fmt: str) -> Non
         out_console.print(table)
 
 
-def _topic_metadata(client: ClientOptions, admin: Any, topic: str) -> Any:
+def _topic_metadata(client: ClientOptions, admin: AdminClient, topic: str) -> TopicMetadata:
     metadata = client.cluster_metadata(admin)  # all topics: asking for one could auto-create it
     meta = metadata.topics.get(topic)
     if meta is None or (meta.error is not None and meta.error.name() == "UNKNOWN_TOPIC_OR_PART"):
@@ -137,14 +158,14 @@ def _topic_metadata(client: ClientOptions, admin: Any, topic: str) -> Any:
 
 
 def _offsets(
-    client: ClientOptions, admin: Any, topic: str, partitions: list[int]
-) -> dict[int, tuple[Any, Any]]:
+    client: ClientOptions, admin: AdminClient, topic: str, partitions: list[int]
+) -> dict[int, tuple[_Offset, _Offset]]:
     """Log start and end offset of each partition (``?`` where the broker cannot say)."""
     from confluent_kafka import KafkaException, TopicPartition
 
     from tidelog.cli._kafka import OffsetSpec
 
-    out: dict[int, tuple[Any, Any]] = dict.fromkeys(partitions, ("?", "?"))
+    out: dict[int, tuple[_Offset, _Offset]] = dict.fromkeys(partitions, ("?", "?"))
     if not partitions:
         return out
     try:
@@ -165,7 +186,7 @@ def _offsets(
     return out
 
 
-def _topic_overrides(client: ClientOptions, admin: Any, topic: str) -> dict[str, str] | None:
+def _topic_overrides(client: ClientOptions, admin: AdminClient, topic: str) -> dict[str, str] | None:
     from confluent_kafka import KafkaException
 
     from tidelog.cli._kafka import ConfigResource, ConfigSource, ResourceType
@@ -198,32 +219,24 @@ def describe_command(client: ClientOptions, topics: tuple[str, ...], offsets: bo
     if not topics:
         metadata = client.cluster_metadata(admin)
         topics = tuple(sorted(name for name in metadata.topics if not name.startswith("__")))
-    described: list[dict[str, Any]] = []
+    described: list[_TopicRow] = []
     for topic in topics:
         meta = _topic_metadata(client, admin, topic)
         partitions = sorted(meta.partitions.values(), key=lambda p: p.id)
         marks = _offsets(client, admin, topic, [p.id for p in partitions]) if offsets else {}
         overrides = _topic_overrides(client, admin, topic)
-        described.append(
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": p.id,
-                        "leader": p.leader,
-                        "replicas": list(p.replicas),
-                        "isr": list(p.isrs),
-                        **(
-                            {"log_start_offset": marks[p.id][0], "log_end_offset": marks[p.id][1]}
-                            if offsets
-                            else {}
-                        ),
-                    }
-                    for p in partitions
-                ],
-                "configs": overrides,
+        rows: list[_PartitionRow] = []
+        for partition in partitions:
+            entry: _PartitionRow = {
+                "partition": partition.id,
+                "leader": partition.leader,
+                "replicas": list(partition.replicas),
+                "isr": list(partition.isrs),
             }
-        )
+            if offsets:
+                entry["log_start_offset"], entry["log_end_offset"] = marks[partition.id]
+            rows.append(entry)
+        described.append({"topic": topic, "partitions": rows, "configs": overrides})
     if fmt == "json":
         out_console.print_json(json.dumps(described))
         return

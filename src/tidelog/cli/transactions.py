@@ -103,7 +103,12 @@ def list_command(
 ) -> None:
     """List the transactions every broker coordinates."""
     from tidelog.cli._wire import WireError
-    from tidelog.protocol.messages import ListTransactionsRequest, MetadataRequest
+    from tidelog.protocol.messages import (
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
 
     no_librdkafka_properties(client)
     canonical = {s.lower(): s for s in STATES}
@@ -115,14 +120,18 @@ def list_command(
     listed: list[_Listed] = []
     with open_wire(client) as bootstrap:
         try:
-            metadata = bootstrap.call(MetadataRequest(topics=[]), bootstrap.version_for(MetadataRequest, 12))
+            metadata = bootstrap.call(
+                MetadataRequest(topics=[]),
+                bootstrap.version_for(MetadataRequest, 12),
+                expect=MetadataResponse,
+            )
             brokers = [(b.node_id, b.host, b.port) for b in metadata.brokers]
             for node_id, host, port in sorted(brokers):
                 with open_wire(client, f"{host}:{port}") as wire:
                     version = wire.version_for(ListTransactionsRequest)
                     if min_duration_ms is not None and version < 1:
                         fail(f"broker {node_id} cannot filter by duration (ListTransactions v1 needed)")
-                    response = wire.call(request, version)
+                    response = wire.call(request, version, expect=ListTransactionsResponse)
                     if response.error_code != ErrorCode.NONE:
                         fail(
                             f"cannot list transactions of broker {node_id}: {error_text(response.error_code)}"

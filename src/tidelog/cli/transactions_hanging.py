@@ -34,7 +34,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -51,6 +51,7 @@ from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from tidelog.cli._wire import WireClient
+    from tidelog.protocol.messages import DescribeProducersResponse
 
 __all__ = ["abort_command", "describe_producers_command", "find_hanging_command"]
 
@@ -98,12 +99,12 @@ def _partitions(
     if topic is not None:
         if found is None or found.error_code != ErrorCode.NONE:
             fail(f"topic {topic!r}: {'does not exist' if found is None else error_text(found.error_code)}")
-        selected = [found]
+        selected = [(topic, found)]
     else:
-        selected = [t for _name, t in sorted(topics.items()) if not t.is_internal]
+        selected = [(name, t) for name, t in sorted(topics.items()) if not t.is_internal]
     return [
-        _Partition(t.name, p.partition_index, brokers.get(p.leader_id))
-        for t in selected
+        _Partition(name, p.partition_index, brokers.get(p.leader_id))
+        for name, t in selected
         for p in sorted(t.partitions, key=lambda p: p.partition_index)
         if (partition is None or p.partition_index == partition)
         and (broker_id is None or broker_id in p.replica_nodes)
@@ -112,14 +113,14 @@ def _partitions(
 
 def _describe_producers(
     client: ClientOptions, bootstrap: WireClient, partitions: Iterable[_Partition]
-) -> dict[tuple[str, int], list[Any]]:
+) -> dict[tuple[str, int], list[DescribeProducersResponse.ProducerState]]:
     """The active producers of each partition, asked of its leader; a partition error fails naming it."""
-    from tidelog.protocol.messages import DescribeProducersRequest
+    from tidelog.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 
     by_leader: dict[str | None, list[_Partition]] = {}
     for p in partitions:
         by_leader.setdefault(p.leader, []).append(p)
-    producers: dict[tuple[str, int], list[Any]] = {}
+    producers: dict[tuple[str, int], list[DescribeProducersResponse.ProducerState]] = {}
     for leader, wanted in by_leader.items():
         with _leader(client, bootstrap, leader) as wire:
             for start in range(0, len(wanted), _MAX_PARTITIONS_PER_REQUEST):
@@ -133,7 +134,7 @@ def _describe_producers(
                         for name, indexes in topics.items()
                     ]
                 )
-                response = wire.call(request)
+                response = wire.call(request, expect=DescribeProducersResponse)
                 for t in response.topics:
                     for answer in t.partitions:
                         if answer.error_code != ErrorCode.NONE:
@@ -240,14 +241,21 @@ def _transactional_ids(
     client: ClientOptions, bootstrap: WireClient, producer_ids: set[int]
 ) -> dict[int, str]:
     """producer id -> transactional id, from ListTransactions (filtered by producer id) on every broker."""
-    from tidelog.protocol.messages import ListTransactionsRequest, MetadataRequest
+    from tidelog.protocol.messages import (
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
 
-    metadata = bootstrap.call(MetadataRequest(topics=[]), bootstrap.version_for(MetadataRequest, 12))
+    metadata = bootstrap.call(
+        MetadataRequest(topics=[]), bootstrap.version_for(MetadataRequest, 12), expect=MetadataResponse
+    )
     request = ListTransactionsRequest(producer_id_filters=sorted(producer_ids))
     found: dict[int, str] = {}
     for b in sorted(metadata.brokers, key=lambda b: b.node_id):
         with open_wire(client, f"{b.host}:{b.port}") as wire:
-            response = wire.call(request)
+            response = wire.call(request, expect=ListTransactionsResponse)
             if response.error_code != ErrorCode.NONE:
                 fail(f"cannot list the transactions of broker {b.node_id}: {error_text(response.error_code)}")
             for listed in response.transaction_states:
@@ -446,7 +454,7 @@ def _write_abort_marker(
     wire: WireClient, target: _Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int
 ) -> int:
     """Send the partition's leader an ABORT marker; returns the partition's error code."""
-    from tidelog.protocol.messages import WriteTxnMarkersRequest
+    from tidelog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
     marker = WriteTxnMarkersRequest.WritableTxnMarker(
         producer_id=producer_id,
@@ -459,6 +467,6 @@ def _write_abort_marker(
         ],
         coordinator_epoch=coordinator_epoch,
     )
-    response = wire.call(WriteTxnMarkersRequest(markers=[marker]))
+    response = wire.call(WriteTxnMarkersRequest(markers=[marker]), expect=WriteTxnMarkersResponse)
     (error,) = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
     return int(error)

@@ -1,10 +1,10 @@
-"""The broker: wires config, storage, topic metadata, the purgatory, the dispatcher and the listener.
+"""The broker: wires config, storage, topic metadata, the purgatory, the dispatcher and the listeners.
 
 Invariants:
 - Start-up order: load topic metadata, recover every partition log (LogManager), reconcile the two
   (create partitions the metadata names but the disk lacks; rename a partition it does not name to
   ``-stray`` and keep it, as Kafka does with stray logs), and
-  only then bind the listener: a client never sees a half-loaded broker. Before the bind the producer id
+  only then bind the listeners: a client never sees a half-loaded broker. Before the bind the producer id
   floor is raised above every producer id in the loaded logs' producer states (stray ones too), and the
   transaction runtime holds producer ids until ``__transaction_state`` is loaded (producer_id_manager.py):
   no producer id in use is handed out again, whatever became of the ``producer-id-block`` file.
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.server.config import BrokerConfig, log_config_for_topic
+from tidelog.server.config.listeners import advertised_endpoint
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 
@@ -49,6 +50,7 @@ from .dynamic_config import DynamicBrokerConfigs
 from .fetch_purgatory import FetchPurgatory
 from .group_runtime import GroupRuntime
 from .handlers import build_routes
+from .listeners import BoundListener, bind_client_listeners, canonical_hostname
 from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .log_flush_task import LogFlushTask
 from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
@@ -129,7 +131,7 @@ class Broker:
         )
         self.host = ""
         self.port = 0
-        self._listen_sock: socket.socket | None = None
+        self.bound_listeners: list[BoundListener] = []
         self._connections: dict[int, Connection] = {}
         self._connection_tasks: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -147,29 +149,26 @@ class Broker:
         return None if topic is None else log_config_for_topic(self.dynamic_configs.config, topic.configs)
 
     def _publish_self(self) -> None:
-        """This broker's entry in the metadata cache, with its advertised endpoint."""
-        host, port = self.advertised_host_port()
-        self.metadata.put_broker(BrokerInfo(self.node_id, (Endpoint("PLAINTEXT", host, port),)))
+        """This broker's entry in the metadata cache: its advertised endpoint on every client listener."""
+        endpoints = []
+        for listener in self.config.broker_listeners:
+            host, port = self.advertised_host_port(listener.name)
+            protocol = self.config.listener_security_protocol_map.get(listener.name, listener.name)
+            endpoints.append(Endpoint(listener.name, host, port, protocol))
+        self.metadata.put_broker(BrokerInfo(self.node_id, tuple(endpoints), rack=self.config.broker_rack))
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        listener = self.config.listeners[0]
-        sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listener.host or "0.0.0.0", listener.port))
-        sock.listen(self.config.socket_listen_backlog_size)
-        sock.setblocking(False)
-        self._listen_sock = sock
-        self.host, self.port = sock.getsockname()[:2]
-        if not listener.host:
-            self.host = "0.0.0.0"
+        self.bound_listeners = bind_client_listeners(self.config)
+        first = self.bound_listeners[0]
+        self.host, self.port = first.host, first.port
         self._publish_self()
         self.groups.start()
         self.transactions.start()
         self._background = [
-            loop.create_task(self._accept_loop(sock)),
+            *(loop.create_task(self._accept_loop(bound)) for bound in self.bound_listeners),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
             loop.create_task(
                 self._every(min(self.config.log_flush_scheduler_interval_ms, 1000), self.log_flusher.run_once)
@@ -193,25 +192,31 @@ class Broker:
                     self._every(lambda: self.config.log_cleaner_backoff_ms, self.log_cleaner.run_once)
                 )
             )
-        log.info(
-            "listening on %s:%s (node %s, cluster %s)", self.host, self.port, self.node_id, self.cluster_id
-        )
+        for bound in self.bound_listeners:
+            log.info(
+                "listening on %s:%s for %s, advertised as %s:%s (node %s, cluster %s)",
+                bound.host,
+                bound.port,
+                bound.name,
+                *bound.advertised,
+                self.node_id,
+                self.cluster_id,
+            )
 
-    def advertised_host_port(self) -> tuple[str, int]:
-        advertised = self.config.advertised_listeners
-        if advertised:
-            first = advertised[0]
-            return first.host or self.host, first.port or self.port
-        host = self.host
-        if host in ("0.0.0.0", "::", ""):
-            host = socket.gethostname()
-        return host, self.port
+    def advertised_host_port(self, listener_name: str | None = None) -> tuple[str, int]:
+        """This broker's endpoint on ``listener_name`` (``None``: the first client listener), as clients
+        are told it; before :meth:`start` binds, from the config with the configured port."""
+        for bound in self.bound_listeners:
+            if listener_name is None or bound.name == listener_name:
+                return bound.advertised
+        listener = self.config.advertised_listener(listener_name)
+        return advertised_endpoint(listener, listener.port, canonical_hostname)
 
-    async def _accept_loop(self, sock: socket.socket) -> None:
+    async def _accept_loop(self, bound: BoundListener) -> None:
         loop = asyncio.get_running_loop()
         while not self._stopping:
             try:
-                client, address = await loop.sock_accept(sock)
+                client, address = await loop.sock_accept(bound.sock)
             except OSError as exc:
                 if self._stopping:
                     return
@@ -228,6 +233,7 @@ class Broker:
                 connection_id,
                 self.dispatcher,
                 max_request_bytes=self.config.socket_request_max_bytes,
+                listener_name=bound.name,
             )
             self._connections[connection_id] = connection
             task = loop.create_task(self._serve(connection_id, connection))
@@ -285,8 +291,8 @@ class Broker:
     async def stop(self, grace_s: float = 10.0) -> None:
         """Graceful shutdown: stop accepting, drain, close, flush, checkpoint, mark clean."""
         self._stopping = True
-        if self._listen_sock is not None:
-            self._listen_sock.close()
+        for bound in self.bound_listeners:
+            bound.sock.close()
         for task in self._background:
             task.cancel()
         for connection in list(self._connections.values()):

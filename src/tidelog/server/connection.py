@@ -54,7 +54,7 @@ class Connection:
         *,
         max_request_bytes: int,
         max_in_flight: int = 100,
-        listener_name: str = "PLAINTEXT",
+        listener_name: str | None = None,
         principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
         self._transport = transport

@@ -51,7 +51,12 @@ ANONYMOUS: Final = KafkaPrincipal("User", "ANONYMOUS")
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler knows about the request beyond its body."""
+    """What a handler knows about the request beyond its body.
+
+    ``listener_name`` is the client listener the connection came in on (Kafka's ``RequestContext.
+    listenerName``): brokers are described to the client by their endpoint on it. ``None`` for a request
+    that came in on no listener (handlers driven in-process), answered as if on the first client listener.
+    """
 
     api_key: int
     api_version: int
@@ -59,7 +64,7 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection_id: int
-    listener_name: str = "PLAINTEXT"
+    listener_name: str | None = None
     principal: KafkaPrincipal = ANONYMOUS
 
 

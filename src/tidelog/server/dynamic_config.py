@@ -30,14 +30,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.config import AlterConfigOp, BrokerConfig, apply_config_operations, parse_list
-from tidelog.server.config_defs import (
+from tidelog.server.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
     KAFKA_DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
+    AlterConfigOp,
+    BrokerConfig,
     ConfigDef,
     ConfigError,
+    apply_config_operations,
+    parse_list,
     render,
 )
 from tidelog.server.json_checksum import json_crc32c

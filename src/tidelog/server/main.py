@@ -1,10 +1,11 @@
 """Process entry for ``tidelog broker``: logging, uvloop, signals, start, wait, graceful stop.
 
 Invariants: SIGTERM and SIGINT trigger one graceful shutdown (a second signal while stopping is ignored);
-the ready file, when asked for, is written atomically only after the listener is bound, and holds the
-real ``HOST:PORT`` (useful with port 0). A broker that cannot start (a log dir of another cluster, an
-unreadable ``meta.properties`` or topic metadata store, a port in use) logs one ERROR line saying why and
-naming the file, and the process exits with code 1: never a bare traceback.
+the ready file, when asked for, is written atomically only after every client listener is bound, and
+holds the real ``HOST:PORT`` of the first one (useful with port 0). A broker that cannot start (a log dir
+of another cluster, an unreadable ``meta.properties`` or topic metadata store, a port in use) logs one
+ERROR line saying why and naming the file or listener, and the process exits with code 1: never a bare
+traceback.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
     try:
         await broker.start()
     except OSError as exc:
-        log.error("cannot listen on %s: %s", config.listeners[0], exc)
+        log.error("cannot start broker: %s", exc)  # a ListenerBindError names the listener
         broker.logs.shutdown()
         return 1
     if ready_file is not None:

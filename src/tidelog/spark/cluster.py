@@ -17,7 +17,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -52,7 +51,7 @@ class NoOffsetForTimestampError(RuntimeError):
 class ClusterView:
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self._consumer: Any = Consumer(options.consumer_config())
+        self._consumer = Consumer(options.consumer_config())
 
     def close(self) -> None:
         self._consumer.close()

@@ -22,7 +22,6 @@ import gc
 import operator
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +44,13 @@ _WATERMARK_TIMEOUT_S = 30.0
 _LOST_CODES = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
 
 
+def _offset_of(message: Message) -> int:
+    """The offset of a consumed record or partition-end event (librdkafka always sets one on those)."""
+    offset = message.offset()
+    assert offset is not None
+    return offset
+
+
 class DataLossError(RuntimeError):
     """Offsets the query must read are gone (deleted by retention, or the topic was recreated)."""
 
@@ -61,16 +67,18 @@ def _data_loss(options: ReaderOptions, message: str) -> None:
         )
 
 
-def _headers(messages: Sequence[Any]) -> pa.Array:
+def _headers(messages: Sequence[Message]) -> pa.Array:
     values = []
     for m in messages:
         headers = m.headers()
-        values.append(None if not headers else [{"key": k, "value": v} for k, v in headers])
+        # consumed headers are (name, bytes or None) pairs; confluent-kafka's type also admits a dict
+        pairs = headers.items() if isinstance(headers, dict) else headers
+        values.append(None if not pairs else [{"key": k, "value": v} for k, v in pairs])
     return pa.array(values, type=HEADERS_TYPE)
 
 
 def messages_to_batch(
-    messages: Sequence[Any], topic: str, partition: int, include_headers: bool
+    messages: Sequence[Message], topic: str, partition: int, include_headers: bool
 ) -> pa.RecordBatch:
     """confluent-kafka messages (all of one partition, no error events) -> one Arrow batch.
 
@@ -114,7 +122,7 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
     config.setdefault("queued.max.messages.kbytes", 256 * 1024)
     config.setdefault("fetch.max.bytes", 64 * 1024 * 1024)
     config.setdefault("max.partition.fetch.bytes", 16 * 1024 * 1024)
-    consumer: Any = Consumer(config)
+    consumer = Consumer(config)
     # Tens of thousands of Message objects per consume(): with the cyclic GC on, its collections over
     # them cost about as much as the conversion itself. Nothing here makes cycles; it is back on after.
     gc_was_enabled = gc.isenabled()
@@ -155,7 +163,7 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                     if error is None:
                         records.append(m)
                     elif error.code() == KafkaError._PARTITION_EOF:
-                        done = done or m.offset() >= until
+                        done = done or _offset_of(m) >= until
                     elif error.code() in _LOST_CODES:
                         _data_loss(options, f"{topic}:{partition} offset out of range while reading: {error}")
                         low, _ = consumer.get_watermark_offsets(
@@ -168,10 +176,10 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                     elif not error.retriable():
                         raise RuntimeError(f"{topic}:{partition}: {error}")
             if records:
-                if records[-1].offset() >= until - 1:
+                if _offset_of(records[-1]) >= until - 1:
                     done = True
-                    if records[-1].offset() >= until:
-                        offsets = [m.offset() for m in records]
+                    if _offset_of(records[-1]) >= until:
+                        offsets = [_offset_of(m) for m in records]
                         records = records[: bisect.bisect_left(offsets, until)]
                 if records:
                     yield messages_to_batch(records, topic, partition, options.include_headers)

@@ -265,8 +265,10 @@ def _bound(options: Mapping[str, str], which: Literal["starting", "ending"], def
     if options.get(by_ts_key.lower()) is not None:
         return OffsetBound("timestamps", offsets=_partition_map(by_ts_key, options[by_ts_key.lower()]))
     raw = options.get(offsets_key.lower(), default).strip()
-    if raw in ("earliest", "latest"):
-        return OffsetBound(raw)  # type: ignore[arg-type]
+    if raw == "earliest":
+        return OffsetBound("earliest")
+    if raw == "latest":
+        return OffsetBound("latest")
     offsets = _partition_map(offsets_key, raw)
     for topic, partitions in offsets.items():
         for partition, offset in partitions.items():

@@ -31,13 +31,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.spark.session import DEFAULT_MASTER, session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 __all__ = [
     "PROG",
@@ -145,7 +146,7 @@ def _conf(pairs: Sequence[str]) -> dict[str, str]:
 
 def start(module: ModuleType, args: argparse.Namespace, spark: SparkSession) -> StreamingQuery:
     """Build the pipeline's query and start it with the runner's checkpoint and trigger."""
-    writer: Any = module.build(spark, args)
+    writer: DataStreamWriter = module.build(spark, args)  # the contract the module docstring states
     writer = writer.option("checkpointLocation", args.checkpoint)
     if args.available_now:
         writer = writer.trigger(availableNow=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -99,7 +98,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: Position | None = None
         self._last_trigger: float | None = None  # monotonic time of the last admitted micro-batch
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_cluster": None}
 
     # ---- driver side (the planner process) ----

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import confluent_kafka.admin as kafka_admin
 import pyarrow as pa
@@ -52,11 +51,9 @@ class TransactionalCommit(WriterCommitMessage):
 
 def ensure_progress_topic(options: WriterOptions) -> None:
     """Create ``__tidelog_spark_sinks`` (one partition) unless it exists (driver side, at plan time)."""
-    admin: Any = kafka_admin.AdminClient(
-        {"bootstrap.servers": options.bootstrap_servers, **options.client_config}
-    )
+    admin = kafka_admin.AdminClient({"bootstrap.servers": options.bootstrap_servers, **options.client_config})
     futures = admin.create_topics(
-        [vars(kafka_admin)["NewTopic"](PROGRESS_TOPIC, num_partitions=1, replication_factor=-1)]
+        [kafka_admin.NewTopic(PROGRESS_TOPIC, num_partitions=1, replication_factor=-1)]
     )
     try:
         futures[PROGRESS_TOPIC].result(_TIMEOUT_S)
@@ -71,7 +68,7 @@ def probe_transactions(options: WriterOptions, timeout_s: float = 15.0) -> None:
     A plain ``init_transactions()`` (no record written), so it works with any security settings; a broker
     without transactions answers COORDINATOR_NOT_AVAILABLE until the timeout.
     """
-    producer: Any = Producer(
+    producer = Producer(
         {
             "bootstrap.servers": options.bootstrap_servers,
             **options.client_config,
@@ -101,7 +98,7 @@ def _task_identity() -> tuple[str, int, int]:
 
 def _committed_batches(options: WriterOptions, group: str) -> int:
     """The progress mark of ``group``: the number of batches this task slot has committed (0 if none)."""
-    consumer: Any = Consumer(
+    consumer = Consumer(
         {
             "bootstrap.servers": options.bootstrap_servers,
             "group.id": group,
@@ -117,8 +114,9 @@ def _committed_batches(options: WriterOptions, group: str) -> int:
         consumer.close()
 
 
-def _group_metadata(options: WriterOptions, group: str) -> Any:
-    consumer: Any = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": group})
+def _group_metadata(options: WriterOptions, group: str) -> object:
+    """The opaque consumer group metadata of ``group`` that ``send_offsets_to_transaction`` takes."""
+    consumer = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": group})
     try:
         return consumer.consumer_group_metadata()
     finally:
@@ -135,11 +133,11 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         query_id, batch_id, partition = _task_identity()
         name = f"tidelog-spark-{query_id}-{partition}"
         failures, on_delivery = failure_collector()
-        config: dict[str, Any] = self.options.producer_config()
+        config: dict[str, object] = dict(self.options.producer_config())
         config.update({"transactional.id": name, "on_delivery": on_delivery})
         config.setdefault("transaction.timeout.ms", _TRANSACTION_TIMEOUT_MS)
         config.setdefault("delivery.report.only.error", True)
-        producer: Any = Producer(config)
+        producer = Producer(config)
         try:
             producer.init_transactions(_TIMEOUT_S)
         except KafkaException as exc:

@@ -16,12 +16,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import pyarrow as pa
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
@@ -82,13 +82,44 @@ def check_input_schema(schema: StructType, options: WriterOptions) -> None:
             raise OptionError("column headers must be array<struct<key: string, value: binary>>")
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+class _Header(TypedDict):
+    key: str
+    value: bytes | None
+
+
+# The Python values of a column, as pyarrow (untyped) hands them: their types are the ones
+# check_input_schema admits at plan time.
+
+
+def _text_column(batch: pa.RecordBatch, name: str) -> list[str | bytes | None] | None:
     index = batch.schema.get_field_index(name)
-    return None if index < 0 else batch.column(index).to_pylist()
+    if index < 0:
+        return None
+    values: list[str | bytes | None] = batch.column(index).to_pylist()
+    return values
+
+
+def _int_column(batch: pa.RecordBatch, name: str) -> list[int | None] | None:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return None
+    values: list[int | None] = batch.column(index).to_pylist()
+    return values
+
+
+def _headers_column(batch: pa.RecordBatch) -> list[list[_Header] | None] | None:
+    index = batch.schema.get_field_index("headers")
+    if index < 0:
+        return None
+    values: list[list[_Header] | None] = batch.column(index).to_pylist()
+    return values
+
+
+_DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 def produce_rows(
-    producer: Any, options: WriterOptions, batches: Iterator[pa.RecordBatch], failures: list[str]
+    producer: Producer, options: WriterOptions, batches: Iterator[pa.RecordBatch], failures: list[str]
 ) -> int:
     """Hand every row of ``batches`` to ``producer`` (not flushed); stops early once ``failures`` fills."""
     produce = producer.produce
@@ -97,25 +128,33 @@ def produce_rows(
         n = batch.num_rows
         if n == 0:
             continue
-        values = _column(batch, "value")
+        values = _text_column(batch, "value")
         assert values is not None
-        keys = _column(batch, "key") or [None] * n
-        topics = [options.topic] * n if options.topic is not None else _column(batch, "topic")
+        keys = _text_column(batch, "key") or [None] * n
+        topics = [options.topic] * n if options.topic is not None else _text_column(batch, "topic")
         assert topics is not None
-        partitions = _column(batch, "partition")
-        header_lists = _column(batch, "headers")
+        partitions = _int_column(batch, "partition")
+        header_lists = _headers_column(batch)
         for i in range(n):
             topic = topics[i]
             if topic is None:
                 raise ProducerWriteError("a row has a null topic and no topic option is set")
-            kwargs: dict[str, Any] = {}
-            if partitions is not None and partitions[i] is not None:
-                kwargs["partition"] = partitions[i]
-            if header_lists is not None and header_lists[i]:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in header_lists[i]]
+            assert isinstance(topic, str)  # a string column (check_input_schema)
+            partition = partitions[i] if partitions is not None else None
+            row_headers = header_lists[i] if header_lists is not None else None
+            headers: list[tuple[str, str | bytes | None]] | None = (
+                [(h["key"], h["value"]) for h in row_headers] if row_headers else None
+            )
             while True:
                 try:
-                    produce(topic, values[i], keys[i], **kwargs)
+                    # partition -1: librdkafka's "unassigned" (the partitioner chooses)
+                    produce(
+                        topic,
+                        values[i],
+                        keys[i],
+                        partition=-1 if partition is None else partition,
+                        headers=headers,
+                    )
                     break
                 except BufferError:
                     producer.poll(_QUEUE_FULL_WAIT_S)
@@ -126,11 +165,11 @@ def produce_rows(
     return rows
 
 
-def failure_collector() -> tuple[list[str], Any]:
+def failure_collector() -> tuple[list[str], _DeliveryCallback]:
     """A list that fills with failed deliveries, and the ``on_delivery`` callback that fills it."""
     failures: list[str] = []
 
-    def on_delivery(error: Any, message: Any) -> None:
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
         if error is not None:
             failures.append(f"{message.topic()}[{message.partition()}]: {error}")
 
@@ -140,10 +179,10 @@ def failure_collector() -> tuple[list[str], Any]:
 def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row of ``batches``; returns the row count once all are acknowledged."""
     failures, on_delivery = failure_collector()
-    config: dict[str, Any] = options.producer_config()
+    config: dict[str, object] = dict(options.producer_config())
     config["on_delivery"] = on_delivery
     config.setdefault("delivery.report.only.error", True)
-    producer: Any = Producer(config)
+    producer = Producer(config)
     rows = produce_rows(producer, options, batches, failures)
     remaining = producer.flush(600)
     if failures:

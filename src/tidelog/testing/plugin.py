@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -62,12 +62,25 @@ def tidelog_broker_session(
         yield running
 
 
+class _BrokerOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`Broker` besides its config."""
+
+    data_dir: Path | str | None
+    port: int
+    host: str
+    startup_timeout: float
+    stop_timeout: float
+    python: str | None
+    env: Mapping[str, str] | None
+    run_dir: Path | str | None
+
+
 @pytest.fixture
 def tidelog_broker_factory(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     """Start any number of brokers: ``tidelog_broker_factory({"num.partitions": 3})``."""
     started: list[Broker] = []
 
-    def start(config: Mapping[str, ConfigValue] | None = None, **kwargs: Any) -> Broker:
+    def start(config: Mapping[str, ConfigValue] | None = None, **kwargs: Unpack[_BrokerOptions]) -> Broker:
         n = len(started)
         kwargs.setdefault("data_dir", tmp_path / f"tidelog-data-{n}")
         kwargs.setdefault("run_dir", tmp_path / f"tidelog-run-{n}")

@@ -27,12 +27,12 @@ from tidelog.protocol.messages import (
 from tidelog.server.admin_manager import AdminManager
 from tidelog.server.config import (
     BrokerConfig,
+    ConfigError,
     apply_incremental_alter,
     describe_broker_configs,
     describe_topic_configs,
     validate_topic_configs,
 )
-from tidelog.server.config_defs import ConfigError
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.dynamic_config import apply_incremental_broker_alter, validate_broker_configs
 from tidelog.server.metadata_cache import MetadataCache

@@ -21,8 +21,7 @@ from tidelog.protocol.messages import (
     DeleteTopicsResponse,
 )
 from tidelog.server.admin_manager import AdminManager
-from tidelog.server.config import describe_topic_configs, validate_topic_configs
-from tidelog.server.config_defs import ConfigError
+from tidelog.server.config import ConfigError, describe_topic_configs, validate_topic_configs
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 
