@@ -12,7 +12,8 @@ test), ``tidelog_broker_session`` (one per test session) and ``tidelog_broker_fa
 override the ``tidelog_broker_config`` fixture to configure them.
 
 For cluster tests, :class:`ZooKeeper` (and the ``zookeeper`` fixture) runs a real standalone ZooKeeper from
-Debian's package: kill, restart, pause, and expire a client's session.
+Debian's package: kill, restart, pause, and expire a client's session; :mod:`tidelog.testing.netns` puts
+test hosts in network namespaces and cuts and heals the network between them (root, iproute2, nftables).
 """
 
 from tidelog.testing._broker import Broker, BrokerError, broker
