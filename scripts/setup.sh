@@ -9,6 +9,12 @@ mode="${1:-run}"
 apt_packages=()
 if [ "$mode" = test ]; then
   apt_packages+=(kcat openjdk-17-jre-headless)  # Java 17: the Spark tests (tidelog.spark) run a local JVM
+  # The cluster tests: a throwaway ZooKeeper per test (tidelog.testing.ZooKeeper runs Debian's jar with
+  # java; `zookeeper` ships the jars and no service: its init script is in `zookeeperd`, never installed
+  # here) and network partitions between namespaces (ip netns, veth, a bridge, nft drop rules).
+  # Debian pins by release, not by name: seen on bookworm (12): zookeeper 3.8.0-11+deb12u2,
+  # nftables 1.0.6-2+deb12u2, iproute2 6.1.0-3.
+  apt_packages+=(zookeeper nftables iproute2)
 fi
 
 missing=()

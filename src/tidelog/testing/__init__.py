@@ -10,8 +10,13 @@
 With pytest, the plugin (installed with tidelog) provides the ``tidelog_broker`` fixture (one broker per
 test), ``tidelog_broker_session`` (one per test session) and ``tidelog_broker_factory`` (several brokers);
 override the ``tidelog_broker_config`` fixture to configure them.
+
+For cluster tests, :class:`ZooKeeper` (and the ``zookeeper`` fixture) runs a real standalone ZooKeeper from
+Debian's package: kill, restart, pause, and expire a client's session; :mod:`tidelog.testing.netns` puts
+test hosts in network namespaces and cuts and heals the network between them (root, iproute2, nftables).
 """
 
 from tidelog.testing._broker import Broker, BrokerError, broker
+from tidelog.testing._zookeeper import ZooKeeper, ZooKeeperError, zookeeper
 
-__all__ = ["Broker", "BrokerError", "broker"]
+__all__ = ["Broker", "BrokerError", "ZooKeeper", "ZooKeeperError", "broker", "zookeeper"]

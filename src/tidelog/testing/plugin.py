@@ -8,8 +8,12 @@ Only fixtures, no hooks: nothing happens unless a test asks for one of them.
   in one test; all are stopped at the end of the test.
 - ``tidelog_broker_config`` / ``tidelog_broker_session_config``: the broker configs (Kafka names) the two
   broker fixtures use; override them in a ``conftest.py`` or test module.
+- ``tidelog_zookeeper``: a fresh standalone ZooKeeper per test (Debian's jar, data in the test's ``tmp_path``);
+  ``.connect_string`` is Kafka's ``zookeeper.connect``. A machine without java or the jar fails the test
+  with the install hint (``scripts/setup.sh test``).
 
-The broker's output stays in ``<tmp_path>/tidelog-run/broker.log`` for a failing test's post-mortem.
+The broker's output stays in ``<tmp_path>/tidelog-run/broker.log`` (ZooKeeper's in
+``<tmp_path>/zookeeper-run/zookeeper.log``) for a failing test's post-mortem.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TypedDict, Unpack
 import pytest
 
 from tidelog.testing._broker import Broker, ConfigValue
+from tidelog.testing._zookeeper import ZooKeeper
 
 __all__ = [
     "tidelog_broker",
@@ -28,6 +33,7 @@ __all__ = [
     "tidelog_broker_factory",
     "tidelog_broker_session",
     "tidelog_broker_session_config",
+    "tidelog_zookeeper",
 ]
 
 
@@ -91,3 +97,10 @@ def tidelog_broker_factory(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     yield start
     for instance in reversed(started):
         instance.close()
+
+
+@pytest.fixture
+def tidelog_zookeeper(tmp_path: Path) -> Iterator[ZooKeeper]:
+    """A running standalone ZooKeeper for this test; ``.connect_string`` is where clients connect."""
+    with ZooKeeper(data_dir=tmp_path / "zookeeper-data", run_dir=tmp_path / "zookeeper-run") as running:
+        yield running
