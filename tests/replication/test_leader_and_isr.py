@@ -35,36 +35,36 @@ def test_offline_partition_election(
     unclean: bool,
     expected: tuple[int, tuple[int, ...]] | None,
 ) -> None:
-    elected = offline_partition_election(assignment, state(1, isr), live, controller_epoch=7, unclean=unclean)
+    elected = offline_partition_election(assignment, state(1, isr), live, unclean=unclean)
     if expected is None:
         assert elected is None
         return
     assert elected is not None
     assert (elected.leader, elected.isr) == expected
-    assert (elected.leader_epoch, elected.controller_epoch, elected.partition_epoch) == (5, 7, 9)
+    assert (elected.leader_epoch, elected.controller_epoch, elected.partition_epoch) == (5, 1, 9)
 
 
 def test_controlled_shutdown_moves_leadership_and_drops_the_broker_from_the_isr() -> None:
-    moved = controlled_shutdown_election((1, 2, 3), state(1, (1, 2, 3)), {1, 2, 3}, {1}, controller_epoch=2)
+    moved = controlled_shutdown_election((1, 2, 3), state(1, (1, 2, 3)), {1, 2, 3}, {1})
     assert moved is not None
     assert (moved.leader, moved.isr, moved.leader_epoch) == (2, (2, 3), 5)
-    assert controlled_shutdown_election((1, 2), state(1, (1,)), {1, 2}, {1}, controller_epoch=2) is None
+    assert controlled_shutdown_election((1, 2), state(1, (1,)), {1, 2}, {1}) is None
 
 
 def test_preferred_replica_election() -> None:
-    back = preferred_replica_election((1, 2, 3), state(2, (1, 2, 3)), {1, 2, 3}, controller_epoch=3)
+    back = preferred_replica_election((1, 2, 3), state(2, (1, 2, 3)), {1, 2, 3})
     assert back is not None
     assert (back.leader, back.isr, back.leader_epoch) == (1, (1, 2, 3), 5)
-    assert preferred_replica_election((1, 2, 3), state(1, (1, 2)), {1, 2}, controller_epoch=3) is None
-    assert preferred_replica_election((1, 2, 3), state(2, (2, 3)), {1, 2, 3}, controller_epoch=3) is None
-    assert preferred_replica_election((1, 2, 3), state(2, (1, 2)), {2, 3}, controller_epoch=3) is None
+    assert preferred_replica_election((1, 2, 3), state(1, (1, 2)), {1, 2}) is None
+    assert preferred_replica_election((1, 2, 3), state(2, (2, 3)), {1, 2, 3}) is None
+    assert preferred_replica_election((1, 2, 3), state(2, (1, 2)), {2, 3}) is None
 
 
 def test_removing_replicas_never_empties_the_isr() -> None:
-    follower_gone = remove_replica_from_isr(state(1, (1, 2, 3)), 3, controller_epoch=2)
+    follower_gone = remove_replica_from_isr(state(1, (1, 2, 3)), 3)
     assert (follower_gone.leader, follower_gone.isr, follower_gone.leader_epoch) == (1, (1, 2), 5)
-    leader_gone = remove_replica_from_isr(state(1, (1, 2)), 1, controller_epoch=2)
+    leader_gone = remove_replica_from_isr(state(1, (1, 2)), 1)
     assert (leader_gone.leader, leader_gone.isr) == (NO_LEADER, (2,))
-    last = remove_replica_from_isr(state(2, (2,)), 2, controller_epoch=2)
+    last = remove_replica_from_isr(state(2, (2,)), 2)
     assert (last.leader, last.isr) == (NO_LEADER, (2,))
     assert not last.has_leader

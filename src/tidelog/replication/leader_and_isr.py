@@ -12,6 +12,7 @@ Invariants:
   controlled shutdown, not shutting down); with none, the partition has no leader and goes offline,
   unless unclean leader election is enabled, which takes the first live replica in assignment order and
   makes the ISR that replica alone (data the old ISR had may be lost: that is what "unclean" means).
+- The controller epoch is stamped by the writer (the controller's ZooKeeper client) when it writes.
 - Pure: no I/O.
 """
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass, replace
 
 __all__ = [
     "NO_LEADER",
+    "RECOVERED",
+    "RECOVERING",
     "LeaderAndIsr",
     "controlled_shutdown_election",
     "offline_partition_election",
@@ -30,31 +33,34 @@ __all__ = [
 ]
 
 NO_LEADER = -1
+RECOVERED = 0
+"""Kafka's ``LeaderRecoveryState.RECOVERED``: the leader has all committed data (the normal state)."""
+RECOVERING = 1
+"""``RECOVERING``: an unclean election's leader, which may lack committed data (KIP-704)."""
 
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsr:
-    """The state znode's content plus its version (the partition epoch)."""
+    """A partition's state znode with its version (Kafka's ``LeaderIsrAndControllerEpoch``).
+
+    ``controller_epoch`` is the epoch of the controller that made the leadership decision (the writer
+    stamps it); ``partition_epoch`` is the znode's version: every conditional write names it and gets the
+    next one."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     partition_epoch: int = 0
+    leader_recovery_state: int = RECOVERED
 
     @property
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
 
-    def new_leader(self, leader: int, isr: Sequence[int], controller_epoch: int) -> LeaderAndIsr:
-        """A leader change (also to no leader): the leader epoch goes up by one."""
-        return replace(
-            self,
-            leader=leader,
-            leader_epoch=self.leader_epoch + 1,
-            isr=tuple(isr),
-            controller_epoch=controller_epoch,
-        )
+    def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
+        """A leader change (also to no leader, or a forced epoch bump): the leader epoch goes up by one."""
+        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
 
     def with_isr(self, isr: Sequence[int]) -> LeaderAndIsr:
         """An ISR change by the leader: same leader and leader epoch."""
@@ -66,7 +72,6 @@ def offline_partition_election(
     current: LeaderAndIsr,
     live: Collection[int],
     *,
-    controller_epoch: int,
     unclean: bool = False,
 ) -> LeaderAndIsr | None:
     """A leader for a partition whose leader is gone (or that has none yet): None if no replica can lead
@@ -74,11 +79,11 @@ def offline_partition_election(
     for replica in assignment:
         if replica in live and replica in current.isr:
             isr = [r for r in current.isr if r in live]
-            return current.new_leader(replica, isr, controller_epoch)
+            return current.new_leader_and_isr(replica, isr)
     if unclean:
         for replica in assignment:
             if replica in live:
-                return current.new_leader(replica, [replica], controller_epoch)
+                return current.new_leader_and_isr(replica, [replica])
     return None
 
 
@@ -87,20 +92,18 @@ def controlled_shutdown_election(
     current: LeaderAndIsr,
     live: Collection[int],
     shutting_down: Collection[int],
-    *,
-    controller_epoch: int,
 ) -> LeaderAndIsr | None:
     """Move leadership off brokers shutting down: the first live ISR member in assignment order that is not
     shutting down; the ISR loses the brokers shutting down. None: no such replica (the leader stays)."""
     for replica in assignment:
         if replica in live and replica in current.isr and replica not in shutting_down:
             isr = [r for r in current.isr if r not in shutting_down]
-            return current.new_leader(replica, isr, controller_epoch)
+            return current.new_leader_and_isr(replica, isr)
     return None
 
 
 def preferred_replica_election(
-    assignment: Sequence[int], current: LeaderAndIsr, live: Collection[int], *, controller_epoch: int
+    assignment: Sequence[int], current: LeaderAndIsr, live: Collection[int]
 ) -> LeaderAndIsr | None:
     """Give leadership back to the preferred (first assigned) replica if it is alive and in the ISR and
     not already the leader; else None."""
@@ -109,12 +112,12 @@ def preferred_replica_election(
     preferred = assignment[0]
     if preferred == current.leader or preferred not in live or preferred not in current.isr:
         return None
-    return current.new_leader(preferred, current.isr, controller_epoch)
+    return current.new_leader_and_isr(preferred, current.isr)
 
 
-def remove_replica_from_isr(current: LeaderAndIsr, replica: int, *, controller_epoch: int) -> LeaderAndIsr:
+def remove_replica_from_isr(current: LeaderAndIsr, replica: int) -> LeaderAndIsr:
     """The controller takes a replica that went offline out of the ISR (never emptying it); if it was the
     leader the partition is left without one. Always a new leader epoch, as Kafka's controller does."""
     leader = NO_LEADER if replica == current.leader else current.leader
     isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica)
-    return current.new_leader(leader, isr, controller_epoch)
+    return current.new_leader_and_isr(leader, isr)

@@ -33,10 +33,11 @@ import binascii
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tidelog.replication.leader_and_isr import NO_LEADER, RECOVERED, RECOVERING, LeaderAndIsr
 from tidelog.storage.layout import TopicPartition
 
 __all__ = [
@@ -78,9 +79,6 @@ __all__ = [
 ]
 
 BROKER_REGISTRATION_VERSION: Final = 5
-NO_LEADER: Final = -1  # Kafka's LeaderAndIsr.NoLeader: the partition is offline
-RECOVERED: Final = 0  # Kafka's LeaderRecoveryState
-RECOVERING: Final = 1
 PRODUCER_ID_BLOCK_SIZE: Final = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 
@@ -130,34 +128,6 @@ class ControllerRegistration:
 
     broker_id: int
     timestamp_ms: int
-
-
-@dataclass(frozen=True)
-class LeaderAndIsr:
-    """A partition's state znode with its version (Kafka's ``LeaderIsrAndControllerEpoch``).
-
-    ``controller_epoch`` is the epoch of the controller that made the leadership decision;
-    ``partition_epoch`` is the znode's version: every conditional write names it and gets the next one.
-    """
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    partition_epoch: int = 0
-    leader_recovery_state: int = RECOVERED
-
-    @property
-    def has_leader(self) -> bool:
-        return self.leader != NO_LEADER
-
-    def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
-        """A leader change (or a forced epoch bump): the leader epoch always rises."""
-        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
-
-    def with_isr(self, isr: Sequence[int]) -> LeaderAndIsr:
-        """An ISR change by the leader: same leader, same leader epoch."""
-        return replace(self, isr=tuple(isr))
 
 
 @dataclass(frozen=True)
