@@ -12,6 +12,8 @@ as subprocesses, and against listening sockets the test controls for what a brok
   SIGCONT the next send reconnects.
 - A refused port and a peer that never answers ApiVersions give BrokerNotAvailableError (the latter after
   the connect timeout, well before the request timeout); no endpoint gives BrokerNotAvailableError.
+- A request deadline that ends first, while connecting or during the backoff, fails the send without a
+  new connect attempt.
 - Reconnect backoff: one connect attempt per send to a peer that hangs up, however many sends share it;
   the backoff grows (doubling, jitter 0.2, capped) and the next attempt never comes before it ends.
 - A response out of order, or a frame above the size limit, breaks the connection: every request in flight
@@ -496,6 +498,46 @@ def test_a_peer_that_never_answers_api_versions_fails_within_the_connect_timeout
             with pytest.raises(BrokerNotAvailableError) as not_available:
                 await client.send(1, metadata(), 12)
             assert "not connected within 300 ms (TCP connect and ApiVersions)" in str(not_available.value)
+            assert len(peer.accepted) == 1
+            assert state_of(client, 1).failed_attempts == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_request_deadline_shorter_than_the_connect_timeout_gives_request_timeout() -> None:
+    async def scenario() -> None:
+        async with (
+            Peer("silent") as peer,
+            client_of({1: peer.address}, connect_timeout_ms=120_000, request_timeout_ms=200) as client,
+        ):
+            with pytest.raises(
+                RequestTimeoutError, match="not connected within the request timeout of 200 ms"
+            ):
+                await client.send(1, metadata(), 12)
+            state = state_of(client, 1)
+            # the connect goes on for the sends that come next (it is shared, not the request's own)
+            assert (state.connecting, state.connected, state.failed_attempts) == (True, False, 0)
+            with pytest.raises(RequestTimeoutError):
+                await client.send(1, metadata(), 12, timeout_ms=50)
+            assert len(peer.accepted) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_send_during_a_backoff_longer_than_its_deadline_fails_without_connecting() -> None:
+    async def scenario() -> None:
+        async with (
+            Peer("hang up") as peer,
+            client_of(
+                {1: peer.address}, reconnect_backoff_ms=60_000, reconnect_backoff_max_ms=60_000
+            ) as client,
+        ):
+            with pytest.raises(BrokerNotAvailableError, match="cannot connect"):
+                await client.send(1, metadata(), 12)
+            with pytest.raises(
+                BrokerNotAvailableError, match=r"reconnect backoff of \d+ ms outlasts the request"
+            ):
+                await client.send(1, metadata(), 12, timeout_ms=100)
             assert len(peer.accepted) == 1
             assert state_of(client, 1).failed_attempts == 1
 
