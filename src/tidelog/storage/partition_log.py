@@ -36,7 +36,6 @@ Invariants:
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -68,6 +67,7 @@ from tidelog.storage.errors import (
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
 from tidelog.storage.flush_plan import FlushPlan, close_descriptors, open_dir_for_fsync
+from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.producer_state import (
     AppendOrigin,
     AppendStatus,
@@ -124,8 +124,7 @@ class PartitionLog:
         self._dir = directory
         self._config = config
         self._limiter = limiter
-        self._segments = segments
-        self._bases = [segment.base_offset for segment in segments]
+        self._segments = LogSegments(segments)
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._high_watermark = log_start_offset
@@ -242,7 +241,7 @@ class PartitionLog:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        return self._segments.size_in_bytes
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set."""
@@ -432,7 +431,7 @@ class PartitionLog:
         for txn in completed:
             if not txn.is_aborted:
                 continue
-            index = self._segments[self._segment_index(txn.last_offset)].txn_index
+            index = self._segments[self._segments.index_of(txn.last_offset)].txn_index
             last = index.last_offset
             if last is None or last < txn.last_offset:
                 index.append(
@@ -451,7 +450,7 @@ class PartitionLog:
         found: list[AbortedTransaction] = []
         if upper_bound_offset <= start_offset:
             return found
-        for segment in self._segments[self._segment_index(start_offset) :]:
+        for segment in self._segments[self._segments.index_of(start_offset) :]:
             entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
             found.extend(entry.aborted_transaction for entry in entries)
             if complete:
@@ -518,15 +517,13 @@ class PartitionLog:
         if active.size == 0:
             if active.base_offset == new_base:
                 return active
-            self._segments.pop()
-            self._bases.pop()
+            self._segments.pop_active()
             active.delete_files()
         else:
             active.mark_inactive()
             self._roll_flush_offset = new_base
         segment = LogSegment.create(self._dir, new_base, self._config, self._limiter, now_ms=now_ms)
         self._segments.append(segment)
-        self._bases.append(new_base)
         self._dir_changes += 1
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
@@ -534,9 +531,6 @@ class PartitionLog:
         return segment
 
     # ---- read -------------------------------------------------------------------------------------
-
-    def _segment_index(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(
         self,
@@ -563,10 +557,10 @@ class PartitionLog:
         total = 0
         next_offset = fetch_offset
         segments = self._segments
-        index = self._segment_index(fetch_offset)
+        index = self._segments.index_of(fetch_offset)
         while next_offset < limit and index < len(segments):
             segment = segments[index]
-            upper = segments[index + 1].base_offset if index + 1 < len(segments) else log_end
+            upper = segments.upper_bound(index, log_end)
             result = segment.read(
                 next_offset,
                 max_bytes - total,
@@ -642,8 +636,7 @@ class PartitionLog:
         self._truncations += 1
         self._delete_segments(list(self._segments), now)
         segment = LogSegment.create(self._dir, offset, self._config, self._limiter, now_ms=now)
-        self._segments = [segment]
-        self._bases = [offset]
+        self._segments.reset(segment)
         self._dir_changes += 1
         self._log_start_offset = self._recovery_point = self._high_watermark = offset
         self._roll_flush_offset = None
@@ -728,9 +721,7 @@ class PartitionLog:
         """Take segments out of the log; rename their files ``.deleted`` (unlinked after the delay)."""
         if not doomed:
             return
-        gone = {id(segment) for segment in doomed}
-        self._segments = [segment for segment in self._segments if id(segment) not in gone]
-        self._bases = [segment.base_offset for segment in self._segments]
+        self._segments.remove(doomed)
         for segment in doomed:
             segment.rename_for_deletion()
             if self._config.file_delete_delay_ms == 0:
@@ -767,7 +758,7 @@ class PartitionLog:
         """
         now = self._observe(now_ms)
         directory = self._dir
-        position = {id(segment): i for i, segment in enumerate(self._segments)}
+        position = self._segments.positions()
         remaining = list(replacements)
         dropped: list[int] = []
         while remaining and all(id(segment) not in position for segment in remaining[0][1]):
@@ -802,10 +793,7 @@ class PartitionLog:
         for base, old in accepted:
             self._delete_segments(old, now)
             self._rename_segment_files(base, layout.SWAP_FILE_SUFFIX, "")
-            segment = LogSegment.open(directory, base, self._config, self._limiter, now_ms=now)
-            index = bisect.bisect_left(self._bases, base)
-            self._segments.insert(index, segment)
-            self._bases.insert(index, base)
+            self._segments.insert(LogSegment.open(directory, base, self._config, self._limiter, now_ms=now))
         fsync_dir(directory)
         self._dir_synced = self._dir_changes
         return len(accepted), rejected
@@ -820,7 +808,7 @@ class PartitionLog:
     # ---- producer state ---------------------------------------------------------------------------
 
     def _batches_from(self, offset: int) -> Iterator[tuple[RecordBatchHeader, EndTxnMarker | None]]:
-        for segment in self._segments[self._segment_index(offset) :]:
+        for segment in self._segments[self._segments.index_of(offset) :]:
             for position, header in segment.batches():
                 if header.last_offset >= offset:
                     found = segment.end_txn_marker(position, header) if header.is_control else None
