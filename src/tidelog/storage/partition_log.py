@@ -16,8 +16,10 @@ Invariants:
 * Compaction (:mod:`.cleaner`) replaces inactive segments below the recovery point by
   :meth:`replace_segments` (``.cleaned`` -> ``.swap`` -> live, crash-safe); offsets never change, gaps
   appear.
-* Segments leave by rename to ``.deleted`` and are unlinked by :meth:`remove_deleted_files` after
-  ``file.delete.delay.ms``; regions already handed out stay readable meanwhile.
+* Retention (:mod:`.retention`) picks the oldest segments past the log start offset, ``retention.bytes``
+  or ``retention.ms``, all below the high watermark. Segments leave by rename to ``.deleted`` and are
+  unlinked by :meth:`remove_deleted_files` after ``file.delete.delay.ms`` (:mod:`.segment_deletion`);
+  regions already handed out stay readable meanwhile.
 * The active segment is never deleted in place: retention that covers every segment rolls first.
 * Idempotent producers (:mod:`tidelog.storage.producer_state`): a leader append is checked against the
   producer state before anything is written; a duplicate writes nothing and returns the original offsets
@@ -37,7 +39,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -55,7 +57,7 @@ from tidelog.protocol.records import (
     set_log_append_time,
 )
 from tidelog.protocol.records import assign_offsets as _assign_offsets
-from tidelog.storage import layout
+from tidelog.storage import layout, retention
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.checkpoint import fsync_dir
 from tidelog.storage.config import LogConfig
@@ -78,6 +80,7 @@ from tidelog.storage.producer_state import (
 )
 from tidelog.storage.recovery import load_log
 from tidelog.storage.segment import LogSegment
+from tidelog.storage.segment_deletion import DeletedSegments
 from tidelog.storage.txn_index import AbortedTransaction, AbortedTxn
 
 __all__ = ["OffsetAndTimestamp", "PartitionLog"]
@@ -95,7 +98,6 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
-_Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
 _SWAP_ORDER: Final = (
     layout.INDEX_FILE_SUFFIX,
     layout.TIME_INDEX_FILE_SUFFIX,
@@ -134,7 +136,7 @@ class PartitionLog:
         self._dir_changes = 0  # files created, renamed or deleted (counted); fsynced up to _dir_synced
         self._dir_synced = 0
         self._truncations = 0  # truncate_to / truncate_fully_and_start_at calls that removed something
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._deleted = DeletedSegments()
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
         self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
@@ -654,62 +656,36 @@ class PartitionLog:
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self.producer_state.on_log_start_offset_incremented(offset)
-            self._delete_old_segments(self._start_offset_breached, now)
+            self._delete_old_segments(retention.log_start_offset_breach(offset), now)
         return self._log_start_offset
 
     def delete_retention(self, now_ms: int) -> int:
-        """Delete the segments past retention; returns how many. Kafka's ``deleteOldSegments``: segments
-        below the log start offset always; with ``cleanup.policy`` delete also the oldest segments while
-        ``retention.bytes`` is exceeded by at least their size, and those whose largest timestamp is more than
-        ``retention.ms`` before ``now_ms``. Only segments entirely below the high watermark, oldest first."""
+        """Delete the segments past retention (:mod:`.retention`); returns how many. Kafka's
+        ``deleteOldSegments``: segments below the log start offset always; with ``cleanup.policy`` delete also
+        the oldest segments while ``retention.bytes`` is exceeded by at least their size, and those whose
+        largest timestamp is more than ``retention.ms`` before ``now_ms``. Only segments entirely below the
+        high watermark, oldest first."""
         self._observe(now_ms)
-        deleted = self._delete_old_segments(self._start_offset_breached, now_ms)
+        deleted = self._delete_old_segments(retention.log_start_offset_breach(self._log_start_offset), now_ms)
         if self._config.delete_enabled:
-            deleted += self._delete_retention_size_breached(now_ms)
-            deleted += self._delete_retention_ms_breached(now_ms)
+            by_size = retention.retention_size_breach(self._config, self.size_in_bytes)
+            if by_size is not None:
+                deleted += self._delete_old_segments(by_size, now_ms)
+            by_time = retention.retention_ms_breach(self._config, now_ms)
+            if by_time is not None:
+                deleted += self._delete_old_segments(by_time, now_ms)
         return deleted
 
-    def _start_offset_breached(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
-        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
-
-    def _delete_retention_ms_breached(self, now_ms: int) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        return self._delete_old_segments(
-            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms, now_ms
+    def _delete_old_segments(self, breach: retention.Breach, now_ms: int) -> int:
+        deletable = retention.deletable_segments(
+            self._segments,
+            breach,
+            high_watermark=self._high_watermark,
+            log_end_offset=self.log_end_offset,
         )
-
-    def _delete_retention_size_breached(self, now_ms: int) -> int:
-        retention_bytes = self._config.retention_bytes
-        size = self.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
-            return 0
-        excess = size - retention_bytes
-
-        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        return self._delete_old_segments(breached, now_ms)
-
-    def _delete_old_segments(self, predicate: _Predicate, now_ms: int) -> int:
-        segments = self._segments
-        deletable: list[LogSegment] = []
-        for i, segment in enumerate(segments):
-            next_segment = segments[i + 1] if i + 1 < len(segments) else None
-            upper = next_segment.base_offset if next_segment is not None else self.log_end_offset
-            last_and_empty = next_segment is None and segment.size == 0
-            if self._high_watermark >= upper and not last_and_empty and predicate(segment, next_segment):
-                deletable.append(segment)
-            else:
-                break
         if not deletable:
             return 0
-        if len(deletable) == len(segments):
+        if len(deletable) == len(self._segments):
             self.roll(now_ms)
         self._delete_segments(deletable, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
@@ -722,22 +698,13 @@ class PartitionLog:
         if not doomed:
             return
         self._segments.remove(doomed)
-        for segment in doomed:
-            segment.rename_for_deletion()
-            if self._config.file_delete_delay_ms == 0:
-                segment.delete_files()
-            else:
-                self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
+        self._deleted.add(doomed, now_ms=now_ms, delay_ms=self._config.file_delete_delay_ms)
         self._dir_changes += 1
 
     def remove_deleted_files(self, now_ms: int) -> int:
         """Unlink the ``.deleted`` files whose delay has passed; returns how many segments went."""
         self._observe(now_ms)
-        due = [segment for deadline, segment in self._pending_deletes if deadline <= now_ms]
-        self._pending_deletes = [(deadline, s) for deadline, s in self._pending_deletes if deadline > now_ms]
-        for segment in due:
-            segment.delete_files()
-        return len(due)
+        return self._deleted.remove_due(now_ms)
 
     # ---- compaction -------------------------------------------------------------------------------
 
@@ -963,9 +930,7 @@ class PartitionLog:
         if self._closed:
             return
         self._closed = True
-        for _, segment in self._pending_deletes:
-            segment.delete_files()
-        self._pending_deletes = []
+        self._deleted.remove_all()
         for segment in self._segments:
             segment.close()
 
