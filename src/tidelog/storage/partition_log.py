@@ -14,8 +14,8 @@ Invariants:
   passed. The recovery point advances only after the fsync returned, never past what it covered: a flush
   completed after the log was closed or truncated since its plan is dropped.
 * Compaction (:mod:`.cleaner`) replaces inactive segments below the recovery point by
-  :meth:`replace_segments` (``.cleaned`` -> ``.swap`` -> live, crash-safe); offsets never change, gaps
-  appear.
+  :meth:`replace_segments` (:mod:`.segment_swap`: ``.cleaned`` -> ``.swap`` -> live, crash-safe); offsets
+  never change, gaps appear.
 * Retention (:mod:`.retention`) picks the oldest segments past the log start offset, ``retention.bytes``
   or ``retention.ms``, all below the high watermark. Segments leave by rename to ``.deleted`` and are
   unlinked by :meth:`remove_deleted_files` after ``file.delete.delay.ms`` (:mod:`.segment_deletion`);
@@ -57,7 +57,7 @@ from tidelog.protocol.records import (
     set_log_append_time,
 )
 from tidelog.protocol.records import assign_offsets as _assign_offsets
-from tidelog.storage import layout, retention
+from tidelog.storage import layout, retention, segment_swap
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.checkpoint import fsync_dir
 from tidelog.storage.config import LogConfig
@@ -96,16 +96,6 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
-
-
-_SWAP_ORDER: Final = (
-    layout.INDEX_FILE_SUFFIX,
-    layout.TIME_INDEX_FILE_SUFFIX,
-    layout.TXN_INDEX_FILE_SUFFIX,
-    layout.LOG_FILE_SUFFIX,
-)
-"""A segment's files in the order the cleaner's swap renames them: the ``.log`` (what recovery looks for)
-last."""
 
 
 class PartitionLog:
@@ -711,66 +701,30 @@ class PartitionLog:
     def replace_segments(
         self, replacements: Sequence[tuple[int, Sequence[LogSegment]]], *, now_ms: int
     ) -> tuple[int, int]:
-        """Swap the log cleaner's output in (Kafka's ``replaceSegments``); returns ``(swapped, rejected)``.
+        """Swap the log cleaner's output in (Kafka's ``replaceSegments``, :mod:`.segment_swap`); returns
+        ``(swapped, rejected)``.
 
         Each ``(base_offset, old)``, in base offset order, names a finished ``<base_offset>.log.cleaned``
         segment (and its ``.cleaned`` indexes) replacing the consecutive inactive segments ``old``. Leading
         replacements whose segments all left the log meanwhile (retention) are dropped. If any other one no
         longer fits the log (a segment gone, now active, not consecutive), all of them are rejected: they
-        were cleaned together. The ``.cleaned`` files of dropped and rejected ones are removed first. Then,
-        each step leaving a log that recovery completes (:mod:`.recovery`): every ``.cleaned`` file becomes
-        ``.swap`` (the ``.log`` last) and the directory is fsynced; for each replacement in order, the old
-        segments' files become ``.deleted`` (unlinked after ``file.delete.delay.ms``; reads already handed
-        out keep reading them) and the ``.swap`` files become the live segment; the directory is fsynced.
+        were cleaned together. The old segments become ``.deleted`` (unlinked after
+        ``file.delete.delay.ms``; reads already handed out keep reading them); every step leaves a log that
+        recovery completes.
         """
         now = self._observe(now_ms)
-        directory = self._dir
-        position = self._segments.positions()
-        remaining = list(replacements)
-        dropped: list[int] = []
-        while remaining and all(id(segment) not in position for segment in remaining[0][1]):
-            dropped.append(remaining.pop(0)[0])
-        accepted: list[tuple[int, Sequence[LogSegment]]] = []
-        for base, old in remaining:
-            places = [position.get(id(segment)) for segment in old]
-            first = places[0] if places else None
-            if (
-                first is None
-                or places != list(range(first, first + len(old)))
-                or first + len(old) >= len(self._segments)
-                or old[0].base_offset != base
-                or not layout.log_file(directory, base, layout.CLEANED_FILE_SUFFIX).exists()
-            ):
-                break
-            accepted.append((base, old))
-        rejected = 0
-        if len(accepted) < len(remaining):
-            rejected = len(remaining)
-            dropped.extend(base for base, _ in remaining)
-            accepted = []
-        for base in dropped:
-            for suffix in _SWAP_ORDER:
-                cleaned = layout.file_name(base, suffix + layout.CLEANED_FILE_SUFFIX)
-                (directory / cleaned).unlink(missing_ok=True)
-        if not accepted:
-            return 0, rejected
-        for base, _ in accepted:
-            self._rename_segment_files(base, layout.CLEANED_FILE_SUFFIX, layout.SWAP_FILE_SUFFIX)
-        fsync_dir(directory)
-        for base, old in accepted:
-            self._delete_segments(old, now)
-            self._rename_segment_files(base, layout.SWAP_FILE_SUFFIX, "")
-            self._segments.insert(LogSegment.open(directory, base, self._config, self._limiter, now_ms=now))
-        fsync_dir(directory)
-        self._dir_synced = self._dir_changes
-        return len(accepted), rejected
-
-    def _rename_segment_files(self, base_offset: int, from_suffix: str, to_suffix: str) -> None:
-        """Rename the files of segment ``base_offset`` that carry the extra suffix ``from_suffix``."""
-        for suffix in _SWAP_ORDER:
-            source = self._dir / layout.file_name(base_offset, suffix + from_suffix)
-            if source.exists():
-                source.replace(self._dir / layout.file_name(base_offset, suffix + to_suffix))
+        swapped, rejected = segment_swap.replace_segments(
+            self._segments,
+            replacements,
+            directory=self._dir,
+            open_segment=lambda base: LogSegment.open(
+                self._dir, base, self._config, self._limiter, now_ms=now
+            ),
+            delete=lambda old: self._delete_segments(old, now),
+        )
+        if swapped:
+            self._dir_synced = self._dir_changes  # the swap fsynced the directory last
+        return swapped, rejected
 
     # ---- producer state ---------------------------------------------------------------------------
 

@@ -5,8 +5,9 @@ Kafka's ``LogLoader``. In order:
 1. Leftovers: ``*.deleted`` files are removed; ``*.cleaned`` files are removed (an interrupted clean);
    ``*.swap`` files at or above the smallest ``.cleaned`` base offset are removed (an incomplete swap);
    index files without a ``.log`` are removed.
-2. Interrupted swaps: a remaining ``<base>.log.swap`` is a finished cleaner output. Segments whose base
-   offsets fall in its offset range are removed, then the ``.swap`` suffix is dropped (indexes rebuilt).
+2. Interrupted swaps (the crash side of :mod:`.segment_swap`): a remaining ``<base>.log.swap`` is a
+   finished cleaner output. Segments whose base offsets fall in its offset range are removed, then the
+   ``.swap`` suffix is dropped (indexes rebuilt).
 3. Segments before the recovery point (all of them after a clean shutdown) are trusted: their indexes are
    sanity-checked and compared with the log (:meth:`LogSegment.check_against_log`); a missing or
    inconsistent index makes the segment revalidated and its indexes rebuilt. The last segment's torn tail
