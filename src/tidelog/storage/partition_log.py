@@ -43,29 +43,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from tidelog.protocol.records import (
-    ControlRecordType,
-    InvalidTimestampError,
-    RecordBatchHeader,
-    RecordError,
-    TimestampType,
-    decode_batch,
-    decode_control_record,
-    encode_control_batch,
-    iter_batch_headers,
-    read_batch_header,
-    set_log_append_time,
-)
-from tidelog.protocol.records import assign_offsets as _assign_offsets
-from tidelog.storage import layout, retention, segment_swap
+from tidelog.protocol.records import ControlRecordType, RecordBatchHeader, encode_control_batch
+from tidelog.storage import layout, log_validator, retention, segment_swap
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.checkpoint import fsync_dir
 from tidelog.storage.config import LogConfig
-from tidelog.storage.errors import (
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    UnexpectedAppendOffsetError,
-)
+from tidelog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
 from tidelog.storage.flush_plan import FlushPlan, close_descriptors, open_dir_for_fsync
@@ -277,7 +260,8 @@ class PartitionLog:
         assign_offsets: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Append one or more whole batches (already checked by ``records.validate_batches``).
+        """Append one or more whole batches (already checked by ``records.validate_batches``; the log's own
+        checks and rewrites are :mod:`.log_validator`'s).
 
         With ``assign_offsets`` (leader): batches get offsets from the log end and ``leader_epoch``, rewritten
         in place (``records`` is copied first unless it is a writable buffer), and with LogAppendTime the
@@ -293,10 +277,7 @@ class PartitionLog:
         else:
             buf = bytearray(records)
         total = len(buf)
-        batches = list(iter_batch_headers(buf))
-        consumed = batches[-1][0] + batches[-1][1].size_in_bytes if batches else 0
-        if not batches or consumed != total:
-            raise UnexpectedAppendOffsetError(f"append of {total} bytes is not a sequence of whole batches")
+        batches = log_validator.whole_batches(buf)
         config = self._config
         if total > config.segment_bytes:
             raise RecordBatchTooLargeError(
@@ -304,9 +285,9 @@ class PartitionLog:
             )
         log_end = self.log_end_offset
         producer_info = None
-        markers = self._end_txn_markers(buf, batches)
+        markers = log_validator.end_txn_markers(buf, batches)
         if assign_offsets:
-            self._check_timestamps(batches, now_ms)
+            log_validator.check_timestamps(config, batches, now_ms)
             producer_info = self.producer_state.prepare(
                 [header for _, header in batches], markers, origin=origin
             )
@@ -314,15 +295,15 @@ class PartitionLog:
                 assert producer_info.duplicate is not None
                 return self._duplicate_info(producer_info.duplicate, batches)
             producer_info.raise_for_error()
-            next_offset = log_end
-            for position, header in batches:
-                _assign_offsets(buf, position, next_offset, leader_epoch)
-                if config.log_append_time:
-                    set_log_append_time(buf, position, now_ms)
-                next_offset += header.last_offset_delta + 1
-            batches = [(position, read_batch_header(buf, position)) for position, _ in batches]
+            batches = log_validator.assign_offsets_and_epoch(
+                buf,
+                batches,
+                first_offset=log_end,
+                leader_epoch=leader_epoch,
+                log_append_time_ms=now_ms if config.log_append_time else None,
+            )
         else:
-            self._check_assigned_offsets(batches, log_end)
+            log_validator.check_assigned_offsets(batches, log_end)
 
         first_offset = batches[0][1].base_offset
         last_offset = batches[-1][1].last_offset
@@ -397,26 +378,6 @@ class PartitionLog:
             bytearray(batch), leader_epoch=leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR
         )
 
-    @staticmethod
-    def _end_txn_markers(
-        buf: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]]
-    ) -> list[EndTxnMarker | None] | None:
-        """The end marker of each control batch (None elsewhere); None when there is no control batch."""
-        if not any(header.is_control for _, header in batches):
-            return None
-        markers: list[EndTxnMarker | None] = []
-        for position, header in batches:
-            marker = None
-            if header.is_control and header.records_count > 0:
-                _, records = decode_batch(buf, position)
-                if records:
-                    try:
-                        marker = EndTxnMarker(*decode_control_record(records[0]))
-                    except RecordError:
-                        marker = None
-            markers.append(marker)
-        return markers
-
     def _index_completed_transactions(self, completed: Sequence[CompletedTxn]) -> None:
         """Add each aborted transaction to the ``.txnindex`` of the segment holding its marker, unless that
         index has it already (a replay over a segment whose index survived)."""
@@ -465,36 +426,6 @@ class PartitionLog:
             valid_bytes=0,
             duplicate=True,
         )
-
-    def _check_timestamps(self, batches: Sequence[tuple[int, RecordBatchHeader]], now_ms: int) -> None:
-        """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms`` for create-time topics."""
-        config = self._config
-        if config.log_append_time:
-            return
-        for _, header in batches:
-            if header.timestamp_type != TimestampType.CREATE_TIME:
-                continue
-            low = header.base_timestamp if header.base_timestamp >= 0 else header.max_timestamp
-            if 0 <= low < now_ms - config.message_timestamp_before_max_ms:
-                raise InvalidTimestampError(
-                    f"timestamp {low} is more than message.timestamp.before.max.ms="
-                    f"{config.message_timestamp_before_max_ms} before the broker's time {now_ms}"
-                )
-            if header.max_timestamp > now_ms + config.message_timestamp_after_max_ms:
-                raise InvalidTimestampError(
-                    f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms="
-                    f"{config.message_timestamp_after_max_ms} after the broker's time {now_ms}"
-                )
-
-    @staticmethod
-    def _check_assigned_offsets(batches: Sequence[tuple[int, RecordBatchHeader]], log_end: int) -> None:
-        expected = log_end
-        for _, header in batches:
-            if header.base_offset < expected:
-                raise UnexpectedAppendOffsetError(
-                    f"batch base offset {header.base_offset} is below the expected {expected} (log end {log_end})"
-                )
-            expected = header.next_offset
 
     def roll(self, now_ms: int, *, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log_end_offset)``.
