@@ -10,9 +10,11 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import (
+    ControlRecordType,
     RecordBatchHeader,
     SimpleRecord,
     encode_batch,
+    encode_control_batch,
     iter_batch_headers,
     read_batch_header,
 )
@@ -28,6 +30,8 @@ from tidelog.storage.producer_snapshot import (
 from tidelog.storage.producer_state import (
     AppendOrigin,
     AppendStatus,
+    CompletedTxn,
+    EndTxnMarker,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerStateManager,
@@ -37,6 +41,7 @@ from tidelog.storage.producer_state import (
 from .helpers import SMALL, batch, open_log
 
 INT32_MAX = 2**31 - 1
+ABORT = ControlRecordType.ABORT
 PID = 1000
 TS = 1_000_000
 
@@ -447,3 +452,34 @@ def test_replication_applies_an_older_producer_epoch_with_a_warning(
     entry = manager.last_entry(PID)
     assert entry is not None
     assert (entry.producer_epoch, entry.last_sequence, entry.last_offset) == (4, 1, 3)
+
+
+def test_one_append_holding_a_transaction_its_marker_and_the_next_is_applied_in_log_order(
+    tmp_path: Path,
+) -> None:
+    # A follower's fetch may hold all three; markers must not be applied after the batches that follow them.
+    def txn(seq: int, base_offset: int) -> RecordBatchHeader:
+        data = encode_batch(
+            [SimpleRecord(value=b"t")] * 2,
+            producer_id=PID,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+        return at(data, base_offset)
+
+    abort = dataclasses.replace(
+        read_batch_header(
+            encode_control_batch(
+                ABORT, producer_id=PID, producer_epoch=0, coordinator_epoch=0, timestamp_ms=TS
+            )
+        ),
+        base_offset=2,
+    )
+    manager = ProducerStateManager(tmp_path)
+    headers = [txn(0, 0), abort, txn(2, 3)]
+    info = manager.prepare(headers, [None, EndTxnMarker(ABORT, 0), None], origin=AppendOrigin.REPLICATION)
+    completed = manager.commit(info, 0)
+    assert completed == [CompletedTxn(PID, 0, 2, is_aborted=True, last_stable_offset=3)]
+    assert manager.ongoing_transactions == {PID: 3}
+    assert manager.first_undecided_offset == 3

@@ -452,7 +452,10 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 working[pid] = entry
             if epoch < entry.producer_epoch:
-                message = f"epoch {epoch} of producer {pid} is smaller than the last seen epoch {entry.producer_epoch}"
+                message = (
+                    f"epoch {epoch} of producer {pid} is smaller than the last seen epoch "
+                    f"{entry.producer_epoch}"
+                )
                 if not replication:
                     return ProducerAppendInfo(AppendStatus.INVALID_PRODUCER_EPOCH, message)
                 logger.warning(
@@ -518,35 +521,39 @@ class ProducerStateManager:
     def commit(
         self, info: ProducerAppendInfo, first_offset: int, *, log_append_time: int = -1
     ) -> list[CompletedTxn]:
-        """Apply an OK ``info`` once its batches are in the log from ``first_offset`` on (contiguously).
-        ``log_append_time`` (>= 0) replaces the batches' timestamps (LogAppendTime topics). Returns the
-        transactions its markers completed (their ``last_stable_offset`` computed before completion)."""
+        """Apply an OK ``info`` once its batches are in the log from ``first_offset`` on, batches and markers
+        in their order in the log (a follower's append may hold a transaction's batches, its marker and the
+        producer's next transaction). ``log_append_time`` (>= 0) replaces the batches' timestamps
+        (LogAppendTime topics). Returns the transactions its markers completed (their
+        ``last_stable_offset`` computed before completion)."""
         if info.status is not AppendStatus.OK:
             raise ValueError(f"cannot commit an append whose status is {info.status.name}")
-        for item in info.pending:
+        completed: list[CompletedTxn] = []
+        steps: list[_PendingBatch | _PendingMarker] = [*info.pending, *info.markers]
+        if info.pending and info.markers:
+            steps.sort(key=lambda step: step.relative_offset)
+        for item in steps:
+            offset = first_offset + item.relative_offset
+            timestamp = log_append_time if log_append_time >= 0 else item.timestamp
+            if isinstance(item, _PendingMarker):
+                done = self._apply_marker(
+                    item.producer_id, item.producer_epoch, item.marker, offset, timestamp
+                )
+                if done is not None:
+                    completed.append(done)
+                self._map_end_offset = max(self._map_end_offset, offset + 1)
+                continue
             entry = self._producers.get(item.producer_id)
             if entry is None:
                 entry = self._producers[item.producer_id] = ProducerStateEntry(item.producer_id)
-            batch_first = first_offset + item.relative_offset
-            last_offset = batch_first + item.offset_delta
-            timestamp = log_append_time if log_append_time >= 0 else item.timestamp
+            last_offset = offset + item.offset_delta
             entry.add_batch(
                 item.producer_epoch,
                 BatchMetadata(item.last_sequence, last_offset, item.offset_delta, timestamp),
             )
             if item.starts_transaction:
-                self._start(entry, batch_first)
+                self._start(entry, offset)
             self._map_end_offset = max(self._map_end_offset, last_offset + 1)
-        completed: list[CompletedTxn] = []
-        for marker in info.markers:
-            offset = first_offset + marker.relative_offset
-            timestamp = log_append_time if log_append_time >= 0 else marker.timestamp
-            done = self._apply_marker(
-                marker.producer_id, marker.producer_epoch, marker.marker, offset, timestamp
-            )
-            if done is not None:
-                completed.append(done)
-            self._map_end_offset = max(self._map_end_offset, offset + 1)
         return completed
 
     def _apply_marker(
