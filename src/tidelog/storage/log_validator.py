@@ -30,6 +30,7 @@ from tidelog.protocol.records import (
     iter_batch_headers,
     read_batch_header,
     set_log_append_time,
+    validate_batch,
 )
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import UnexpectedAppendOffsetError
@@ -39,8 +40,10 @@ __all__ = [
     "Batches",
     "assign_offsets_and_epoch",
     "check_assigned_offsets",
+    "check_follower_offsets",
     "check_timestamps",
     "end_txn_markers",
+    "validate_whole",
     "whole_batches",
 ]
 
@@ -106,9 +109,39 @@ def check_assigned_offsets(batches: Sequence[tuple[int, RecordBatchHeader]], log
     for _, header in batches:
         if header.base_offset < expected:
             raise UnexpectedAppendOffsetError(
-                f"batch base offset {header.base_offset} is below the expected {expected} (log end {log_end})"
+                f"batch base offset {header.base_offset} is below the expected {expected} "
+                f"(log end {log_end})",
+                first_offset=batches[0][1].base_offset,
+                last_offset=batches[-1][1].last_offset,
+                log_end_offset=log_end,
             )
         expected = header.next_offset
+
+
+def check_follower_offsets(
+    batches: Sequence[tuple[int, RecordBatchHeader]], log_end: int, *, gaps_allowed: bool
+) -> None:
+    """A follower's append of the leader's batches (Kafka's ``appendAsFollower``): the first batch starts at
+    ``log_end`` (with ``gaps_allowed``, a compacted log, at or above it: the leader's cleaner may have
+    removed whole batches after it), and every batch at or above the next offset of the one before
+    (:class:`UnexpectedAppendOffsetError`, carrying the append's first and last offsets)."""
+    first = batches[0][1].base_offset
+    if first < log_end or (first > log_end and not gaps_allowed):
+        raise UnexpectedAppendOffsetError(
+            f"follower append starts at offset {first}, the log ends at {log_end}",
+            first_offset=first,
+            last_offset=batches[-1][1].last_offset,
+            log_end_offset=log_end,
+        )
+    check_assigned_offsets(batches, log_end)
+
+
+def validate_whole(buf: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]]) -> None:
+    """Check each batch as a whole (length, magic, CRC32C, counts, timestamps: ``validate_batch`` as for a
+    batch read back from a log); its :class:`RecordError` otherwise (a corrupt record: Kafka's
+    ``CorruptRecordException`` on a follower)."""
+    for position, _ in batches:
+        validate_batch(buf, position)
 
 
 def end_txn_markers(

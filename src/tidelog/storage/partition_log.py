@@ -5,8 +5,19 @@ Invariants:
 * ``log_start_offset <= high_watermark <= log_end_offset`` and ``recovery_point <= log_end_offset``; all
   offsets are absolute. Segments are sorted by base offset; the last one is the *active* segment, the only
   one appended to; every offset of a segment is below the next segment's base offset.
-* Offsets in a log that is not compacted are contiguous: an append with assigned offsets that leaves a gap
-  (a follower after the leader deleted records) starts a new segment at its first offset.
+* Offsets in a log that is not compacted are contiguous. A follower's append (:meth:`append_as_follower`)
+  starts exactly at the log end (in a compacted log at or above it: the leader's cleaner leaves gaps); an
+  append with offsets that leaves a gap (``append(assign_offsets=False)``) starts a new segment at its
+  first offset.
+* Leader epochs (:mod:`.leader_epoch_cache`, ``leader-epoch-checkpoint``): every append records the
+  partition leader epoch of its batches where it rises, the file written before the batches; truncation
+  removes the epochs starting at or after the new log end, a rising log start offset moves the first epoch
+  up, :meth:`truncate_fully_and_start_at` empties it, each written at once. Loading trusts the file cut to
+  the log, or rebuilds a missing or damaged one from the batches (:mod:`.recovery` step 6).
+* Replication: the high watermark is whatever the owner sets within ``[log_start_offset, log_end_offset]``
+  (a follower's lags its log end, and is checkpointed and loaded as it is, capped at the log end);
+  :meth:`truncate_to` brings the producer state, ``.txnindex``, leader epochs and high watermark down with
+  the log.
 * Data written by :meth:`PartitionLog.append` is in the page cache when it returns: a process crash loses
   none of it. fsync happens in :meth:`append` once ``flush.messages`` are unflushed, on :meth:`flush`, and
   in the periodic flush (:meth:`plan_flush` / :meth:`complete_flush` around a :class:`FlushPlan` executed
@@ -22,8 +33,9 @@ Invariants:
   regions already handed out stay readable meanwhile.
 * The active segment is never deleted in place: retention that covers every segment rolls first.
 * Idempotent producers (:mod:`tidelog.storage.producer_state`): a leader append is checked against the
-  producer state before anything is written; a duplicate writes nothing and returns the original offsets
-  (``LogAppendInfo.duplicate``); a sequence or epoch error raises before the write. The state is
+  producer state before anything is written (a follower's with origin REPLICATION: no sequence checks); a
+  duplicate writes nothing and returns the original offsets (``LogAppendInfo.duplicate``); a sequence or
+  epoch error raises before the write. The state is
   snapshotted (``<offset>.snapshot``) at every roll and by :meth:`take_producer_snapshot` (clean shutdown),
   rebuilt on open and after truncation, and old snapshots go with their segments.
 * Transactions: the producer state tracks open transactions; :meth:`append_control_marker` (or any leader
@@ -52,6 +64,12 @@ from tidelog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeErr
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
 from tidelog.storage.flush_plan import FlushPlan, close_descriptors, open_dir_for_fsync
+from tidelog.storage.leader_epoch_cache import (
+    EpochEndOffset,
+    EpochEntry,
+    LeaderEpochFileCache,
+    OffsetTruncationState,
+)
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.producer_state import (
     AppendOrigin,
@@ -59,6 +77,7 @@ from tidelog.storage.producer_state import (
     BatchMetadata,
     CompletedTxn,
     EndTxnMarker,
+    ProducerAppendInfo,
     ProducerStateManager,
 )
 from tidelog.storage.recovery import load_log
@@ -95,6 +114,7 @@ class PartitionLog:
         recovery_point: int,
         high_watermark: int | None,
         now_ms: int,
+        leader_epochs: LeaderEpochFileCache | None = None,
     ) -> None:
         self._dir = directory
         self._config = config
@@ -112,6 +132,11 @@ class PartitionLog:
         self._deleted = DeletedSegments()
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
+        self._epochs = (
+            leader_epochs
+            if leader_epochs is not None
+            else LeaderEpochFileCache(directory / layout.LEADER_EPOCH_CHECKPOINT_FILE)
+        )
         self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
         try:
             self.topic_partition: layout.TopicPartition | None = layout.parse_partition_dir_name(
@@ -136,7 +161,9 @@ class PartitionLog:
         """Load the log in ``directory`` (created if absent), recovering it unless ``clean_shutdown``.
 
         ``recovery_point`` and ``log_start_offset`` come from the log dir's checkpoints; ``high_watermark``
-        from ``replication-offset-checkpoint`` (None: the log start offset).
+        from ``replication-offset-checkpoint`` (None: the log start offset), capped at the log end offset
+        the load ends with (a follower's may lag it; after an unclean shutdown it may name offsets the
+        recovery cut). The leader epoch cache is loaded, or rebuilt, as :mod:`.recovery` step 6 says.
         """
         limiter = limiter if limiter is not None else OpenSegmentLimiter(DEFAULT_MAX_OPEN_SEGMENTS)
         loaded = load_log(
@@ -157,6 +184,7 @@ class PartitionLog:
             recovery_point=loaded.recovery_point,
             high_watermark=high_watermark,
             now_ms=now_ms,
+            leader_epochs=loaded.leader_epochs,
         )
         if loaded.recovered_from is not None:
             # Kafka's recoverSegment: the state is rebuilt from at most the first revalidated segment on,
@@ -219,10 +247,65 @@ class PartitionLog:
         return self._segments.size_in_bytes
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set.
+        A follower sets min(leader's high watermark, its log end offset) after each fetch, lower than
+        before after a truncation (Kafka's ``updateHighWatermark``)."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
         self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """A leader's high watermark only rises (Kafka's ``maybeIncrementHighWatermark``): set ``offset`` if
+        it is above the current one; returns whether it was. ``ValueError`` above the log end offset."""
+        if offset > self.log_end_offset:
+            raise ValueError(
+                f"high watermark {offset} of {self._dir.name} above the log end offset {self.log_end_offset}"
+            )
+        if offset <= self._high_watermark:
+            return False
+        self.update_high_watermark(offset)
+        return True
+
+    # ---- leader epochs ----------------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The leader epoch of the log's last epoch entry (a follower's ``LastFetchedEpoch``), None if the
+        log has none."""
+        return self._epochs.latest_epoch
+
+    @property
+    def leader_epoch_entries(self) -> tuple[EpochEntry, ...]:
+        """``(epoch, start_offset)`` of every leader epoch in the log, oldest first (the
+        ``leader-epoch-checkpoint``)."""
+        return self._epochs.entries
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch's answer, and a leader's test for a fetch's DivergingEpoch: the largest epoch
+        at most ``leader_epoch`` and its end offset (the log end offset for the latest epoch), else
+        ``(-1, -1)`` (:meth:`LeaderEpochFileCache.end_offset_for`)."""
+        return self._epochs.end_offset_for(leader_epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The leader epoch of the batch holding ``offset`` (ListOffsets' ``leader_epoch``), None below the
+        first epoch entry."""
+        return self._epochs.epoch_for_offset(offset)
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (Kafka's ``maybeAssignEpochStartOffset``: a
+        broker becoming leader calls it with its log end offset before it appends, so OffsetForLeaderEpoch
+        answers for the epoch before at once); written at once if it changed the cache."""
+        self._epochs.assign(leader_epoch, start_offset)
+        self._epochs.write()
+
+    def offset_truncation_state(self, leader: EpochEndOffset, *, fetch_offset: int) -> OffsetTruncationState:
+        """Where this log, as a follower, truncates once the leader answered ``leader`` (OffsetForLeaderEpoch
+        for :attr:`latest_epoch`, or a fetch's DivergingEpoch); ``fetch_offset`` is used when the leader
+        knew no end offset (Kafka: the follower's high watermark). See
+        :meth:`LeaderEpochFileCache.offset_truncation_state`; :meth:`truncate_to` does the truncation."""
+        return self._epochs.offset_truncation_state(
+            leader, log_end_offset=self.log_end_offset, fetch_offset=fetch_offset
+        )
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -260,51 +343,124 @@ class PartitionLog:
         assign_offsets: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Append one or more whole batches (already checked by ``records.validate_batches``; the log's own
-        checks and rewrites are :mod:`.log_validator`'s).
+        """Append one or more whole batches as leader (already checked by ``records.validate_batches``; the
+        log's own checks and rewrites are :mod:`.log_validator`'s).
 
-        With ``assign_offsets`` (leader): batches get offsets from the log end and ``leader_epoch``, rewritten
-        in place (``records`` is copied first unless it is a writable buffer), and with LogAppendTime the
-        broker's ``now_ms``. Without (follower): offsets must start at or above the log end and increase.
-        May roll first; fsyncs afterwards once ``flush.messages`` are unflushed (``flush.ms`` is the periodic
-        flush's, as in Kafka). ``origin`` COORDINATOR is for the broker's own writes with a producer id
-        (transactional offset commits): epochs are checked, but not sequences or duplicates. COMMIT/ABORT control batches close the producer's transaction.
+        Batches get offsets from the log end and ``leader_epoch``, rewritten in place (``records`` is
+        copied first unless it is a writable buffer), and with LogAppendTime the broker's ``now_ms``; a new
+        ``leader_epoch`` (>= 0) starts at the first offset in the leader epoch cache, written before the
+        batches. May roll first; fsyncs afterwards once ``flush.messages`` are unflushed (``flush.ms`` is
+        the periodic flush's, as in Kafka). ``origin`` COORDINATOR is for the broker's own writes with a
+        producer id (transactional offset commits): epochs are checked, but not sequences or duplicates.
+        COMMIT/ABORT control batches close the producer's transaction.
+
+        ``assign_offsets=False`` writes the batches at the offsets they carry, checking only that they do
+        not go backwards (a gap starts a new segment), and replays them into the producer state without
+        checks; their partition leader epochs go to the cache. Tools and tests use it; a replica uses
+        :meth:`append_as_follower`.
         """
         self._observe(now_ms)
         buf: bytearray | memoryview
-        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+        if not assign_offsets:
+            buf = records if isinstance(records, memoryview) else memoryview(records)
+        elif isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
             buf = records
         else:
             buf = bytearray(records)
-        total = len(buf)
         batches = log_validator.whole_batches(buf)
+        self._check_append_size(len(buf))
         config = self._config
-        if total > config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"append of {total} bytes to {self._dir.name} exceeds segment.bytes={config.segment_bytes}"
-            )
         log_end = self.log_end_offset
-        producer_info = None
         markers = log_validator.end_txn_markers(buf, batches)
-        if assign_offsets:
-            log_validator.check_timestamps(config, batches, now_ms)
-            producer_info = self.producer_state.prepare(
-                [header for _, header in batches], markers, origin=origin
-            )
-            if producer_info.status is AppendStatus.DUPLICATE:
-                assert producer_info.duplicate is not None
-                return self._duplicate_info(producer_info.duplicate, batches)
-            producer_info.raise_for_error()
-            batches = log_validator.assign_offsets_and_epoch(
-                buf,
-                batches,
-                first_offset=log_end,
-                leader_epoch=leader_epoch,
-                log_append_time_ms=now_ms if config.log_append_time else None,
-            )
-        else:
+        if not assign_offsets:
             log_validator.check_assigned_offsets(batches, log_end)
+            self._assign_batch_epochs(batches)
+            return self._write(buf, batches, None, markers, now_ms=now_ms, log_append_time=-1)
+        log_validator.check_timestamps(config, batches, now_ms)
+        producer_info = self.producer_state.prepare([header for _, header in batches], markers, origin=origin)
+        if producer_info.status is AppendStatus.DUPLICATE:
+            assert producer_info.duplicate is not None
+            return self._duplicate_info(producer_info.duplicate, batches)
+        producer_info.raise_for_error()
+        batches = log_validator.assign_offsets_and_epoch(
+            buf,
+            batches,
+            first_offset=log_end,
+            leader_epoch=leader_epoch,
+            log_append_time_ms=now_ms if config.log_append_time else None,
+        )
+        if leader_epoch >= 0:
+            self._epochs.assign(leader_epoch, log_end)
+        log_append_time = now_ms if config.log_append_time else -1
+        return self._write(
+            buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=log_append_time
+        )
 
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> LogAppendInfo:
+        """Append batches copied from the leader's log, offsets and leader epochs as the leader wrote them
+        (Kafka's ``appendAsFollower``). Nothing is rewritten or copied.
+
+        Checks, before anything is written: whole batches (:class:`UnexpectedAppendOffsetError`), at most
+        ``segment.bytes`` (:class:`RecordBatchTooLargeError`), each batch whole by
+        ``records.validate_batch`` (CRC32C, structure: its ``RecordError``, e.g. ``CorruptRecordError``),
+        the first batch starting at the log end offset (in a compacted log at or above it: the leader's
+        cleaner removes whole batches) and offsets increasing, else :class:`UnexpectedAppendOffsetError`
+        with the append's ``first_offset``/``last_offset`` and the ``log_end_offset``. A log that is empty
+        at its log start offset being sent the batch holding that offset (the leader's start offset fell
+        inside a batch: DeleteRecords) gets that error too; Kafka's answer, the caller's, is
+        :meth:`truncate_fully_and_start_at` the error's ``first_offset`` and the same append again.
+
+        The producer state takes the batches with origin REPLICATION (no sequence or duplicate checks, an
+        older producer or coordinator epoch is applied with a warning, ``InvalidTxnStateError`` for a
+        non-transactional batch of a producer whose transaction is open); COMMIT/ABORT markers close
+        transactions and an ABORT gets its ``.txnindex`` entry. Each batch's partition leader epoch newer
+        than the cache's latest starts there (written before the batches). The high watermark is the
+        caller's to move (:meth:`update_high_watermark`: min(leader's, log end offset)).
+        """
+        self._observe(now_ms)
+        buf = records if isinstance(records, memoryview) else memoryview(records)
+        batches = log_validator.whole_batches(buf)
+        self._check_append_size(len(buf))
+        log_validator.validate_whole(buf, batches)
+        log_validator.check_follower_offsets(
+            batches, self.log_end_offset, gaps_allowed=self._config.compact_enabled
+        )
+        markers = log_validator.end_txn_markers(buf, batches)
+        producer_info = self.producer_state.prepare(
+            [header for _, header in batches], markers, origin=AppendOrigin.REPLICATION
+        )
+        producer_info.raise_for_error()
+        self._assign_batch_epochs(batches)
+        return self._write(buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=-1)
+
+    def _check_append_size(self, total: int) -> None:
+        if total > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {total} bytes to {self._dir.name} exceeds "
+                f"segment.bytes={self._config.segment_bytes}"
+            )
+
+    def _assign_batch_epochs(self, batches: log_validator.Batches) -> None:
+        """Kafka's ``maybeAssignEpochStartOffset`` for each batch carrying a partition leader epoch."""
+        for _, header in batches:
+            if header.partition_leader_epoch >= 0:
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _write(
+        self,
+        buf: bytearray | memoryview,
+        batches: log_validator.Batches,
+        producer_info: ProducerAppendInfo | None,
+        markers: Sequence[EndTxnMarker | None] | None,
+        *,
+        now_ms: int,
+        log_append_time: int,
+    ) -> LogAppendInfo:
+        """Write checked batches (offsets final) at the log end, then apply them to the producer state
+        (``producer_info`` committed, else replayed) and the transaction index."""
+        self._epochs.write()  # before the batches: the file never lacks the epoch of a batch in the log
+        total = len(buf)
+        log_end = self.log_end_offset
         first_offset = batches[0][1].base_offset
         last_offset = batches[-1][1].last_offset
         max_timestamp = -1
@@ -320,7 +476,6 @@ class PartitionLog:
             active = self.roll(now_ms, expected_next_offset=first_offset)
         active.append(memoryview(buf), batches, now_ms=now_ms)
         if producer_info is not None:
-            log_append_time = now_ms if config.log_append_time else -1
             completed = self.producer_state.commit(
                 producer_info, first_offset, log_append_time=log_append_time
             )
@@ -332,14 +487,14 @@ class PartitionLog:
             completed = [txn for txn in replayed if txn is not None]
         self._index_completed_transactions(completed)
 
-        if self.unflushed_messages >= config.flush_messages:
+        if self.unflushed_messages >= self._config.flush_messages:
             self.flush(now_ms)
         return LogAppendInfo(
             first_offset=first_offset,
             last_offset=last_offset,
             max_timestamp=max_timestamp,
             shallow_offset_of_max_timestamp=offset_of_max,
-            log_append_time=now_ms if assign_offsets and config.log_append_time else -1,
+            log_append_time=log_append_time,
             log_start_offset=self._log_start_offset,
             shallow_count=len(batches),
             records_count=sum(header.records_count for _, header in batches),
@@ -527,12 +682,23 @@ class PartitionLog:
     # ---- truncation and deletion ------------------------------------------------------------------
 
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
-        """Remove everything at and above ``offset`` (a batch holding ``offset`` goes whole). Returns whether
-        anything was removed. Below the first segment the log starts over at ``offset``."""
+        """Remove everything at and above ``offset`` (a batch holding ``offset`` goes whole; Kafka's
+        ``truncateTo``, a follower's after a leader change). Returns whether anything was removed. Below the
+        first segment the log starts over at ``offset`` (:meth:`truncate_fully_and_start_at`).
+
+        With the log: the producer state is rebuilt (the latest snapshot at or below the new log end offset,
+        then a replay of the batches after it: an open transaction whose batches went is gone, one whose
+        marker went is open again), the ``.txnindex`` entries of markers that went go with them, the leader
+        epoch cache loses the epochs starting at or after the new log end (written at once), and the high
+        watermark, log start offset and recovery point are at most the new log end offset. At or above the
+        log end only the epochs starting there or later go (an epoch a leader began without writing).
+        """
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         now = self._observe(now_ms)
         if offset >= self.log_end_offset:
+            self._epochs.truncate_from_end(self.log_end_offset)
+            self._epochs.write()
             return False
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms=now)
@@ -550,11 +716,15 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, log_end)
         if self._roll_flush_offset is not None and self._roll_flush_offset > log_end:
             self._roll_flush_offset = None
+        self._epochs.truncate_from_end(log_end)
+        self._epochs.write()
         self.load_producer_state(now)
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
-        """Delete every segment; the log restarts empty at ``offset`` (start, end, high watermark)."""
+        """Delete every segment; the log restarts empty at ``offset`` (start, end, high watermark), with no
+        producer state, snapshot or leader epoch (Kafka's ``truncateFullyAndStartAt``: a follower whose log
+        end is below the leader's log start offset)."""
         now = self._observe(now_ms)
         self._truncations += 1
         self._delete_segments(list(self._segments), now)
@@ -564,10 +734,14 @@ class PartitionLog:
         self._log_start_offset = self._recovery_point = self._high_watermark = offset
         self._roll_flush_offset = None
         self.producer_state.truncate_fully_and_start_at(offset)
+        self._epochs.clear()
+        self._epochs.write()
 
     def delete_records_before(self, offset: int, *, now_ms: int | None = None) -> int:
-        """DeleteRecords: raise the log start offset to ``offset`` (at most the high watermark, else
-        :class:`OffsetOutOfRangeError`) and delete the segments entirely below it. Returns the log start."""
+        """DeleteRecords (Kafka's ``maybeIncrementLogStartOffset``; a follower's too, with the leader's log
+        start offset): raise the log start offset to ``offset`` (at most the high watermark, else
+        :class:`OffsetOutOfRangeError`) and delete the segments entirely below it; the leader epoch cache's
+        first entry moves up to it. Returns the log start."""
         now = self._observe(now_ms)
         if offset > self._high_watermark:
             raise OffsetOutOfRangeError(
@@ -576,8 +750,9 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset
-            self.producer_state.on_log_start_offset_incremented(offset)
+            self._on_log_start_offset_incremented()
             self._delete_old_segments(retention.log_start_offset_breach(offset), now)
+            self._epochs.write()
         return self._log_start_offset
 
     def delete_retention(self, now_ms: int) -> int:
@@ -595,6 +770,7 @@ class PartitionLog:
             by_time = retention.retention_ms_breach(self._config, now_ms)
             if by_time is not None:
                 deleted += self._delete_old_segments(by_time, now_ms)
+        self._epochs.write()
         return deleted
 
     def _delete_old_segments(self, breach: retention.Breach, now_ms: int) -> int:
@@ -610,9 +786,14 @@ class PartitionLog:
             self.roll(now_ms)
         self._delete_segments(deletable, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self._on_log_start_offset_incremented()
         self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
         return len(deletable)
+
+    def _on_log_start_offset_incremented(self) -> None:
+        """What follows the log start offset (the caller writes the leader epoch cache)."""
+        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self._epochs.truncate_from_start(self._log_start_offset)
 
     def _delete_segments(self, doomed: Sequence[LogSegment], now_ms: int) -> None:
         """Take segments out of the log; rename their files ``.deleted`` (unlinked after the delay)."""
@@ -699,6 +880,7 @@ class PartitionLog:
         if now_ms is not None:
             self._observe(now_ms)
             self._last_flush_ms = now_ms
+        self._epochs.write()
         log_end = self.log_end_offset
         target = log_end if up_to_offset is None else min(up_to_offset, log_end)
         if target > self._recovery_point:
