@@ -1,4 +1,5 @@
-"""The windowed batch scan shared by segments and the cleaner: what it yields, what it reads, where it stops."""
+"""The windowed batch scan shared by segments and the cleaner: what it yields, what it reads, where it
+stops."""
 
 from __future__ import annotations
 

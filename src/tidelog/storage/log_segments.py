@@ -100,5 +100,6 @@ class LogSegments(Sequence[LogSegment]):
         self._bases = [segment.base_offset]
 
     def positions(self) -> dict[int, int]:
-        """Index of each segment by ``id`` (to check that segments held elsewhere are still here, in order)."""
+        """Index of each segment by ``id`` (to check that segments held elsewhere are still here, in
+        order)."""
         return {id(segment): i for i, segment in enumerate(self._segments)}
