@@ -63,7 +63,7 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
-from tidelog.storage.flush_plan import FlushPlan, close_descriptors, open_dir_for_fsync
+from tidelog.storage.flush_plan import FlushPlan, FlushState, close_descriptors, open_dir_for_fsync
 from tidelog.storage.leader_epoch_cache import (
     EpochEndOffset,
     EpochEntry,
@@ -121,14 +121,9 @@ class PartitionLog:
         self._limiter = limiter
         self._segments = LogSegments(segments)
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
         self._high_watermark = log_start_offset
-        self._last_flush_ms = now_ms
         self._clock_ms = now_ms
-        self._roll_flush_offset: int | None = None
-        self._dir_changes = 0  # files created, renamed or deleted (counted); fsynced up to _dir_synced
-        self._dir_synced = 0
-        self._truncations = 0  # truncate_to / truncate_fully_and_start_at calls that removed something
+        self._flushes = FlushState(recovery_point=recovery_point, now_ms=now_ms)
         self._deleted = DeletedSegments()
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
@@ -223,15 +218,15 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._flushes.recovery_point
 
     @property
     def last_flush_ms(self) -> int:
-        return self._last_flush_ms
+        return self._flushes.last_flush_ms
 
     @property
     def unflushed_messages(self) -> int:
-        return self.log_end_offset - self._recovery_point
+        return self.log_end_offset - self._flushes.recovery_point
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -599,10 +594,10 @@ class PartitionLog:
             active.delete_files()
         else:
             active.mark_inactive()
-            self._roll_flush_offset = new_base
+            self._flushes.rolled(new_base)
         segment = LogSegment.create(self._dir, new_base, self._config, self._limiter, now_ms=now_ms)
         self._segments.append(segment)
-        self._dir_changes += 1
+        self._flushes.files_changed()
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
         logger.debug("%s: rolled new segment at offset %d", self._dir.name, new_base)
@@ -703,7 +698,6 @@ class PartitionLog:
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return True
-        self._truncations += 1
         doomed = [segment for segment in self._segments if segment.base_offset > offset]
         self._delete_segments(doomed, now)
         active = self._segments[-1]
@@ -711,11 +705,9 @@ class PartitionLog:
             active.mark_active()
         active.truncate_to(offset)
         log_end = self.log_end_offset
-        self._recovery_point = min(self._recovery_point, log_end)
+        self._flushes.truncated(log_end)
         self._log_start_offset = min(self._log_start_offset, log_end)
         self._high_watermark = min(self._high_watermark, log_end)
-        if self._roll_flush_offset is not None and self._roll_flush_offset > log_end:
-            self._roll_flush_offset = None
         self._epochs.truncate_from_end(log_end)
         self._epochs.write()
         self.load_producer_state(now)
@@ -726,13 +718,12 @@ class PartitionLog:
         producer state, snapshot or leader epoch (Kafka's ``truncateFullyAndStartAt``: a follower whose log
         end is below the leader's log start offset)."""
         now = self._observe(now_ms)
-        self._truncations += 1
         self._delete_segments(list(self._segments), now)
         segment = LogSegment.create(self._dir, offset, self._config, self._limiter, now_ms=now)
         self._segments.reset(segment)
-        self._dir_changes += 1
-        self._log_start_offset = self._recovery_point = self._high_watermark = offset
-        self._roll_flush_offset = None
+        self._flushes.files_changed()
+        self._flushes.started_over(offset)
+        self._log_start_offset = self._high_watermark = offset
         self.producer_state.truncate_fully_and_start_at(offset)
         self._epochs.clear()
         self._epochs.write()
@@ -801,7 +792,7 @@ class PartitionLog:
             return
         self._segments.remove(doomed)
         self._deleted.add(doomed, now_ms=now_ms, delay_ms=self._config.file_delete_delay_ms)
-        self._dir_changes += 1
+        self._flushes.files_changed()
 
     def remove_deleted_files(self, now_ms: int) -> int:
         """Unlink the ``.deleted`` files whose delay has passed; returns how many segments went."""
@@ -835,7 +826,7 @@ class PartitionLog:
             delete=lambda old: self._delete_segments(old, now),
         )
         if swapped:
-            self._dir_synced = self._dir_changes  # the swap fsynced the directory last
+            self._flushes.dir_fsynced()  # the swap fsynced the directory last
         return swapped, rejected
 
     # ---- producer state ---------------------------------------------------------------------------
@@ -877,68 +868,63 @@ class PartitionLog:
         """fsync the segments holding ``[recovery_point, up_to_offset)`` (default: the log end) and the
         directory if files came or went; the recovery point becomes ``up_to_offset``. Synchronous, on the
         owner's thread (shutdown, ``flush.messages``); the broker's periodic flush uses :meth:`plan_flush`."""
+        flushes = self._flushes
         if now_ms is not None:
             self._observe(now_ms)
-            self._last_flush_ms = now_ms
+            flushes.last_flush_ms = now_ms
         self._epochs.write()
         log_end = self.log_end_offset
         target = log_end if up_to_offset is None else min(up_to_offset, log_end)
-        if target > self._recovery_point:
+        if target > flushes.recovery_point:
             for segment in self._segments_to_flush(target):
                 segment.flush()
-        if self._dir_changes != self._dir_synced:
-            changes = self._dir_changes
+        if flushes.dir_dirty:
+            generation = flushes.dir_generation
             fsync_dir(self._dir)
-            self._dir_synced = changes
-        self._recovery_point = max(self._recovery_point, target)
+            flushes.dir_fsynced(generation)
+        flushes.recovery_point = max(flushes.recovery_point, target)
 
     def _segments_to_flush(self, target: int) -> list[LogSegment]:
         """The segments holding offsets in ``[recovery_point, target)``."""
         segments = self._segments
         log_end = self.log_end_offset
+        recovery_point = self._flushes.recovery_point
         return [
             segment
             for i, segment in enumerate(segments)
-            if (segments[i + 1].base_offset if i + 1 < len(segments) else log_end) > self._recovery_point
-            and segment.base_offset < target
+            if segments.upper_bound(i, log_end) > recovery_point and segment.base_offset < target
         ]
 
     def plan_flush(self, now_ms: int) -> FlushPlan | None:
         """Plan the periodic flush (Kafka's ``flushDirtyLogs``); None if nothing is due or left to fsync.
 
-        Due: the segments that rolled, and everything once ``flush.ms`` passed since the last flush or
-        ``flush.messages`` are unflushed. The plan holds new descriptors of the segments holding
-        ``[recovery_point, target_offset)`` and of the directory if files came or went; run
+        Due (:meth:`FlushState.due`): the segments that rolled, and everything once ``flush.ms`` passed since
+        the last flush or ``flush.messages`` are unflushed. The plan holds new descriptors of the segments
+        holding ``[recovery_point, target_offset)`` and of the directory if files came or went; run
         :meth:`FlushPlan.execute` on any thread, then :meth:`complete_flush` here. Nothing changes until
         then (another plan made meanwhile covers the same again). See :mod:`.flush_plan`.
         """
         self._observe(now_ms)
-        config = self._config
-        log_end = self.log_end_offset
-        if (
-            self.unflushed_messages >= config.flush_messages
-            or now_ms - self._last_flush_ms >= config.flush_ms
-        ):
-            target, flush_time_ms = log_end, now_ms
-        elif self._roll_flush_offset is not None:
-            target, flush_time_ms = min(self._roll_flush_offset, log_end), None
-        else:
+        flushes = self._flushes
+        due = flushes.due(now_ms=now_ms, log_end_offset=self.log_end_offset, config=self._config)
+        if due is None:
             return None
-        dir_generation = self._dir_changes
-        if target <= self._recovery_point and dir_generation == self._dir_synced:
-            self._record_flush(target, flush_time_ms)  # nothing left to fsync
+        target, flush_time_ms = due
+        dir_generation = flushes.dir_generation
+        if target <= flushes.recovery_point and not flushes.dir_dirty:
+            flushes.record(target, flush_time_ms)  # nothing left to fsync
             return None
         descriptors: list[int] = []
         txn_writes = []
         dir_fd = None
         try:
-            if target > self._recovery_point:
+            if target > flushes.recovery_point:
                 for segment in self._segments_to_flush(target):
                     opened = segment.open_for_fsync()
                     descriptors.extend(opened.descriptors)
                     if opened.txn_writes is not None:
                         txn_writes.append((segment.txn_index, opened.txn_writes))
-            if dir_generation != self._dir_synced:
+            if flushes.dir_dirty:
                 dir_fd = open_dir_for_fsync(self._dir)
         except BaseException:
             close_descriptors(descriptors)
@@ -949,7 +935,7 @@ class PartitionLog:
             descriptors=tuple(descriptors),
             dir_descriptor=dir_fd,
             owner=self,
-            truncations=self._truncations,
+            truncations=flushes.truncations,
             flush_time_ms=flush_time_ms,
             dir_generation=dir_generation,
             txn_writes=tuple(txn_writes),
@@ -965,20 +951,14 @@ class PartitionLog:
             raise ValueError(f"flush plan of {plan.log_name} completed on {self._dir.name}")
         if not plan.executed:
             raise ValueError(f"flush plan of {plan.log_name} did not execute: nothing was made durable")
-        if self._closed or plan.truncations != self._truncations:
+        flushes = self._flushes
+        if self._closed or plan.truncations != flushes.truncations:
             return False
-        self._dir_synced = max(self._dir_synced, plan.dir_generation)
+        flushes.dir_fsynced(plan.dir_generation)
         for txn_index, writes in plan.txn_writes:
             txn_index.mark_synced(writes)
-        self._record_flush(min(plan.target_offset, self.log_end_offset), plan.flush_time_ms)
+        flushes.record(min(plan.target_offset, self.log_end_offset), plan.flush_time_ms)
         return True
-
-    def _record_flush(self, target: int, flush_time_ms: int | None) -> None:
-        self._recovery_point = max(self._recovery_point, target)
-        if flush_time_ms is not None:
-            self._last_flush_ms = max(self._last_flush_ms, flush_time_ms)
-        if self._roll_flush_offset is not None and self._roll_flush_offset <= self._recovery_point:
-            self._roll_flush_offset = None
 
     def maybe_flush(self, now_ms: int) -> bool:
         """The periodic flush done synchronously: :meth:`plan_flush`, execute, :meth:`complete_flush`.
