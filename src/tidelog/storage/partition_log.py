@@ -101,7 +101,29 @@ class OffsetAndTimestamp(NamedTuple):
 
 
 class PartitionLog:
-    """One partition's log. Build with :meth:`open`."""
+    """One partition's log. Build with :meth:`open`.
+
+    What a replica does with it (Kafka's ``Partition`` / ``AbstractFetcherThread`` calls, in Kafka's
+    order; the server owns the when and the fencing by leader epoch):
+
+    * Becoming leader in epoch ``e``: :meth:`maybe_assign_epoch_start_offset` ``(e, log_end_offset)``; then
+      :meth:`append` / :meth:`append_control_marker` with ``leader_epoch=e``, and
+      :meth:`maybe_increment_high_watermark` as the ISR's log end offsets rise. OffsetForLeaderEpoch
+      answers :meth:`end_offset_for_epoch`; a follower's fetch with ``LastFetchedEpoch`` ``l`` at offset
+      ``f`` has diverged when ``end_offset_for_epoch(l)`` has an epoch below ``l`` or an end offset below
+      ``f`` (answer that pair as its DivergingEpoch).
+    * Following: fetch at :attr:`log_end_offset` with ``LastFetchedEpoch`` :attr:`latest_epoch`. On a
+      DivergingEpoch (or the leader's OffsetForLeaderEpoch answer) ``d``:
+      :meth:`offset_truncation_state` ``(d, fetch_offset=high_watermark)``, then :meth:`truncate_to` its
+      offset; not ``truncation_completed``: ask again with the epoch now latest (KIP-279). Fetched bytes go
+      to :meth:`append_as_follower` whole; then :meth:`update_high_watermark` ``(leader's high
+      watermark)`` (capped at the log end) and :meth:`delete_records_before` ``(min(leader's log start
+      offset, high_watermark))`` when it rose. OFFSET_OUT_OF_RANGE with the leader's log start above the log
+      end: :meth:`truncate_fully_and_start_at` that offset.
+    * Durable state: the ``leader-epoch-checkpoint`` is written by the log itself; the high watermark,
+      recovery point and log start offset by :class:`~tidelog.storage.log_manager.LogManager`'s
+      checkpoints (a follower's high watermark is checkpointed as it is, lagging its log end).
+    """
 
     def __init__(
         self,
