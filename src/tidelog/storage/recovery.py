@@ -279,16 +279,29 @@ def load_log(
     return LoadedLog(segments, start, point, epochs, recovered_from)
 
 
+def _first_epoch(segment: LogSegment) -> int | None:
+    for _, header in segment.batches():
+        return header.partition_leader_epoch
+    return None
+
+
 def _assign_new_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], from_offset: int) -> None:
     """Assign the partition leader epoch of each batch from the segment holding ``from_offset`` on that is
-    newer than the cache's latest (batches without one, -1, are skipped)."""
+    newer than the cache's latest (batches without one, -1, are skipped). Epochs never fall along a log, so
+    a segment whose first batch has the epoch of the next segment's first batch holds that epoch alone: only
+    its first header is read."""
     first = max(bisect.bisect_right([s.base_offset for s in segments], from_offset) - 1, 0)
-    for segment in segments[first:]:
+    tail = segments[first:]
+    firsts = [_first_epoch(segment) for segment in tail]
+    for i, segment in enumerate(tail):
+        single = i + 1 < len(tail) and firsts[i] is not None and firsts[i] == firsts[i + 1]
         for _, header in segment.batches():
             epoch = header.partition_leader_epoch
             latest = cache.latest_epoch
             if epoch >= 0 and (latest is None or epoch > latest):
                 cache.assign(epoch, header.base_offset)
+            if single:
+                break
 
 
 def _load_leader_epochs(
