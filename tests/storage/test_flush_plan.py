@@ -20,7 +20,7 @@ from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_bat
 from tidelog.storage import layout
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.errors import KafkaStorageError
-from tidelog.storage.flush_plan import FlushPlan
+from tidelog.storage.flush_plan import FlushPlan, FlushState
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.partition_log import PartitionLog
 from tidelog.storage.txn_index import AbortedTxn, TransactionIndex
@@ -303,3 +303,33 @@ def test_transaction_index_counts_writes_until_marked_synced(tmp_path: Path) -> 
     index.truncate_to(0)  # the file goes: nothing left to sync
     assert not index.path.exists()
     assert index.open_for_fsync() is None
+
+
+def test_flush_state_says_what_is_due_and_moves_only_with_fsyncs_and_truncations() -> None:
+    config = dataclasses.replace(SMALL, flush_ms=1000, flush_messages=50)
+    state = FlushState(recovery_point=10, now_ms=0)
+    assert state.due(now_ms=999, log_end_offset=59, config=config) is None
+    assert state.due(now_ms=999, log_end_offset=60, config=config) == (60, 999)  # flush.messages
+    assert state.due(now_ms=1000, log_end_offset=11, config=config) == (11, 1000)  # flush.ms
+    state.rolled(30)
+    assert state.due(now_ms=1, log_end_offset=40, config=config) == (30, None)  # the rolled segments
+    state.record(25, None)
+    assert (state.recovery_point, state.roll_flush_offset) == (25, 30)  # the roll is still due
+    state.record(30, None)
+    assert (state.recovery_point, state.roll_flush_offset, state.last_flush_ms) == (30, None, 0)
+    state.record(20, 500)  # an older plan completing late lowers nothing
+    assert (state.recovery_point, state.last_flush_ms) == (30, 500)
+    state.files_changed()
+    generation = state.dir_generation
+    state.files_changed()
+    state.dir_fsynced(generation)
+    assert state.dir_dirty
+    state.dir_fsynced()
+    assert not state.dir_dirty
+    state.rolled(40)
+    state.truncated(35)
+    assert (state.recovery_point, state.roll_flush_offset, state.truncations) == (30, None, 1)
+    state.truncated(12)
+    assert state.recovery_point == 12
+    state.started_over(100)
+    assert (state.recovery_point, state.truncations) == (100, 3)

@@ -10,9 +10,11 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import (
+    ControlRecordType,
     RecordBatchHeader,
     SimpleRecord,
     encode_batch,
+    encode_control_batch,
     iter_batch_headers,
     read_batch_header,
 )
@@ -26,7 +28,10 @@ from tidelog.storage.producer_snapshot import (
     snapshot_file,
 )
 from tidelog.storage.producer_state import (
+    AppendOrigin,
     AppendStatus,
+    CompletedTxn,
+    EndTxnMarker,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerStateManager,
@@ -36,6 +41,7 @@ from tidelog.storage.producer_state import (
 from .helpers import SMALL, batch, open_log
 
 INT32_MAX = 2**31 - 1
+ABORT = ControlRecordType.ABORT
 PID = 1000
 TS = 1_000_000
 
@@ -392,3 +398,88 @@ def test_expiry_through_the_log(tmp_path: Path) -> None:
     assert log.remove_expired_producers(TS + 10, 10) == 1
     assert dict(log.producer_state.producers) == {}
     log.close()
+
+
+# ---- replication (a follower's append) --------------------------------------------------------------
+
+
+def at(data: bytes, base_offset: int) -> RecordBatchHeader:
+    """The header of ``data`` as the leader's log holds it: at ``base_offset``."""
+    return dataclasses.replace(read_batch_header(data), base_offset=base_offset)
+
+
+def test_replication_takes_what_the_leader_wrote_without_sequence_or_duplicate_checks(tmp_path: Path) -> None:
+    manager = build(tmp_path, [(0, 0, 2), (0, 2, 2)])  # offsets 0-3, sequences 0-3
+    # a batch equal to one kept, then a sequence gap (the leader's cleaner removed batches): both taken
+    again, gap = at(idem_batch(2), 10), at(idem_batch(9), 20)
+    assert manager.prepare([again]).status is AppendStatus.DUPLICATE
+    assert manager.prepare([gap]).status is AppendStatus.OUT_OF_ORDER_SEQUENCE
+    info = manager.prepare([again, gap], origin=AppendOrigin.REPLICATION)
+    assert info.status is AppendStatus.OK
+    manager.commit(info, 10)  # placed by the batches' own offsets: 10-11 and 20-21
+    entry = manager.last_entry(PID)
+    assert entry is not None
+    assert [(b.first_sequence, b.last_sequence, b.first_offset, b.last_offset) for b in entry.batches] == [
+        (0, 1, 0, 1),
+        (2, 3, 2, 3),
+        (2, 3, 10, 11),
+        (9, 10, 20, 21),
+    ]
+    assert manager.map_end_offset == 22
+    # once this replica leads, the state it kept checks clients as a leader's does
+    assert manager.prepare([hdr(12)]).status is AppendStatus.OUT_OF_ORDER_SEQUENCE
+    duplicate = manager.prepare([hdr(9)]).duplicate
+    assert duplicate is not None
+    assert (duplicate.first_offset, duplicate.last_offset) == (20, 21)
+    assert manager.prepare([hdr(11)]).status is AppendStatus.OK
+
+
+def test_replication_applies_an_older_producer_epoch_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = build(tmp_path, [(5, 0, 2)])
+    older = at(idem_batch(0, epoch=4), 2)
+    assert manager.prepare([older]).status is AppendStatus.INVALID_PRODUCER_EPOCH
+    with caplog.at_level(logging.WARNING, logger="tidelog.storage.producer_state"):
+        info = manager.prepare([older], origin=AppendOrigin.REPLICATION)
+    assert info.status is AppendStatus.OK
+    warning = (
+        f"{tmp_path.name}: epoch 4 of producer {PID} is smaller than the last seen epoch 5 at offset 2 "
+        "(replicated as is)"
+    )
+    assert [r.getMessage() for r in caplog.records] == [warning]
+    manager.commit(info, 2)
+    entry = manager.last_entry(PID)
+    assert entry is not None
+    assert (entry.producer_epoch, entry.last_sequence, entry.last_offset) == (4, 1, 3)
+
+
+def test_one_append_holding_a_transaction_its_marker_and_the_next_is_applied_in_log_order(
+    tmp_path: Path,
+) -> None:
+    # A follower's fetch may hold all three; markers must not be applied after the batches that follow them.
+    def txn(seq: int, base_offset: int) -> RecordBatchHeader:
+        data = encode_batch(
+            [SimpleRecord(value=b"t")] * 2,
+            producer_id=PID,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+        return at(data, base_offset)
+
+    abort = dataclasses.replace(
+        read_batch_header(
+            encode_control_batch(
+                ABORT, producer_id=PID, producer_epoch=0, coordinator_epoch=0, timestamp_ms=TS
+            )
+        ),
+        base_offset=2,
+    )
+    manager = ProducerStateManager(tmp_path)
+    headers = [txn(0, 0), abort, txn(2, 3)]
+    info = manager.prepare(headers, [None, EndTxnMarker(ABORT, 0), None], origin=AppendOrigin.REPLICATION)
+    completed = manager.commit(info, 0)
+    assert completed == [CompletedTxn(PID, 0, 2, is_aborted=True, last_stable_offset=3)]
+    assert manager.ongoing_transactions == {PID: 3}
+    assert manager.first_undecided_offset == 3

@@ -8,6 +8,8 @@ import tidelog.storage
 def test_exports() -> None:
     assert tidelog.storage.__all__ == [
         "CheckpointError",
+        "EpochEndOffset",
+        "EpochEntry",
         "FetchDataInfo",
         "FileRegion",
         "InconsistentClusterIdError",
@@ -23,6 +25,7 @@ def test_exports() -> None:
         "LogSegment",
         "OffsetAndTimestamp",
         "OffsetOutOfRangeError",
+        "OffsetTruncationState",
         "PartitionLog",
         "RecordBatchTooLargeError",
         "StorageError",

@@ -70,13 +70,15 @@ def test_expired_active_segment_is_rolled_then_deleted(tmp_path: Path) -> None:
     assert log.read(end, 100).nbytes == 0
     assert log.delete_retention(now_ms=10**7) == 0  # an empty active segment is never deleted
     # the roll snapshotted the producer state at the new base (Kafka's <offset>.snapshot); older ones went
-    # with their segments
+    # with their segments; the leader epoch of the data deleted now starts at the new log start offset
     assert files(tmp_path / "t-0") == [
         f"{end:020d}.index",
         f"{end:020d}.log",
         f"{end:020d}.snapshot",
         f"{end:020d}.timeindex",
+        "leader-epoch-checkpoint",
     ]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == f"0\n1\n0 {end}\n"
     info = log.append(batch(99), leader_epoch=0, now_ms=10**7)
     assert info.first_offset == end
     log.close()
@@ -195,7 +197,9 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
         "00000000000000001000.index",
         "00000000000000001000.log",
         "00000000000000001000.timeindex",
+        "leader-epoch-checkpoint",
     ]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"  # no epoch left
     log.close()
     reopened = open_log(tmp_path / "t-0", SMALL, clean=True)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (1000, 1000)

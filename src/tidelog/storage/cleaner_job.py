@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -51,17 +51,16 @@ from typing import Final
 from tidelog.protocol.records import (
     RECORD_BATCH_HEADER_SIZE,
     Compression,
-    CorruptRecordError,
     Record,
     RecordBatchHeader,
     RecordError,
     TimestampType,
     decode_batch,
     encode_batch,
-    read_batch_header,
     validate_batch,
 )
 from tidelog.storage import layout
+from tidelog.storage.batch_reader import BatchScan
 from tidelog.storage.cleaner_transactions import (
     AbortedRange,
     CleanedTransactionMetadata,
@@ -90,7 +89,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _INT32_MAX: Final = 2**31 - 1
-_MIN_BATCH_SIZE: Final = RECORD_BATCH_HEADER_SIZE
 
 Throttle = Callable[[int], None]
 """Told the byte count of each read and write the job just did; may block (the caller's rate limit)."""
@@ -218,87 +216,33 @@ def group_segments_by_size(
 # ---- reading source segments ----------------------------------------------------------------------
 
 
-def _pread(source: SourceSegment, nbytes: int, position: int, on_read: Throttle) -> bytes:
-    data = os.pread(source.fd, nbytes, position)
-    on_read(len(data))
-    return data
+def _scan(
+    source: SourceSegment,
+    buffer_size: int,
+    on_read: Throttle,
+    with_data: bool | Callable[[RecordBatchHeader], bool],
+) -> BatchScan:
+    """The whole batches of a source segment, each read reported to ``on_read``; bytes that are no
+    batch, or a segment ending inside one, are :class:`LogCorruptionError` (the sources are whole)."""
+
+    def read(nbytes: int, position: int) -> bytes:
+        data = os.pread(source.fd, nbytes, position)
+        on_read(len(data))
+        return data
+
+    return BatchScan(
+        read,
+        name=source.name,
+        start=0,
+        end=source.size,
+        window_bytes=buffer_size,
+        with_data=with_data,
+        raise_on_torn_tail=True,
+    )
 
 
-def _pread_exact(source: SourceSegment, nbytes: int, position: int, on_read: Throttle) -> bytes:
-    data = _pread(source, nbytes, position, on_read)
-    name = source.name
-    if len(data) != nbytes:
-        raise LogCorruptionError(f"{name}: short read of {nbytes} bytes at {position}")
-    return data
-
-
-def _header_at(view: memoryview, offset: int, name: str, position: int) -> RecordBatchHeader:
-    try:
-        header = read_batch_header(view, offset)
-    except CorruptRecordError as exc:
-        raise LogCorruptionError(f"{name} at {position}: {exc}") from exc
-    if header.size_in_bytes < _MIN_BATCH_SIZE:
-        raise LogCorruptionError(f"{name} at {position}: batch_length {header.batch_length}")
-    return header
-
-
-def _iter_batches(
-    source: SourceSegment, buffer_size: int, on_read: Throttle
-) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
-    """Every whole batch of the segment with its bytes (a view valid until the next item)."""
-    size, name = source.size, source.name
-    position = 0
-    while position < size:
-        chunk = _pread(source, min(buffer_size, size - position), position, on_read)
-        view = memoryview(chunk)
-        offset = 0
-        while len(chunk) - offset >= RECORD_BATCH_HEADER_SIZE:
-            header = _header_at(view, offset, name, position + offset)
-            end = offset + header.size_in_bytes
-            if end > len(chunk):
-                break
-            yield header, view[offset:end]
-            offset = end
-        if offset == 0:  # the next batch is larger than the buffer
-            if len(chunk) < RECORD_BATCH_HEADER_SIZE:
-                raise LogCorruptionError(f"{name}: {size - position} bytes at {position} are no batch")
-            header = _header_at(view, 0, name, position)
-            if position + header.size_in_bytes > size:
-                raise LogCorruptionError(f"{name}: batch at {position} runs past the end of the segment")
-            data = _pread_exact(source, header.size_in_bytes, position, on_read)
-            yield header, memoryview(data)
-            offset = header.size_in_bytes
-        position += offset
-
-
-def _iter_headers(
-    source: SourceSegment, buffer_size: int, on_read: Throttle
-) -> Iterator[tuple[RecordBatchHeader, memoryview | None]]:
-    """Every batch header of the segment, with the bytes of transactional control batches only (other
-    payloads are skipped, not read, when they span beyond the read window)."""
-    size, name = source.size, source.name
-    window = memoryview(b"")
-    window_start = 0
-    position = 0
-    while position < size:
-        offset = position - window_start
-        if offset + RECORD_BATCH_HEADER_SIZE > len(window):
-            window = memoryview(_pread(source, min(buffer_size, size - position), position, on_read))
-            window_start, offset = position, 0
-            if len(window) < RECORD_BATCH_HEADER_SIZE:
-                raise LogCorruptionError(f"{name}: {size - position} bytes at {position} are no batch")
-        header = _header_at(window, offset, name, position)
-        batch_size = header.size_in_bytes
-        if position + batch_size > size:
-            raise LogCorruptionError(f"{name}: batch at {position} runs past the end of the segment")
-        data: memoryview | None = None
-        if header.is_control and header.is_transactional:
-            if offset + batch_size <= len(window):
-                data = window[offset : offset + batch_size]
-            else:
-                data = memoryview(_pread_exact(source, batch_size, position, on_read))
-        yield header, data
-        position += batch_size
+def _is_transaction_marker(header: RecordBatchHeader) -> bool:
+    return header.is_control and header.is_transactional
 
 
 def _control_type(records: Sequence[Record]) -> int | None:
@@ -417,7 +361,7 @@ class CleaningJob:
         for source in sources:
             check()
             os.fsync(source.fd)  # so that the owner's flush before the swap finds nothing left to write
-            for header, data in _iter_headers(source, self._buffer_size, on_io):
+            for _, header, data in _scan(source, self._buffer_size, on_io, _is_transaction_marker):
                 marker = _control_type(_decode(header, data, source.name)) if data is not None else None
                 scanner.on_batch(header, marker)
         upper = self.first_uncleanable_offset
@@ -479,7 +423,8 @@ class CleaningJob:
         """Add the keys of one dirty segment from ``start`` on; True when the map filled up first (the
         batches mapped are then those up to its ``latest_offset``)."""
         offset_map = self._map
-        for header, data in _iter_batches(source, self._buffer_size, on_io):
+        for _, header, data in _scan(source, self._buffer_size, on_io, with_data=True):
+            assert data is not None
             stats.map_bytes_read += header.size_in_bytes
             if header.is_control:
                 txns.on_control_batch_read(header, _control_type(_decode(header, data, source.name)))
@@ -521,7 +466,8 @@ class CleaningJob:
             pending: list[bytes] = []
             pending_bytes = 0
             for source in group:
-                for header, data in _iter_batches(source, self._buffer_size, on_io):
+                for _, header, data in _scan(source, self._buffer_size, on_io, with_data=True):
+                    assert data is not None
                     check()
                     filtered = self._filter_batch(header, data, source.name, txns, upper, stats)
                     if filtered is None:

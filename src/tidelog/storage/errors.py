@@ -79,9 +79,25 @@ class RecordBatchTooLargeError(StorageError):
 
 
 class UnexpectedAppendOffsetError(StorageError):
-    """An append with offsets already assigned (follower path) that goes backwards or below the log end."""
+    """An append that is not whole batches, or whose offsets (already assigned: a follower's) go backwards
+    or do not start where the log ends (Kafka's ``UnexpectedAppendOffsetException``). ``first_offset`` and
+    ``last_offset`` are the append's (None when it is not whole batches), ``log_end_offset`` the log's."""
 
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(
+        self,
+        message: str,
+        error_code: ErrorCode | None = None,
+        *,
+        first_offset: int | None = None,
+        last_offset: int | None = None,
+        log_end_offset: int | None = None,
+    ) -> None:
+        super().__init__(message, error_code)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_end_offset = log_end_offset
 
 
 class InvalidConfigError(StorageError):

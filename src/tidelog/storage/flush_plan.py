@@ -1,5 +1,10 @@
 """A flush of one log, planned by the log's owner and carried out on another thread (Kafka fsyncs on its
-scheduler thread, never on a network thread).
+scheduler thread, never on a network thread), and the bookkeeping that tells what is due.
+
+:class:`FlushState` is the log's side: its recovery point (everything below it is fsynced), when it was
+last flushed, the end of the segments that rolled since, and two generations: the directory changes
+(files created, renamed, deleted) against the ones an fsync of the directory covered, and the log's
+truncations, which make a plan made before one stale.
 
 Three steps: :meth:`PartitionLog.plan_flush` (owner's thread) picks what is due and opens new descriptors of
 those files; :meth:`FlushPlan.execute` (any thread) fsyncs them; :meth:`PartitionLog.complete_flush`
@@ -24,6 +29,9 @@ Invariants:
   the recovery point never claims an offset that was not fsynced, whatever happened in between.
 * The plan owns its descriptors until :meth:`close` (or the end of a ``with`` block): the owner closes it
   only once :meth:`execute` is no longer running, never while a thread may still fsync them.
+* :class:`FlushState`: the recovery point rises only with what an fsync covered (:meth:`FlushState.record`)
+  and falls only with the log (:meth:`FlushState.truncated`, :meth:`FlushState.started_over`); a roll flush
+  stays due until the recovery point reaches the roll.
 """
 
 from __future__ import annotations
@@ -39,9 +47,10 @@ from typing import TYPE_CHECKING
 from tidelog.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
+    from tidelog.storage.config import LogConfig
     from tidelog.storage.txn_index import TransactionIndex
 
-__all__ = ["FlushPlan", "close_descriptors", "open_dir_for_fsync"]
+__all__ = ["FlushPlan", "FlushState", "close_descriptors", "open_dir_for_fsync"]
 
 
 def open_dir_for_fsync(directory: Path) -> int:
@@ -112,3 +121,92 @@ class FlushPlan:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class FlushState:
+    """The flush bookkeeping of one log (module docstring); owner's thread only."""
+
+    __slots__ = (
+        "_dir_changes",
+        "_dir_synced",
+        "last_flush_ms",
+        "recovery_point",
+        "roll_flush_offset",
+        "truncations",
+    )
+
+    def __init__(self, *, recovery_point: int, now_ms: int) -> None:
+        self.recovery_point = recovery_point
+        self.last_flush_ms = now_ms
+        self.roll_flush_offset: int | None = None
+        """Where the segments that rolled since the last flush end (None: none rolled)."""
+        self.truncations = 0
+        """Truncations of the log that removed something: a plan made before one is stale."""
+        self._dir_changes = 0
+        self._dir_synced = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"FlushState(recovery_point={self.recovery_point}, last_flush_ms={self.last_flush_ms}, "
+            f"roll_flush_offset={self.roll_flush_offset}, dir={self._dir_synced}/{self._dir_changes})"
+        )
+
+    # ---- what happened to the log ---------------------------------------------------------------
+
+    def files_changed(self) -> None:
+        """A file of the log was created, renamed or deleted: the directory needs an fsync."""
+        self._dir_changes += 1
+
+    @property
+    def dir_generation(self) -> int:
+        """The directory changes so far (a plan records what it will cover)."""
+        return self._dir_changes
+
+    @property
+    def dir_dirty(self) -> bool:
+        return self._dir_changes != self._dir_synced
+
+    def dir_fsynced(self, generation: int | None = None) -> None:
+        """The directory was fsynced after the changes up to ``generation`` (None: all so far)."""
+        self._dir_synced = max(self._dir_synced, self._dir_changes if generation is None else generation)
+
+    def rolled(self, new_base: int) -> None:
+        """A segment with data rolled: everything below ``new_base`` is due at the next periodic flush."""
+        self.roll_flush_offset = new_base
+
+    def truncated(self, log_end_offset: int) -> None:
+        """The log was truncated to ``log_end_offset``."""
+        self.truncations += 1
+        self.recovery_point = min(self.recovery_point, log_end_offset)
+        if self.roll_flush_offset is not None and self.roll_flush_offset > log_end_offset:
+            self.roll_flush_offset = None
+
+    def started_over(self, offset: int) -> None:
+        """The log was emptied and starts at ``offset``."""
+        self.truncations += 1
+        self.recovery_point = offset
+        self.roll_flush_offset = None
+
+    # ---- flushing ---------------------------------------------------------------------------------
+
+    def due(self, *, now_ms: int, log_end_offset: int, config: LogConfig) -> tuple[int, int | None] | None:
+        """What the periodic flush owes (Kafka's ``flushDirtyLogs``): ``(target offset, flush time)``, the
+        flush time None when only a roll is due; None when nothing is. Everything once ``flush.messages``
+        are unflushed or ``flush.ms`` passed since the last flush, else the segments that rolled."""
+        if (
+            log_end_offset - self.recovery_point >= config.flush_messages
+            or now_ms - self.last_flush_ms >= config.flush_ms
+        ):
+            return log_end_offset, now_ms
+        if self.roll_flush_offset is not None:
+            return min(self.roll_flush_offset, log_end_offset), None
+        return None
+
+    def record(self, target_offset: int, flush_time_ms: int | None) -> None:
+        """An fsync covered everything below ``target_offset`` (a periodic flush at ``flush_time_ms``, None
+        for a roll flush)."""
+        self.recovery_point = max(self.recovery_point, target_offset)
+        if flush_time_ms is not None:
+            self.last_flush_ms = max(self.last_flush_ms, flush_time_ms)
+        if self.roll_flush_offset is not None and self.roll_flush_offset <= self.recovery_point:
+            self.roll_flush_offset = None

@@ -5,8 +5,19 @@ Invariants:
 * ``log_start_offset <= high_watermark <= log_end_offset`` and ``recovery_point <= log_end_offset``; all
   offsets are absolute. Segments are sorted by base offset; the last one is the *active* segment, the only
   one appended to; every offset of a segment is below the next segment's base offset.
-* Offsets in a log that is not compacted are contiguous: an append with assigned offsets that leaves a gap
-  (a follower after the leader deleted records) starts a new segment at its first offset.
+* Offsets in a log that is not compacted are contiguous. A follower's append (:meth:`append_as_follower`)
+  starts exactly at the log end (in a compacted log at or above it: the leader's cleaner leaves gaps); an
+  append with offsets that leaves a gap (``append(assign_offsets=False)``) starts a new segment at its
+  first offset.
+* Leader epochs (:mod:`.leader_epoch_cache`, ``leader-epoch-checkpoint``): every append records the
+  partition leader epoch of its batches where it rises, the file written before the batches; truncation
+  removes the epochs starting at or after the new log end, a rising log start offset moves the first epoch
+  up, :meth:`truncate_fully_and_start_at` empties it, each written at once. Loading trusts the file cut to
+  the log, or rebuilds a missing or damaged one from the batches (:mod:`.recovery` step 6).
+* Replication: the high watermark is whatever the owner sets within ``[log_start_offset, log_end_offset]``
+  (a follower's lags its log end, and is checkpointed and loaded as it is, capped at the log end);
+  :meth:`truncate_to` brings the producer state, ``.txnindex``, leader epochs and high watermark down with
+  the log.
 * Data written by :meth:`PartitionLog.append` is in the page cache when it returns: a process crash loses
   none of it. fsync happens in :meth:`append` once ``flush.messages`` are unflushed, on :meth:`flush`, and
   in the periodic flush (:meth:`plan_flush` / :meth:`complete_flush` around a :class:`FlushPlan` executed
@@ -14,14 +25,17 @@ Invariants:
   passed. The recovery point advances only after the fsync returned, never past what it covered: a flush
   completed after the log was closed or truncated since its plan is dropped.
 * Compaction (:mod:`.cleaner`) replaces inactive segments below the recovery point by
-  :meth:`replace_segments` (``.cleaned`` -> ``.swap`` -> live, crash-safe); offsets never change, gaps
-  appear.
-* Segments leave by rename to ``.deleted`` and are unlinked by :meth:`remove_deleted_files` after
-  ``file.delete.delay.ms``; regions already handed out stay readable meanwhile.
+  :meth:`replace_segments` (:mod:`.segment_swap`: ``.cleaned`` -> ``.swap`` -> live, crash-safe); offsets
+  never change, gaps appear.
+* Retention (:mod:`.retention`) picks the oldest segments past the log start offset, ``retention.bytes``
+  or ``retention.ms``, all below the high watermark. Segments leave by rename to ``.deleted`` and are
+  unlinked by :meth:`remove_deleted_files` after ``file.delete.delay.ms`` (:mod:`.segment_deletion`);
+  regions already handed out stay readable meanwhile.
 * The active segment is never deleted in place: retention that covers every segment rolls first.
 * Idempotent producers (:mod:`tidelog.storage.producer_state`): a leader append is checked against the
-  producer state before anything is written; a duplicate writes nothing and returns the original offsets
-  (``LogAppendInfo.duplicate``); a sequence or epoch error raises before the write. The state is
+  producer state before anything is written (a follower's with origin REPLICATION: no sequence checks); a
+  duplicate writes nothing and returns the original offsets (``LogAppendInfo.duplicate``); a sequence or
+  epoch error raises before the write. The state is
   snapshotted (``<offset>.snapshot``) at every roll and by :meth:`take_producer_snapshot` (clean shutdown),
   rebuilt on open and after truncation, and old snapshots go with their segments.
 * Transactions: the producer state tracks open transactions; :meth:`append_control_marker` (or any leader
@@ -36,48 +50,39 @@ Invariants:
 
 from __future__ import annotations
 
-import bisect
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from tidelog.protocol.records import (
-    ControlRecordType,
-    InvalidTimestampError,
-    RecordBatchHeader,
-    RecordError,
-    TimestampType,
-    decode_batch,
-    decode_control_record,
-    encode_control_batch,
-    iter_batch_headers,
-    read_batch_header,
-    set_log_append_time,
-)
-from tidelog.protocol.records import assign_offsets as _assign_offsets
-from tidelog.storage import layout
+from tidelog.protocol.records import ControlRecordType, RecordBatchHeader, encode_control_batch
+from tidelog.storage import layout, log_validator, retention, segment_swap
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.checkpoint import fsync_dir
 from tidelog.storage.config import LogConfig
-from tidelog.storage.errors import (
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    UnexpectedAppendOffsetError,
-)
+from tidelog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
-from tidelog.storage.flush_plan import FlushPlan, close_descriptors, open_dir_for_fsync
+from tidelog.storage.flush_plan import FlushPlan, FlushState, close_descriptors, open_dir_for_fsync
+from tidelog.storage.leader_epoch_cache import (
+    EpochEndOffset,
+    EpochEntry,
+    LeaderEpochFileCache,
+    OffsetTruncationState,
+)
+from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.producer_state import (
     AppendOrigin,
     AppendStatus,
     BatchMetadata,
     CompletedTxn,
     EndTxnMarker,
+    ProducerAppendInfo,
     ProducerStateManager,
 )
 from tidelog.storage.recovery import load_log
 from tidelog.storage.segment import LogSegment
+from tidelog.storage.segment_deletion import DeletedSegments
 from tidelog.storage.txn_index import AbortedTransaction, AbortedTxn
 
 __all__ = ["OffsetAndTimestamp", "PartitionLog"]
@@ -95,19 +100,30 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
-_Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
-_SWAP_ORDER: Final = (
-    layout.INDEX_FILE_SUFFIX,
-    layout.TIME_INDEX_FILE_SUFFIX,
-    layout.TXN_INDEX_FILE_SUFFIX,
-    layout.LOG_FILE_SUFFIX,
-)
-"""A segment's files in the order the cleaner's swap renames them: the ``.log`` (what recovery looks for)
-last."""
-
-
 class PartitionLog:
-    """One partition's log. Build with :meth:`open`."""
+    """One partition's log. Build with :meth:`open`.
+
+    What a replica does with it (Kafka's ``Partition`` / ``AbstractFetcherThread`` calls, in Kafka's
+    order; the server owns the when and the fencing by leader epoch):
+
+    * Becoming leader in epoch ``e``: :meth:`maybe_assign_epoch_start_offset` ``(e, log_end_offset)``; then
+      :meth:`append` / :meth:`append_control_marker` with ``leader_epoch=e``, and
+      :meth:`maybe_increment_high_watermark` as the ISR's log end offsets rise. OffsetForLeaderEpoch
+      answers :meth:`end_offset_for_epoch`; a follower's fetch with ``LastFetchedEpoch`` ``l`` at offset
+      ``f`` has diverged when ``end_offset_for_epoch(l)`` has an epoch below ``l`` or an end offset below
+      ``f`` (answer that pair as its DivergingEpoch).
+    * Following: fetch at :attr:`log_end_offset` with ``LastFetchedEpoch`` :attr:`latest_epoch`. On a
+      DivergingEpoch (or the leader's OffsetForLeaderEpoch answer) ``d``:
+      :meth:`offset_truncation_state` ``(d, fetch_offset=high_watermark)``, then :meth:`truncate_to` its
+      offset; not ``truncation_completed``: ask again with the epoch now latest (KIP-279). Fetched bytes go
+      to :meth:`append_as_follower` whole; then :meth:`update_high_watermark` ``(leader's high
+      watermark)`` (capped at the log end) and :meth:`delete_records_before` ``(min(leader's log start
+      offset, high_watermark))`` when it rose. OFFSET_OUT_OF_RANGE with the leader's log start above the log
+      end: :meth:`truncate_fully_and_start_at` that offset.
+    * Durable state: the ``leader-epoch-checkpoint`` is written by the log itself; the high watermark,
+      recovery point and log start offset by :class:`~tidelog.storage.log_manager.LogManager`'s
+      checkpoints (a follower's high watermark is checkpointed as it is, lagging its log end).
+    """
 
     def __init__(
         self,
@@ -120,24 +136,24 @@ class PartitionLog:
         recovery_point: int,
         high_watermark: int | None,
         now_ms: int,
+        leader_epochs: LeaderEpochFileCache | None = None,
     ) -> None:
         self._dir = directory
         self._config = config
         self._limiter = limiter
-        self._segments = segments
-        self._bases = [segment.base_offset for segment in segments]
+        self._segments = LogSegments(segments)
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
         self._high_watermark = log_start_offset
-        self._last_flush_ms = now_ms
         self._clock_ms = now_ms
-        self._roll_flush_offset: int | None = None
-        self._dir_changes = 0  # files created, renamed or deleted (counted); fsynced up to _dir_synced
-        self._dir_synced = 0
-        self._truncations = 0  # truncate_to / truncate_fully_and_start_at calls that removed something
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._flushes = FlushState(recovery_point=recovery_point, now_ms=now_ms)
+        self._deleted = DeletedSegments()
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
+        self._epochs = (
+            leader_epochs
+            if leader_epochs is not None
+            else LeaderEpochFileCache(directory / layout.LEADER_EPOCH_CHECKPOINT_FILE)
+        )
         self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
         try:
             self.topic_partition: layout.TopicPartition | None = layout.parse_partition_dir_name(
@@ -162,7 +178,9 @@ class PartitionLog:
         """Load the log in ``directory`` (created if absent), recovering it unless ``clean_shutdown``.
 
         ``recovery_point`` and ``log_start_offset`` come from the log dir's checkpoints; ``high_watermark``
-        from ``replication-offset-checkpoint`` (None: the log start offset).
+        from ``replication-offset-checkpoint`` (None: the log start offset), capped at the log end offset
+        the load ends with (a follower's may lag it; after an unclean shutdown it may name offsets the
+        recovery cut). The leader epoch cache is loaded, or rebuilt, as :mod:`.recovery` step 6 says.
         """
         limiter = limiter if limiter is not None else OpenSegmentLimiter(DEFAULT_MAX_OPEN_SEGMENTS)
         loaded = load_log(
@@ -183,6 +201,7 @@ class PartitionLog:
             recovery_point=loaded.recovery_point,
             high_watermark=high_watermark,
             now_ms=now_ms,
+            leader_epochs=loaded.leader_epochs,
         )
         if loaded.recovered_from is not None:
             # Kafka's recoverSegment: the state is rebuilt from at most the first revalidated segment on,
@@ -221,15 +240,15 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._flushes.recovery_point
 
     @property
     def last_flush_ms(self) -> int:
-        return self._last_flush_ms
+        return self._flushes.last_flush_ms
 
     @property
     def unflushed_messages(self) -> int:
-        return self.log_end_offset - self._recovery_point
+        return self.log_end_offset - self._flushes.recovery_point
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -242,13 +261,68 @@ class PartitionLog:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        return self._segments.size_in_bytes
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set.
+        A follower sets min(leader's high watermark, its log end offset) after each fetch, lower than
+        before after a truncation (Kafka's ``updateHighWatermark``)."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
         self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """A leader's high watermark only rises (Kafka's ``maybeIncrementHighWatermark``): set ``offset`` if
+        it is above the current one; returns whether it was. ``ValueError`` above the log end offset."""
+        if offset > self.log_end_offset:
+            raise ValueError(
+                f"high watermark {offset} of {self._dir.name} above the log end offset {self.log_end_offset}"
+            )
+        if offset <= self._high_watermark:
+            return False
+        self.update_high_watermark(offset)
+        return True
+
+    # ---- leader epochs ----------------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The leader epoch of the log's last epoch entry (a follower's ``LastFetchedEpoch``), None if the
+        log has none."""
+        return self._epochs.latest_epoch
+
+    @property
+    def leader_epoch_entries(self) -> tuple[EpochEntry, ...]:
+        """``(epoch, start_offset)`` of every leader epoch in the log, oldest first (the
+        ``leader-epoch-checkpoint``)."""
+        return self._epochs.entries
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch's answer, and a leader's test for a fetch's DivergingEpoch: the largest epoch
+        at most ``leader_epoch`` and its end offset (the log end offset for the latest epoch), else
+        ``(-1, -1)`` (:meth:`LeaderEpochFileCache.end_offset_for`)."""
+        return self._epochs.end_offset_for(leader_epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The leader epoch of the batch holding ``offset`` (ListOffsets' ``leader_epoch``), None below the
+        first epoch entry."""
+        return self._epochs.epoch_for_offset(offset)
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (Kafka's ``maybeAssignEpochStartOffset``: a
+        broker becoming leader calls it with its log end offset before it appends, so OffsetForLeaderEpoch
+        answers for the epoch before at once); written at once if it changed the cache."""
+        self._epochs.assign(leader_epoch, start_offset)
+        self._epochs.write()
+
+    def offset_truncation_state(self, leader: EpochEndOffset, *, fetch_offset: int) -> OffsetTruncationState:
+        """Where this log, as a follower, truncates once the leader answered ``leader`` (OffsetForLeaderEpoch
+        for :attr:`latest_epoch`, or a fetch's DivergingEpoch); ``fetch_offset`` is used when the leader
+        knew no end offset (Kafka: the follower's high watermark). See
+        :meth:`LeaderEpochFileCache.offset_truncation_state`; :meth:`truncate_to` does the truncation."""
+        return self._epochs.offset_truncation_state(
+            leader, log_end_offset=self.log_end_offset, fetch_offset=fetch_offset
+        )
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -286,53 +360,124 @@ class PartitionLog:
         assign_offsets: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Append one or more whole batches (already checked by ``records.validate_batches``).
+        """Append one or more whole batches as leader (already checked by ``records.validate_batches``; the
+        log's own checks and rewrites are :mod:`.log_validator`'s).
 
-        With ``assign_offsets`` (leader): batches get offsets from the log end and ``leader_epoch``, rewritten
-        in place (``records`` is copied first unless it is a writable buffer), and with LogAppendTime the
-        broker's ``now_ms``. Without (follower): offsets must start at or above the log end and increase.
-        May roll first; fsyncs afterwards once ``flush.messages`` are unflushed (``flush.ms`` is the periodic
-        flush's, as in Kafka). ``origin`` COORDINATOR is for the broker's own writes with a producer id
-        (transactional offset commits): epochs are checked, but not sequences or duplicates. COMMIT/ABORT control batches close the producer's transaction.
+        Batches get offsets from the log end and ``leader_epoch``, rewritten in place (``records`` is
+        copied first unless it is a writable buffer), and with LogAppendTime the broker's ``now_ms``; a new
+        ``leader_epoch`` (>= 0) starts at the first offset in the leader epoch cache, written before the
+        batches. May roll first; fsyncs afterwards once ``flush.messages`` are unflushed (``flush.ms`` is
+        the periodic flush's, as in Kafka). ``origin`` COORDINATOR is for the broker's own writes with a
+        producer id (transactional offset commits): epochs are checked, but not sequences or duplicates.
+        COMMIT/ABORT control batches close the producer's transaction.
+
+        ``assign_offsets=False`` writes the batches at the offsets they carry, checking only that they do
+        not go backwards (a gap starts a new segment), and replays them into the producer state without
+        checks; their partition leader epochs go to the cache. Tools and tests use it; a replica uses
+        :meth:`append_as_follower`.
         """
         self._observe(now_ms)
         buf: bytearray | memoryview
-        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+        if not assign_offsets:
+            buf = records if isinstance(records, memoryview) else memoryview(records)
+        elif isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
             buf = records
         else:
             buf = bytearray(records)
-        total = len(buf)
-        batches = list(iter_batch_headers(buf))
-        consumed = batches[-1][0] + batches[-1][1].size_in_bytes if batches else 0
-        if not batches or consumed != total:
-            raise UnexpectedAppendOffsetError(f"append of {total} bytes is not a sequence of whole batches")
+        batches = log_validator.whole_batches(buf)
+        self._check_append_size(len(buf))
         config = self._config
-        if total > config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"append of {total} bytes to {self._dir.name} exceeds segment.bytes={config.segment_bytes}"
-            )
         log_end = self.log_end_offset
-        producer_info = None
-        markers = self._end_txn_markers(buf, batches)
-        if assign_offsets:
-            self._check_timestamps(batches, now_ms)
-            producer_info = self.producer_state.prepare(
-                [header for _, header in batches], markers, origin=origin
-            )
-            if producer_info.status is AppendStatus.DUPLICATE:
-                assert producer_info.duplicate is not None
-                return self._duplicate_info(producer_info.duplicate, batches)
-            producer_info.raise_for_error()
-            next_offset = log_end
-            for position, header in batches:
-                _assign_offsets(buf, position, next_offset, leader_epoch)
-                if config.log_append_time:
-                    set_log_append_time(buf, position, now_ms)
-                next_offset += header.last_offset_delta + 1
-            batches = [(position, read_batch_header(buf, position)) for position, _ in batches]
-        else:
-            self._check_assigned_offsets(batches, log_end)
+        markers = log_validator.end_txn_markers(buf, batches)
+        if not assign_offsets:
+            log_validator.check_assigned_offsets(batches, log_end)
+            self._assign_batch_epochs(batches)
+            return self._write(buf, batches, None, markers, now_ms=now_ms, log_append_time=-1)
+        log_validator.check_timestamps(config, batches, now_ms)
+        producer_info = self.producer_state.prepare([header for _, header in batches], markers, origin=origin)
+        if producer_info.status is AppendStatus.DUPLICATE:
+            assert producer_info.duplicate is not None
+            return self._duplicate_info(producer_info.duplicate, batches)
+        producer_info.raise_for_error()
+        batches = log_validator.assign_offsets_and_epoch(
+            buf,
+            batches,
+            first_offset=log_end,
+            leader_epoch=leader_epoch,
+            log_append_time_ms=now_ms if config.log_append_time else None,
+        )
+        if leader_epoch >= 0:
+            self._epochs.assign(leader_epoch, log_end)
+        log_append_time = now_ms if config.log_append_time else -1
+        return self._write(
+            buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=log_append_time
+        )
 
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> LogAppendInfo:
+        """Append batches copied from the leader's log, offsets and leader epochs as the leader wrote them
+        (Kafka's ``appendAsFollower``). Nothing is rewritten or copied.
+
+        Checks, before anything is written: whole batches (:class:`UnexpectedAppendOffsetError`), at most
+        ``segment.bytes`` (:class:`RecordBatchTooLargeError`), each batch whole by
+        ``records.validate_batch`` (CRC32C, structure: its ``RecordError``, e.g. ``CorruptRecordError``),
+        the first batch starting at the log end offset (in a compacted log at or above it: the leader's
+        cleaner removes whole batches) and offsets increasing, else :class:`UnexpectedAppendOffsetError`
+        with the append's ``first_offset``/``last_offset`` and the ``log_end_offset``. A log that is empty
+        at its log start offset being sent the batch holding that offset (the leader's start offset fell
+        inside a batch: DeleteRecords) gets that error too; Kafka's answer, the caller's, is
+        :meth:`truncate_fully_and_start_at` the error's ``first_offset`` and the same append again.
+
+        The producer state takes the batches with origin REPLICATION (no sequence or duplicate checks, an
+        older producer or coordinator epoch is applied with a warning, ``InvalidTxnStateError`` for a
+        non-transactional batch of a producer whose transaction is open); COMMIT/ABORT markers close
+        transactions and an ABORT gets its ``.txnindex`` entry. Each batch's partition leader epoch newer
+        than the cache's latest starts there (written before the batches). The high watermark is the
+        caller's to move (:meth:`update_high_watermark`: min(leader's, log end offset)).
+        """
+        self._observe(now_ms)
+        buf = records if isinstance(records, memoryview) else memoryview(records)
+        batches = log_validator.whole_batches(buf)
+        self._check_append_size(len(buf))
+        log_validator.validate_whole(buf, batches)
+        log_validator.check_follower_offsets(
+            batches, self.log_end_offset, gaps_allowed=self._config.compact_enabled
+        )
+        markers = log_validator.end_txn_markers(buf, batches)
+        producer_info = self.producer_state.prepare(
+            [header for _, header in batches], markers, origin=AppendOrigin.REPLICATION
+        )
+        producer_info.raise_for_error()
+        self._assign_batch_epochs(batches)
+        return self._write(buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=-1)
+
+    def _check_append_size(self, total: int) -> None:
+        if total > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {total} bytes to {self._dir.name} exceeds "
+                f"segment.bytes={self._config.segment_bytes}"
+            )
+
+    def _assign_batch_epochs(self, batches: log_validator.Batches) -> None:
+        """Kafka's ``maybeAssignEpochStartOffset`` for each batch carrying a partition leader epoch."""
+        for _, header in batches:
+            if header.partition_leader_epoch >= 0:
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _write(
+        self,
+        buf: bytearray | memoryview,
+        batches: log_validator.Batches,
+        producer_info: ProducerAppendInfo | None,
+        markers: Sequence[EndTxnMarker | None] | None,
+        *,
+        now_ms: int,
+        log_append_time: int,
+    ) -> LogAppendInfo:
+        """Write checked batches (offsets final) at the log end, then apply them to the producer state
+        (``producer_info`` committed, else replayed) and the transaction index."""
+        self._epochs.write()  # before the batches: the file never lacks the epoch of a batch in the log
+        total = len(buf)
+        log_end = self.log_end_offset
         first_offset = batches[0][1].base_offset
         last_offset = batches[-1][1].last_offset
         max_timestamp = -1
@@ -348,7 +493,6 @@ class PartitionLog:
             active = self.roll(now_ms, expected_next_offset=first_offset)
         active.append(memoryview(buf), batches, now_ms=now_ms)
         if producer_info is not None:
-            log_append_time = now_ms if config.log_append_time else -1
             completed = self.producer_state.commit(
                 producer_info, first_offset, log_append_time=log_append_time
             )
@@ -360,14 +504,14 @@ class PartitionLog:
             completed = [txn for txn in replayed if txn is not None]
         self._index_completed_transactions(completed)
 
-        if self.unflushed_messages >= config.flush_messages:
+        if self.unflushed_messages >= self._config.flush_messages:
             self.flush(now_ms)
         return LogAppendInfo(
             first_offset=first_offset,
             last_offset=last_offset,
             max_timestamp=max_timestamp,
             shallow_offset_of_max_timestamp=offset_of_max,
-            log_append_time=now_ms if assign_offsets and config.log_append_time else -1,
+            log_append_time=log_append_time,
             log_start_offset=self._log_start_offset,
             shallow_count=len(batches),
             records_count=sum(header.records_count for _, header in batches),
@@ -406,33 +550,13 @@ class PartitionLog:
             bytearray(batch), leader_epoch=leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR
         )
 
-    @staticmethod
-    def _end_txn_markers(
-        buf: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]]
-    ) -> list[EndTxnMarker | None] | None:
-        """The end marker of each control batch (None elsewhere); None when there is no control batch."""
-        if not any(header.is_control for _, header in batches):
-            return None
-        markers: list[EndTxnMarker | None] = []
-        for position, header in batches:
-            marker = None
-            if header.is_control and header.records_count > 0:
-                _, records = decode_batch(buf, position)
-                if records:
-                    try:
-                        marker = EndTxnMarker(*decode_control_record(records[0]))
-                    except RecordError:
-                        marker = None
-            markers.append(marker)
-        return markers
-
     def _index_completed_transactions(self, completed: Sequence[CompletedTxn]) -> None:
         """Add each aborted transaction to the ``.txnindex`` of the segment holding its marker, unless that
         index has it already (a replay over a segment whose index survived)."""
         for txn in completed:
             if not txn.is_aborted:
                 continue
-            index = self._segments[self._segment_index(txn.last_offset)].txn_index
+            index = self._segments[self._segments.index_of(txn.last_offset)].txn_index
             last = index.last_offset
             if last is None or last < txn.last_offset:
                 index.append(
@@ -451,7 +575,7 @@ class PartitionLog:
         found: list[AbortedTransaction] = []
         if upper_bound_offset <= start_offset:
             return found
-        for segment in self._segments[self._segment_index(start_offset) :]:
+        for segment in self._segments[self._segments.index_of(start_offset) :]:
             entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
             found.extend(entry.aborted_transaction for entry in entries)
             if complete:
@@ -475,36 +599,6 @@ class PartitionLog:
             duplicate=True,
         )
 
-    def _check_timestamps(self, batches: Sequence[tuple[int, RecordBatchHeader]], now_ms: int) -> None:
-        """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms`` for create-time topics."""
-        config = self._config
-        if config.log_append_time:
-            return
-        for _, header in batches:
-            if header.timestamp_type != TimestampType.CREATE_TIME:
-                continue
-            low = header.base_timestamp if header.base_timestamp >= 0 else header.max_timestamp
-            if 0 <= low < now_ms - config.message_timestamp_before_max_ms:
-                raise InvalidTimestampError(
-                    f"timestamp {low} is more than message.timestamp.before.max.ms="
-                    f"{config.message_timestamp_before_max_ms} before the broker's time {now_ms}"
-                )
-            if header.max_timestamp > now_ms + config.message_timestamp_after_max_ms:
-                raise InvalidTimestampError(
-                    f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms="
-                    f"{config.message_timestamp_after_max_ms} after the broker's time {now_ms}"
-                )
-
-    @staticmethod
-    def _check_assigned_offsets(batches: Sequence[tuple[int, RecordBatchHeader]], log_end: int) -> None:
-        expected = log_end
-        for _, header in batches:
-            if header.base_offset < expected:
-                raise UnexpectedAppendOffsetError(
-                    f"batch base offset {header.base_offset} is below the expected {expected} (log end {log_end})"
-                )
-            expected = header.next_offset
-
     def roll(self, now_ms: int, *, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log_end_offset)``.
 
@@ -518,25 +612,20 @@ class PartitionLog:
         if active.size == 0:
             if active.base_offset == new_base:
                 return active
-            self._segments.pop()
-            self._bases.pop()
+            self._segments.pop_active()
             active.delete_files()
         else:
             active.mark_inactive()
-            self._roll_flush_offset = new_base
+            self._flushes.rolled(new_base)
         segment = LogSegment.create(self._dir, new_base, self._config, self._limiter, now_ms=now_ms)
         self._segments.append(segment)
-        self._bases.append(new_base)
-        self._dir_changes += 1
+        self._flushes.files_changed()
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
         logger.debug("%s: rolled new segment at offset %d", self._dir.name, new_base)
         return segment
 
     # ---- read -------------------------------------------------------------------------------------
-
-    def _segment_index(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(
         self,
@@ -563,10 +652,10 @@ class PartitionLog:
         total = 0
         next_offset = fetch_offset
         segments = self._segments
-        index = self._segment_index(fetch_offset)
+        index = self._segments.index_of(fetch_offset)
         while next_offset < limit and index < len(segments):
             segment = segments[index]
-            upper = segments[index + 1].base_offset if index + 1 < len(segments) else log_end
+            upper = segments.upper_bound(index, log_end)
             result = segment.read(
                 next_offset,
                 max_bytes - total,
@@ -610,17 +699,27 @@ class PartitionLog:
     # ---- truncation and deletion ------------------------------------------------------------------
 
     def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
-        """Remove everything at and above ``offset`` (a batch holding ``offset`` goes whole). Returns whether
-        anything was removed. Below the first segment the log starts over at ``offset``."""
+        """Remove everything at and above ``offset`` (a batch holding ``offset`` goes whole; Kafka's
+        ``truncateTo``, a follower's after a leader change). Returns whether anything was removed. Below the
+        first segment the log starts over at ``offset`` (:meth:`truncate_fully_and_start_at`).
+
+        With the log: the producer state is rebuilt (the latest snapshot at or below the new log end offset,
+        then a replay of the batches after it: an open transaction whose batches went is gone, one whose
+        marker went is open again), the ``.txnindex`` entries of markers that went go with them, the leader
+        epoch cache loses the epochs starting at or after the new log end (written at once), and the high
+        watermark, log start offset and recovery point are at most the new log end offset. At or above the
+        log end only the epochs starting there or later go (an epoch a leader began without writing).
+        """
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         now = self._observe(now_ms)
         if offset >= self.log_end_offset:
+            self._epochs.truncate_from_end(self.log_end_offset)
+            self._epochs.write()
             return False
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms=now)
             return True
-        self._truncations += 1
         doomed = [segment for segment in self._segments if segment.base_offset > offset]
         self._delete_segments(doomed, now)
         active = self._segments[-1]
@@ -628,30 +727,34 @@ class PartitionLog:
             active.mark_active()
         active.truncate_to(offset)
         log_end = self.log_end_offset
-        self._recovery_point = min(self._recovery_point, log_end)
+        self._flushes.truncated(log_end)
         self._log_start_offset = min(self._log_start_offset, log_end)
         self._high_watermark = min(self._high_watermark, log_end)
-        if self._roll_flush_offset is not None and self._roll_flush_offset > log_end:
-            self._roll_flush_offset = None
+        self._epochs.truncate_from_end(log_end)
+        self._epochs.write()
         self.load_producer_state(now)
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
-        """Delete every segment; the log restarts empty at ``offset`` (start, end, high watermark)."""
+        """Delete every segment; the log restarts empty at ``offset`` (start, end, high watermark), with no
+        producer state, snapshot or leader epoch (Kafka's ``truncateFullyAndStartAt``: a follower whose log
+        end is below the leader's log start offset)."""
         now = self._observe(now_ms)
-        self._truncations += 1
         self._delete_segments(list(self._segments), now)
         segment = LogSegment.create(self._dir, offset, self._config, self._limiter, now_ms=now)
-        self._segments = [segment]
-        self._bases = [offset]
-        self._dir_changes += 1
-        self._log_start_offset = self._recovery_point = self._high_watermark = offset
-        self._roll_flush_offset = None
+        self._segments.reset(segment)
+        self._flushes.files_changed()
+        self._flushes.started_over(offset)
+        self._log_start_offset = self._high_watermark = offset
         self.producer_state.truncate_fully_and_start_at(offset)
+        self._epochs.clear()
+        self._epochs.write()
 
     def delete_records_before(self, offset: int, *, now_ms: int | None = None) -> int:
-        """DeleteRecords: raise the log start offset to ``offset`` (at most the high watermark, else
-        :class:`OffsetOutOfRangeError`) and delete the segments entirely below it. Returns the log start."""
+        """DeleteRecords (Kafka's ``maybeIncrementLogStartOffset``; a follower's too, with the leader's log
+        start offset): raise the log start offset to ``offset`` (at most the high watermark, else
+        :class:`OffsetOutOfRangeError`) and delete the segments entirely below it; the leader epoch cache's
+        first entry moves up to it. Returns the log start."""
         now = self._observe(now_ms)
         if offset > self._high_watermark:
             raise OffsetOutOfRangeError(
@@ -660,167 +763,98 @@ class PartitionLog:
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset
-            self.producer_state.on_log_start_offset_incremented(offset)
-            self._delete_old_segments(self._start_offset_breached, now)
+            self._on_log_start_offset_incremented()
+            self._delete_old_segments(retention.log_start_offset_breach(offset), now)
+            self._epochs.write()
         return self._log_start_offset
 
     def delete_retention(self, now_ms: int) -> int:
-        """Delete the segments past retention; returns how many. Kafka's ``deleteOldSegments``: segments
-        below the log start offset always; with ``cleanup.policy`` delete also the oldest segments while
-        ``retention.bytes`` is exceeded by at least their size, and those whose largest timestamp is more than
-        ``retention.ms`` before ``now_ms``. Only segments entirely below the high watermark, oldest first."""
+        """Delete the segments past retention (:mod:`.retention`); returns how many. Kafka's
+        ``deleteOldSegments``: segments below the log start offset always; with ``cleanup.policy`` delete also
+        the oldest segments while ``retention.bytes`` is exceeded by at least their size, and those whose
+        largest timestamp is more than ``retention.ms`` before ``now_ms``. Only segments entirely below the
+        high watermark, oldest first."""
         self._observe(now_ms)
-        deleted = self._delete_old_segments(self._start_offset_breached, now_ms)
+        deleted = self._delete_old_segments(retention.log_start_offset_breach(self._log_start_offset), now_ms)
         if self._config.delete_enabled:
-            deleted += self._delete_retention_size_breached(now_ms)
-            deleted += self._delete_retention_ms_breached(now_ms)
+            by_size = retention.retention_size_breach(self._config, self.size_in_bytes)
+            if by_size is not None:
+                deleted += self._delete_old_segments(by_size, now_ms)
+            by_time = retention.retention_ms_breach(self._config, now_ms)
+            if by_time is not None:
+                deleted += self._delete_old_segments(by_time, now_ms)
+        self._epochs.write()
         return deleted
 
-    def _start_offset_breached(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
-        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
-
-    def _delete_retention_ms_breached(self, now_ms: int) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        return self._delete_old_segments(
-            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms, now_ms
+    def _delete_old_segments(self, breach: retention.Breach, now_ms: int) -> int:
+        deletable = retention.deletable_segments(
+            self._segments,
+            breach,
+            high_watermark=self._high_watermark,
+            log_end_offset=self.log_end_offset,
         )
-
-    def _delete_retention_size_breached(self, now_ms: int) -> int:
-        retention_bytes = self._config.retention_bytes
-        size = self.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
-            return 0
-        excess = size - retention_bytes
-
-        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        return self._delete_old_segments(breached, now_ms)
-
-    def _delete_old_segments(self, predicate: _Predicate, now_ms: int) -> int:
-        segments = self._segments
-        deletable: list[LogSegment] = []
-        for i, segment in enumerate(segments):
-            next_segment = segments[i + 1] if i + 1 < len(segments) else None
-            upper = next_segment.base_offset if next_segment is not None else self.log_end_offset
-            last_and_empty = next_segment is None and segment.size == 0
-            if self._high_watermark >= upper and not last_and_empty and predicate(segment, next_segment):
-                deletable.append(segment)
-            else:
-                break
         if not deletable:
             return 0
-        if len(deletable) == len(segments):
+        if len(deletable) == len(self._segments):
             self.roll(now_ms)
         self._delete_segments(deletable, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self._on_log_start_offset_incremented()
         self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
         return len(deletable)
+
+    def _on_log_start_offset_incremented(self) -> None:
+        """What follows the log start offset (the caller writes the leader epoch cache)."""
+        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self._epochs.truncate_from_start(self._log_start_offset)
 
     def _delete_segments(self, doomed: Sequence[LogSegment], now_ms: int) -> None:
         """Take segments out of the log; rename their files ``.deleted`` (unlinked after the delay)."""
         if not doomed:
             return
-        gone = {id(segment) for segment in doomed}
-        self._segments = [segment for segment in self._segments if id(segment) not in gone]
-        self._bases = [segment.base_offset for segment in self._segments]
-        for segment in doomed:
-            segment.rename_for_deletion()
-            if self._config.file_delete_delay_ms == 0:
-                segment.delete_files()
-            else:
-                self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
-        self._dir_changes += 1
+        self._segments.remove(doomed)
+        self._deleted.add(doomed, now_ms=now_ms, delay_ms=self._config.file_delete_delay_ms)
+        self._flushes.files_changed()
 
     def remove_deleted_files(self, now_ms: int) -> int:
         """Unlink the ``.deleted`` files whose delay has passed; returns how many segments went."""
         self._observe(now_ms)
-        due = [segment for deadline, segment in self._pending_deletes if deadline <= now_ms]
-        self._pending_deletes = [(deadline, s) for deadline, s in self._pending_deletes if deadline > now_ms]
-        for segment in due:
-            segment.delete_files()
-        return len(due)
+        return self._deleted.remove_due(now_ms)
 
     # ---- compaction -------------------------------------------------------------------------------
 
     def replace_segments(
         self, replacements: Sequence[tuple[int, Sequence[LogSegment]]], *, now_ms: int
     ) -> tuple[int, int]:
-        """Swap the log cleaner's output in (Kafka's ``replaceSegments``); returns ``(swapped, rejected)``.
+        """Swap the log cleaner's output in (Kafka's ``replaceSegments``, :mod:`.segment_swap`); returns
+        ``(swapped, rejected)``.
 
         Each ``(base_offset, old)``, in base offset order, names a finished ``<base_offset>.log.cleaned``
         segment (and its ``.cleaned`` indexes) replacing the consecutive inactive segments ``old``. Leading
         replacements whose segments all left the log meanwhile (retention) are dropped. If any other one no
         longer fits the log (a segment gone, now active, not consecutive), all of them are rejected: they
-        were cleaned together. The ``.cleaned`` files of dropped and rejected ones are removed first. Then,
-        each step leaving a log that recovery completes (:mod:`.recovery`): every ``.cleaned`` file becomes
-        ``.swap`` (the ``.log`` last) and the directory is fsynced; for each replacement in order, the old
-        segments' files become ``.deleted`` (unlinked after ``file.delete.delay.ms``; reads already handed
-        out keep reading them) and the ``.swap`` files become the live segment; the directory is fsynced.
+        were cleaned together. The old segments become ``.deleted`` (unlinked after
+        ``file.delete.delay.ms``; reads already handed out keep reading them); every step leaves a log that
+        recovery completes.
         """
         now = self._observe(now_ms)
-        directory = self._dir
-        position = {id(segment): i for i, segment in enumerate(self._segments)}
-        remaining = list(replacements)
-        dropped: list[int] = []
-        while remaining and all(id(segment) not in position for segment in remaining[0][1]):
-            dropped.append(remaining.pop(0)[0])
-        accepted: list[tuple[int, Sequence[LogSegment]]] = []
-        for base, old in remaining:
-            places = [position.get(id(segment)) for segment in old]
-            first = places[0] if places else None
-            if (
-                first is None
-                or places != list(range(first, first + len(old)))
-                or first + len(old) >= len(self._segments)
-                or old[0].base_offset != base
-                or not layout.log_file(directory, base, layout.CLEANED_FILE_SUFFIX).exists()
-            ):
-                break
-            accepted.append((base, old))
-        rejected = 0
-        if len(accepted) < len(remaining):
-            rejected = len(remaining)
-            dropped.extend(base for base, _ in remaining)
-            accepted = []
-        for base in dropped:
-            for suffix in _SWAP_ORDER:
-                cleaned = layout.file_name(base, suffix + layout.CLEANED_FILE_SUFFIX)
-                (directory / cleaned).unlink(missing_ok=True)
-        if not accepted:
-            return 0, rejected
-        for base, _ in accepted:
-            self._rename_segment_files(base, layout.CLEANED_FILE_SUFFIX, layout.SWAP_FILE_SUFFIX)
-        fsync_dir(directory)
-        for base, old in accepted:
-            self._delete_segments(old, now)
-            self._rename_segment_files(base, layout.SWAP_FILE_SUFFIX, "")
-            segment = LogSegment.open(directory, base, self._config, self._limiter, now_ms=now)
-            index = bisect.bisect_left(self._bases, base)
-            self._segments.insert(index, segment)
-            self._bases.insert(index, base)
-        fsync_dir(directory)
-        self._dir_synced = self._dir_changes
-        return len(accepted), rejected
-
-    def _rename_segment_files(self, base_offset: int, from_suffix: str, to_suffix: str) -> None:
-        """Rename the files of segment ``base_offset`` that carry the extra suffix ``from_suffix``."""
-        for suffix in _SWAP_ORDER:
-            source = self._dir / layout.file_name(base_offset, suffix + from_suffix)
-            if source.exists():
-                source.replace(self._dir / layout.file_name(base_offset, suffix + to_suffix))
+        swapped, rejected = segment_swap.replace_segments(
+            self._segments,
+            replacements,
+            directory=self._dir,
+            open_segment=lambda base: LogSegment.open(
+                self._dir, base, self._config, self._limiter, now_ms=now
+            ),
+            delete=lambda old: self._delete_segments(old, now),
+        )
+        if swapped:
+            self._flushes.dir_fsynced()  # the swap fsynced the directory last
+        return swapped, rejected
 
     # ---- producer state ---------------------------------------------------------------------------
 
     def _batches_from(self, offset: int) -> Iterator[tuple[RecordBatchHeader, EndTxnMarker | None]]:
-        for segment in self._segments[self._segment_index(offset) :]:
+        for segment in self._segments[self._segments.index_of(offset) :]:
             for position, header in segment.batches():
                 if header.last_offset >= offset:
                     found = segment.end_txn_marker(position, header) if header.is_control else None
@@ -856,67 +890,63 @@ class PartitionLog:
         """fsync the segments holding ``[recovery_point, up_to_offset)`` (default: the log end) and the
         directory if files came or went; the recovery point becomes ``up_to_offset``. Synchronous, on the
         owner's thread (shutdown, ``flush.messages``); the broker's periodic flush uses :meth:`plan_flush`."""
+        flushes = self._flushes
         if now_ms is not None:
             self._observe(now_ms)
-            self._last_flush_ms = now_ms
+            flushes.last_flush_ms = now_ms
+        self._epochs.write()
         log_end = self.log_end_offset
         target = log_end if up_to_offset is None else min(up_to_offset, log_end)
-        if target > self._recovery_point:
+        if target > flushes.recovery_point:
             for segment in self._segments_to_flush(target):
                 segment.flush()
-        if self._dir_changes != self._dir_synced:
-            changes = self._dir_changes
+        if flushes.dir_dirty:
+            generation = flushes.dir_generation
             fsync_dir(self._dir)
-            self._dir_synced = changes
-        self._recovery_point = max(self._recovery_point, target)
+            flushes.dir_fsynced(generation)
+        flushes.recovery_point = max(flushes.recovery_point, target)
 
     def _segments_to_flush(self, target: int) -> list[LogSegment]:
         """The segments holding offsets in ``[recovery_point, target)``."""
         segments = self._segments
         log_end = self.log_end_offset
+        recovery_point = self._flushes.recovery_point
         return [
             segment
             for i, segment in enumerate(segments)
-            if (segments[i + 1].base_offset if i + 1 < len(segments) else log_end) > self._recovery_point
-            and segment.base_offset < target
+            if segments.upper_bound(i, log_end) > recovery_point and segment.base_offset < target
         ]
 
     def plan_flush(self, now_ms: int) -> FlushPlan | None:
         """Plan the periodic flush (Kafka's ``flushDirtyLogs``); None if nothing is due or left to fsync.
 
-        Due: the segments that rolled, and everything once ``flush.ms`` passed since the last flush or
-        ``flush.messages`` are unflushed. The plan holds new descriptors of the segments holding
-        ``[recovery_point, target_offset)`` and of the directory if files came or went; run
+        Due (:meth:`FlushState.due`): the segments that rolled, and everything once ``flush.ms`` passed since
+        the last flush or ``flush.messages`` are unflushed. The plan holds new descriptors of the segments
+        holding ``[recovery_point, target_offset)`` and of the directory if files came or went; run
         :meth:`FlushPlan.execute` on any thread, then :meth:`complete_flush` here. Nothing changes until
         then (another plan made meanwhile covers the same again). See :mod:`.flush_plan`.
         """
         self._observe(now_ms)
-        config = self._config
-        log_end = self.log_end_offset
-        if (
-            self.unflushed_messages >= config.flush_messages
-            or now_ms - self._last_flush_ms >= config.flush_ms
-        ):
-            target, flush_time_ms = log_end, now_ms
-        elif self._roll_flush_offset is not None:
-            target, flush_time_ms = min(self._roll_flush_offset, log_end), None
-        else:
+        flushes = self._flushes
+        due = flushes.due(now_ms=now_ms, log_end_offset=self.log_end_offset, config=self._config)
+        if due is None:
             return None
-        dir_generation = self._dir_changes
-        if target <= self._recovery_point and dir_generation == self._dir_synced:
-            self._record_flush(target, flush_time_ms)  # nothing left to fsync
+        target, flush_time_ms = due
+        dir_generation = flushes.dir_generation
+        if target <= flushes.recovery_point and not flushes.dir_dirty:
+            flushes.record(target, flush_time_ms)  # nothing left to fsync
             return None
         descriptors: list[int] = []
         txn_writes = []
         dir_fd = None
         try:
-            if target > self._recovery_point:
+            if target > flushes.recovery_point:
                 for segment in self._segments_to_flush(target):
                     opened = segment.open_for_fsync()
                     descriptors.extend(opened.descriptors)
                     if opened.txn_writes is not None:
                         txn_writes.append((segment.txn_index, opened.txn_writes))
-            if dir_generation != self._dir_synced:
+            if flushes.dir_dirty:
                 dir_fd = open_dir_for_fsync(self._dir)
         except BaseException:
             close_descriptors(descriptors)
@@ -927,7 +957,7 @@ class PartitionLog:
             descriptors=tuple(descriptors),
             dir_descriptor=dir_fd,
             owner=self,
-            truncations=self._truncations,
+            truncations=flushes.truncations,
             flush_time_ms=flush_time_ms,
             dir_generation=dir_generation,
             txn_writes=tuple(txn_writes),
@@ -943,20 +973,14 @@ class PartitionLog:
             raise ValueError(f"flush plan of {plan.log_name} completed on {self._dir.name}")
         if not plan.executed:
             raise ValueError(f"flush plan of {plan.log_name} did not execute: nothing was made durable")
-        if self._closed or plan.truncations != self._truncations:
+        flushes = self._flushes
+        if self._closed or plan.truncations != flushes.truncations:
             return False
-        self._dir_synced = max(self._dir_synced, plan.dir_generation)
+        flushes.dir_fsynced(plan.dir_generation)
         for txn_index, writes in plan.txn_writes:
             txn_index.mark_synced(writes)
-        self._record_flush(min(plan.target_offset, self.log_end_offset), plan.flush_time_ms)
+        flushes.record(min(plan.target_offset, self.log_end_offset), plan.flush_time_ms)
         return True
-
-    def _record_flush(self, target: int, flush_time_ms: int | None) -> None:
-        self._recovery_point = max(self._recovery_point, target)
-        if flush_time_ms is not None:
-            self._last_flush_ms = max(self._last_flush_ms, flush_time_ms)
-        if self._roll_flush_offset is not None and self._roll_flush_offset <= self._recovery_point:
-            self._roll_flush_offset = None
 
     def maybe_flush(self, now_ms: int) -> bool:
         """The periodic flush done synchronously: :meth:`plan_flush`, execute, :meth:`complete_flush`.
@@ -975,9 +999,7 @@ class PartitionLog:
         if self._closed:
             return
         self._closed = True
-        for _, segment in self._pending_deletes:
-            segment.delete_files()
-        self._pending_deletes = []
+        self._deleted.remove_all()
         for segment in self._segments:
             segment.close()
 

@@ -20,6 +20,12 @@ Rules (Kafka 3.x ``ProducerAppendInfo`` for appends from clients):
   ``UNKNOWN_PRODUCER_ID``; the first batch simply starts the producer's state.
 * Batches without a producer id are not tracked. Control batches (transaction markers, written only by
   the broker) move the epoch forward but carry no sequences.
+* A follower's append of the leader's batches (``AppendOrigin.REPLICATION``) goes through the same
+  prepare/commit with the checks the leader made left out: no duplicate or sequence check, and an older
+  producer epoch or coordinator epoch is logged and applied (Kafka's ``checkProducerEpoch`` /
+  ``checkCoordinatorEpoch`` for replication); a non-transactional batch while a transaction is open is
+  still ``INVALID_TXN_STATE``. The state it leaves is a leader's: this replica can take over and go on
+  checking sequences, epochs and transactions.
 * The producer's state is *not* dropped when the log start offset passes its batches (Kafka 3.x); only
   ``producer.id.expiration.ms`` after its last batch's timestamp (:meth:`remove_expired_producers`), and
   never while it has a transaction open.
@@ -220,12 +226,15 @@ class ProducerStateEntry:
 
 
 class AppendOrigin(Enum):
-    """Who appends as leader (Kafka's ``AppendOrigin``): a client's batches get every check; the broker's
+    """Who appends (Kafka's ``AppendOrigin``): a client's batches get every check; the broker's
     coordinators (transactional offset commits, transaction markers) only the epoch checks: their batches
-    carry no sequences and are never retried as duplicates."""
+    carry no sequences and are never retried as duplicates. REPLICATION is a follower copying the leader's
+    batches, which the leader checked: no duplicate or sequence check, and an older producer or coordinator
+    epoch is logged, not refused; the state is tracked all the same (so that this replica can lead)."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 class AppendStatus(Enum):
@@ -409,16 +418,23 @@ class ProducerStateManager:
 
         ``markers`` gives, position by position, the end marker of each control batch among ``headers``
         (None for data batches, and for control batches without one: those are skipped). With
-        ``origin`` COORDINATOR, data batches are not checked for duplicates and sequences.
+        ``origin`` COORDINATOR, data batches are not checked for duplicates and sequences. With
+        REPLICATION the headers carry their offsets (a compacted leader's batches may leave gaps): the
+        updates are placed by them, and only INVALID_TXN_STATE can be refused (Kafka's rules for
+        replication: an older producer or coordinator epoch is logged and applied).
         """
         client = origin is AppendOrigin.CLIENT
+        replication = origin is AppendOrigin.REPLICATION
         working: dict[int, ProducerStateEntry] = {}
         pending: list[_PendingBatch] = []
         pending_markers: list[_PendingMarker] = []
         relative = 0
         for index, header in enumerate(headers):
-            batch_relative = relative
-            relative += header.last_offset_delta + 1
+            if replication:
+                batch_relative = header.base_offset - headers[0].base_offset
+            else:
+                batch_relative = relative
+                relative += header.last_offset_delta + 1
             if not header.has_producer_id:
                 continue
             marker = markers[index] if markers is not None else None
@@ -436,17 +452,24 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 working[pid] = entry
             if epoch < entry.producer_epoch:
-                return ProducerAppendInfo(
-                    AppendStatus.INVALID_PRODUCER_EPOCH,
-                    f"epoch {epoch} of producer {pid} is smaller than the last seen epoch {entry.producer_epoch}",
+                message = (
+                    f"epoch {epoch} of producer {pid} is smaller than the last seen epoch "
+                    f"{entry.producer_epoch}"
+                )
+                if not replication:
+                    return ProducerAppendInfo(AppendStatus.INVALID_PRODUCER_EPOCH, message)
+                logger.warning(
+                    "%s: %s at offset %d (replicated as is)", self._dir.name, message, header.base_offset
                 )
             if marker is not None:
                 if marker.coordinator_epoch < entry.coordinator_epoch:
-                    return ProducerAppendInfo(
-                        AppendStatus.TRANSACTION_COORDINATOR_FENCED,
+                    message = (
                         f"{marker.kind.name} marker for producer {pid} from coordinator epoch "
-                        f"{marker.coordinator_epoch}, older than the last seen {entry.coordinator_epoch}",
+                        f"{marker.coordinator_epoch}, older than the last seen {entry.coordinator_epoch}"
                     )
+                    if not replication:
+                        return ProducerAppendInfo(AppendStatus.TRANSACTION_COORDINATOR_FENCED, message)
+                    logger.info("%s: %s (replicated as is)", self._dir.name, message)
                 entry.maybe_update_epoch(epoch)
                 entry.coordinator_epoch = marker.coordinator_epoch
                 entry.current_txn_first_offset = -1
@@ -498,35 +521,39 @@ class ProducerStateManager:
     def commit(
         self, info: ProducerAppendInfo, first_offset: int, *, log_append_time: int = -1
     ) -> list[CompletedTxn]:
-        """Apply an OK ``info`` once its batches are in the log from ``first_offset`` on (contiguously).
-        ``log_append_time`` (>= 0) replaces the batches' timestamps (LogAppendTime topics). Returns the
-        transactions its markers completed (their ``last_stable_offset`` computed before completion)."""
+        """Apply an OK ``info`` once its batches are in the log from ``first_offset`` on, batches and markers
+        in their order in the log (a follower's append may hold a transaction's batches, its marker and the
+        producer's next transaction). ``log_append_time`` (>= 0) replaces the batches' timestamps
+        (LogAppendTime topics). Returns the transactions its markers completed (their
+        ``last_stable_offset`` computed before completion)."""
         if info.status is not AppendStatus.OK:
             raise ValueError(f"cannot commit an append whose status is {info.status.name}")
-        for item in info.pending:
+        completed: list[CompletedTxn] = []
+        steps: list[_PendingBatch | _PendingMarker] = [*info.pending, *info.markers]
+        if info.pending and info.markers:
+            steps.sort(key=lambda step: step.relative_offset)
+        for item in steps:
+            offset = first_offset + item.relative_offset
+            timestamp = log_append_time if log_append_time >= 0 else item.timestamp
+            if isinstance(item, _PendingMarker):
+                done = self._apply_marker(
+                    item.producer_id, item.producer_epoch, item.marker, offset, timestamp
+                )
+                if done is not None:
+                    completed.append(done)
+                self._map_end_offset = max(self._map_end_offset, offset + 1)
+                continue
             entry = self._producers.get(item.producer_id)
             if entry is None:
                 entry = self._producers[item.producer_id] = ProducerStateEntry(item.producer_id)
-            batch_first = first_offset + item.relative_offset
-            last_offset = batch_first + item.offset_delta
-            timestamp = log_append_time if log_append_time >= 0 else item.timestamp
+            last_offset = offset + item.offset_delta
             entry.add_batch(
                 item.producer_epoch,
                 BatchMetadata(item.last_sequence, last_offset, item.offset_delta, timestamp),
             )
             if item.starts_transaction:
-                self._start(entry, batch_first)
+                self._start(entry, offset)
             self._map_end_offset = max(self._map_end_offset, last_offset + 1)
-        completed: list[CompletedTxn] = []
-        for marker in info.markers:
-            offset = first_offset + marker.relative_offset
-            timestamp = log_append_time if log_append_time >= 0 else marker.timestamp
-            done = self._apply_marker(
-                marker.producer_id, marker.producer_epoch, marker.marker, offset, timestamp
-            )
-            if done is not None:
-                completed.append(done)
-            self._map_end_offset = max(self._map_end_offset, offset + 1)
         return completed
 
     def _apply_marker(

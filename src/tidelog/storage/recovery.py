@@ -5,8 +5,9 @@ Kafka's ``LogLoader``. In order:
 1. Leftovers: ``*.deleted`` files are removed; ``*.cleaned`` files are removed (an interrupted clean);
    ``*.swap`` files at or above the smallest ``.cleaned`` base offset are removed (an incomplete swap);
    index files without a ``.log`` are removed.
-2. Interrupted swaps: a remaining ``<base>.log.swap`` is a finished cleaner output. Segments whose base
-   offsets fall in its offset range are removed, then the ``.swap`` suffix is dropped (indexes rebuilt).
+2. Interrupted swaps (the crash side of :mod:`.segment_swap`): a remaining ``<base>.log.swap`` is a
+   finished cleaner output. Segments whose base offsets fall in its offset range are removed, then the
+   ``.swap`` suffix is dropped (indexes rebuilt).
 3. Segments before the recovery point (all of them after a clean shutdown) are trusted: their indexes are
    sanity-checked and compared with the log (:meth:`LogSegment.check_against_log`); a missing or
    inconsistent index makes the segment revalidated and its indexes rebuilt. The last segment's torn tail
@@ -18,12 +19,23 @@ Kafka's ``LogLoader``. In order:
    from one revalidated segment to the next. A compacted log legitimately has gaps: the cleaner must only
    replace segments below the recovery point. Anywhere, a segment overlapping the one before ends the log.
 5. A log whose end is below the checkpointed log start offset starts over, empty, at that offset.
+6. The leader epoch cache (:mod:`.leader_epoch_cache`): a ``leader-epoch-checkpoint`` that parses and keeps
+   the cache's invariants is trusted, as Kafka does, then cut to the log: entries at or past the log end
+   offset go (written before a crash that cut the tail, or before a truncation's write), the epochs of
+   the batches revalidated in step 4 that are newer than its last entry are added (Kafka's
+   ``LogSegment.recover``), and its first entry starts at the log start offset. A missing file (a log
+   written before tidelog kept one, or lost) or a damaged one (warned about, naming it) is rebuilt from
+   the partition leader epochs of every batch header instead, Kafka's ``assign`` of each new epoch in
+   offset order: Kafka would start with an empty cache, and a leader answering OffsetForLeaderEpoch from
+   an empty cache lets a follower keep a diverged tail. Either way the file is rewritten if that changed
+   anything; a stale ``leader-epoch-checkpoint.tmp`` is removed.
 
 Invariant: the loaded log is a prefix of what was appended; nothing before the recovery point is dropped
 unless its own bytes are invalid. Every segment revalidated in step 3 or 4 has lost its transaction index;
 ``LoadedLog.recovered_from`` (the first such segment's base offset) tells the log where the producer state
 replay that rebuilds it must start at the latest. After an unclean shutdown the recovery point does not advance (the
-revalidated data is not known to be on disk); after a clean one it is the log end offset.
+revalidated data is not known to be on disk); after a clean one it is the log end offset. The leader epoch
+cache names no offset at or past the log end offset and none below the log start offset.
 """
 
 from __future__ import annotations
@@ -36,8 +48,9 @@ from pathlib import Path
 
 from tidelog.storage import layout
 from tidelog.storage.config import LogConfig
-from tidelog.storage.errors import CorruptIndexError, LogCorruptionError
+from tidelog.storage.errors import CheckpointError, CorruptIndexError, LogCorruptionError
 from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.leader_epoch_cache import LeaderEpochFileCache
 from tidelog.storage.segment import LogSegment
 
 __all__ = ["LoadedLog", "load_log"]
@@ -54,6 +67,8 @@ class LoadedLog:
     segments: list[LogSegment]
     log_start_offset: int
     recovery_point: int
+    leader_epochs: LeaderEpochFileCache
+    """The leader epoch cache, cut to the log (step 6) and written if that changed it."""
     recovered_from: int | None = None
     """Base offset of the first segment revalidated (its transaction index emptied), None if none was."""
 
@@ -254,4 +269,64 @@ def load_log(
         if clean_shutdown
         else min(max(recovery_point, segments[0].base_offset), log_end_offset)
     )
-    return LoadedLog(segments, start, point, recovered_from)
+    epochs = _load_leader_epochs(
+        directory,
+        segments,
+        log_start_offset=start,
+        log_end_offset=log_end_offset,
+        recovered_from=recovered_from,
+    )
+    return LoadedLog(segments, start, point, epochs, recovered_from)
+
+
+def _first_epoch(segment: LogSegment) -> int | None:
+    for _, header in segment.batches():
+        return header.partition_leader_epoch
+    return None
+
+
+def _assign_new_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], from_offset: int) -> None:
+    """Assign the partition leader epoch of each batch from the segment holding ``from_offset`` on that is
+    newer than the cache's latest (batches without one, -1, are skipped). Epochs never fall along a log, so
+    a segment whose first batch has the epoch of the next segment's first batch holds that epoch alone: only
+    its first header is read."""
+    first = max(bisect.bisect_right([s.base_offset for s in segments], from_offset) - 1, 0)
+    tail = segments[first:]
+    firsts = [_first_epoch(segment) for segment in tail]
+    for i, segment in enumerate(tail):
+        single = i + 1 < len(tail) and firsts[i] is not None and firsts[i] == firsts[i + 1]
+        for _, header in segment.batches():
+            epoch = header.partition_leader_epoch
+            latest = cache.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                cache.assign(epoch, header.base_offset)
+            if single:
+                break
+
+
+def _load_leader_epochs(
+    directory: Path,
+    segments: list[LogSegment],
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+    recovered_from: int | None,
+) -> LeaderEpochFileCache:
+    """Step 6."""
+    path = directory / layout.LEADER_EPOCH_CHECKPOINT_FILE
+    path.with_name(path.name + layout.TMP_FILE_SUFFIX).unlink(missing_ok=True)
+    try:
+        cache = LeaderEpochFileCache.load(path)
+    except CheckpointError as exc:
+        logger.warning("%s; rebuilding %s from the log's batches", exc, path.name)
+        cache = None
+    if cache is None:
+        cache = LeaderEpochFileCache(path)
+        _assign_new_epochs(cache, segments, segments[0].base_offset)
+    else:
+        cache.truncate_from_end(log_end_offset)
+        if recovered_from is not None:
+            _assign_new_epochs(cache, segments, recovered_from)
+    cache.truncate_from_start(log_start_offset)
+    cache.write()
+    return cache

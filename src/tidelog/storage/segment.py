@@ -26,14 +26,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
 from tidelog.protocol.records import (
-    LOG_OVERHEAD,
     RECORD_BATCH_HEADER_SIZE,
     ControlRecordType,
     CorruptRecordError,
@@ -45,6 +43,7 @@ from tidelog.protocol.records import (
     validate_batch,
 )
 from tidelog.storage import layout
+from tidelog.storage.batch_reader import BatchScan
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import CorruptIndexError, KafkaStorageError, LogCorruptionError
 from tidelog.storage.fetch_data import FileRegion
@@ -60,8 +59,6 @@ logger = logging.getLogger(__name__)
 _SCAN_WINDOW: Final = 16 * 1024
 _RECOVERY_CHUNK: Final = 1 << 20
 _INT32_MAX: Final = 2**31 - 1
-_MIN_BATCH_LENGTH: Final = RECORD_BATCH_HEADER_SIZE - LOG_OVERHEAD
-_BATCH_LENGTH: Final = struct.Struct(">i")
 _NO_TIMESTAMP: Final = -1
 
 
@@ -340,39 +337,23 @@ class LogSegment:
 
     # ---- scanning ---------------------------------------------------------------------------------
 
-    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
-        """``(position, header)`` of each whole batch in ``[start, end)``, reading only headers.
-
-        Stops silently at a torn tail; raises :class:`LogCorruptionError` for bytes that are no batch header.
-        """
-        handle = self._handle()  # held by the generator: the descriptor outlives a release meanwhile
-        fd = handle.fileno()
-        stop = self._size if end is None else end
-        window = b""
-        window_start = start
-        pos = start
-        while stop - pos >= RECORD_BATCH_HEADER_SIZE:
-            off = pos - window_start
-            if off + RECORD_BATCH_HEADER_SIZE > len(window):
-                window = os.pread(fd, min(_SCAN_WINDOW, stop - pos), pos)
-                window_start, off = pos, 0
-                if len(window) < RECORD_BATCH_HEADER_SIZE:
-                    return
-            try:
-                header = read_batch_header(window, off)
-            except CorruptRecordError as exc:
-                raise LogCorruptionError(f"{self._log_path} at {pos}: {exc}") from exc
-            if header.batch_length < _MIN_BATCH_LENGTH:
-                raise LogCorruptionError(f"{self._log_path} at {pos}: batch_length {header.batch_length}")
-            next_pos = pos + header.size_in_bytes
-            if next_pos > stop:
-                return
-            yield pos, header
-            pos = next_pos
+    def _scan(self, start: int, end: int | None = None) -> BatchScan:
+        """The whole batches in ``[start, end)``, headers only (:class:`BatchScan` items ``(position,
+        header, None)``). Stops silently at a torn tail; raises :class:`LogCorruptionError` for bytes that are
+        no batch header."""
+        handle = self._handle()  # held by the scan: the descriptor outlives a release meanwhile
+        return BatchScan(
+            lambda nbytes, position: os.pread(handle.fileno(), nbytes, position),
+            name=str(self._log_path),
+            start=start,
+            end=self._size if end is None else end,
+            window_bytes=_SCAN_WINDOW,
+        )
 
     def batches(self) -> Iterator[tuple[int, RecordBatchHeader]]:
         """``(position, header)`` of every batch of the segment (headers only)."""
-        return self._scan(0)
+        for position, header, _ in self._scan(0):
+            yield position, header
 
     def _header_at(self, position: int) -> RecordBatchHeader | None:
         data = os.pread(self._handle().fileno(), RECORD_BATCH_HEADER_SIZE, position)
@@ -496,7 +477,7 @@ class LogSegment:
         """Position and header of the first batch (at/after ``start_position``) whose last offset is >=
         ``offset``; None if there is none in this segment."""
         start = self._checked_start(lambda: self.offset_index.lookup(offset), start_position)
-        for position, header in self._scan(start):
+        for position, header, _ in self._scan(start):
             if header.last_offset >= offset:
                 return position, header
         return None
@@ -507,7 +488,7 @@ class LogSegment:
         scan_from = self._checked_start(lambda: self.offset_index.lookup_by_position(limit), start)
         boundary = scan_from
         next_offset: int | None = None
-        for position, header in self._scan(scan_from):
+        for position, header, _ in self._scan(scan_from):
             end = position + header.size_in_bytes
             if end > limit:
                 if next_offset is None:
@@ -604,7 +585,7 @@ class LogSegment:
                     )
                     self.rebuild_indexes()
                     continue
-            for position, header in self._scan(found[0]):
+            for position, header, _ in self._scan(found[0]):
                 if header.last_offset < starting_offset or header.max_timestamp < timestamp:
                     continue
                 result = self._first_record_at(
@@ -735,7 +716,7 @@ class LogSegment:
         next_offset = entry.offset + 1 if entry is not None else self.base_offset
         end = start
         try:
-            for position, header in self._scan(start):
+            for position, header, _ in self._scan(start):
                 if header.max_timestamp > max_timestamp:
                     max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
                 next_offset = header.next_offset
@@ -765,7 +746,7 @@ class LogSegment:
         self._use()
         self._reset_index_state()
         next_offset = self.base_offset
-        for position, header in self._scan(0):
+        for position, header, _ in self._scan(0):
             self._index_batch(position, header)
             next_offset = header.next_offset
         self._next_offset = next_offset
@@ -787,37 +768,19 @@ class LogSegment:
         self._size = size
         self._reset_index_state()
         self.txn_index.reset()
-        chunk = b""
-        chunk_start = 0
+        scan = BatchScan(
+            lambda nbytes, position: os.pread(fd, nbytes, position),
+            name=str(self._log_path),
+            start=0,
+            end=size,
+            window_bytes=_RECOVERY_CHUNK,
+            validate=True,
+            raise_on_damage=False,
+        )
         position = 0
         next_offset = self.base_offset
         reason = ""
-        while size - position >= LOG_OVERHEAD:
-            off = position - chunk_start
-            if off + LOG_OVERHEAD > len(chunk):
-                chunk, chunk_start, off = os.pread(fd, _RECOVERY_CHUNK, position), position, 0
-                if len(chunk) < LOG_OVERHEAD:
-                    reason = "file shorter than its size"
-                    break
-            (batch_length,) = _BATCH_LENGTH.unpack_from(chunk, off + 8)
-            batch_size = batch_length + LOG_OVERHEAD
-            if batch_length < _MIN_BATCH_LENGTH or position + batch_size > size:
-                reason = f"batch_length {batch_length} with {size - position} bytes left"
-                break
-            if off + batch_size > len(chunk):
-                chunk, chunk_start, off = (
-                    os.pread(fd, max(_RECOVERY_CHUNK, batch_size), position),
-                    position,
-                    0,
-                )
-                if len(chunk) < batch_size:
-                    reason = "file shorter than its size"
-                    break
-            try:
-                header = validate_batch(chunk, off)
-            except RecordError as exc:
-                reason = str(exc)
-                break
+        for position, header, _ in scan:
             if header.base_offset < next_offset or (contiguous and header.base_offset != next_offset):
                 reason = f"batch base offset {header.base_offset}, expected {next_offset}"
                 break
@@ -826,7 +789,9 @@ class LogSegment:
                 break
             self._index_batch(position, header)
             next_offset = header.next_offset
-            position += batch_size
+        else:
+            position = scan.position
+            reason = scan.stop_reason or ""
         if position < size:
             logger.warning(
                 "%s: cutting %d invalid bytes at position %d (%s)",
