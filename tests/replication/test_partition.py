@@ -10,13 +10,16 @@ from tests.storage.helpers import SMALL, batch, open_log
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch, iter_batch_headers
+from tidelog.replication.leader_and_isr import LeaderAndIsr
 from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import OffsetOutOfRangeError
 
 
 def _partition(tmp_path: Path, config: LogConfig = SMALL, *, leader_epoch: int = 3) -> Partition:
-    return Partition("t", 0, open_log(tmp_path / "t-0", config), leader_epoch=leader_epoch)
+    partition = Partition("t", 0, open_log(tmp_path / "t-0", config), local_broker_id=1)
+    partition.make_leader(LeaderAndIsr(1, leader_epoch, (1,), controller_epoch=0), (1,), now_ms=0)
+    return partition
 
 
 def _offsets(partition: Partition, isolation: FetchIsolation, fetch_offset: int = 0) -> list[int]:
@@ -98,7 +101,8 @@ def test_end_offset_for_leader_epoch(tmp_path: Path) -> None:
     partition = _partition(tmp_path, leader_epoch=3)
     partition.append_records_as_leader(batch(0), now_ms=5)
     assert partition.end_offset_for_leader_epoch(3) == (3, 3)
-    assert partition.end_offset_for_leader_epoch(4) == (-1, -1)
+    assert partition.end_offset_for_leader_epoch(4) == (-1, -1)  # above every known epoch: undefined
+    assert partition.end_offset_for_leader_epoch(2) == (2, 0)  # below the first: where the first starts
 
 
 def test_delete_records_moves_the_log_start_up_to_the_high_watermark_only(tmp_path: Path) -> None:

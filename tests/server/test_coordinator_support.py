@@ -21,7 +21,9 @@ def _partition(tmp_path: Path, batches: int) -> tuple[Partition, PartitionLog]:
     for seq in range(batches):
         log.append(batch(seq, records=2), leader_epoch=0, now_ms=0)
     log.update_high_watermark(log.log_end_offset)
-    return Partition("__consumer_offsets", 0, log), log
+    partition = Partition("__consumer_offsets", 0, log, local_broker_id=1)
+    partition.make_single_node_leader(now_ms=0)
+    return partition, log
 
 
 def _loaded(partition: Partition, buffer_bytes: int = 100_000) -> list[tuple[int, list[bytes | None]]]:

@@ -90,7 +90,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
         self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
         self.fetch_purgatory = FetchPurgatory(clock)
-        self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append, clock)
+        self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append, clock, node_id=self.node_id)
         self.admin = AdminManager(
             node_id=self.node_id,
             store=self.metadata_store,

@@ -47,9 +47,15 @@ class ReplicaManager:
     """Owns this broker's :class:`Partition` objects; see the module docstring."""
 
     def __init__(
-        self, log_manager: LogManager, on_append: Callable[[tuple[str, int]], None], clock: Clock
+        self,
+        log_manager: LogManager,
+        on_append: Callable[[tuple[str, int]], None],
+        clock: Clock,
+        *,
+        node_id: int,
     ) -> None:
         self._logs = log_manager
+        self._node_id = node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._on_append = on_append
         self._clock = clock
@@ -62,13 +68,14 @@ class ReplicaManager:
         existing = self._logs.get(topic, index)
         if existing is None:
             return None
-        existing.update_high_watermark(existing.log_end_offset)  # the ISR is this broker alone
-        partition = Partition(topic, index, existing)
-        self._partitions[(topic, index)] = partition
-        return partition
+        return self._host(topic, index, Partition(topic, index, existing, local_broker_id=self._node_id))
 
     def create(self, topic: str, index: int, config: LogConfig) -> Partition:
-        partition = Partition(topic, index, self._logs.create(topic, index, config))
+        log = self._logs.create(topic, index, config)
+        return self._host(topic, index, Partition(topic, index, log, local_broker_id=self._node_id))
+
+    def _host(self, topic: str, index: int, partition: Partition) -> Partition:
+        partition.make_single_node_leader(now_ms=self._clock.now_ms())  # the ISR is this broker alone
         self._partitions[(topic, index)] = partition
         return partition
 
