@@ -47,7 +47,6 @@ from .clock import SYSTEM_CLOCK, Clock
 from .connection import Connection
 from .dispatch import Dispatcher
 from .dynamic_config import DynamicBrokerConfigs
-from .fetch_purgatory import FetchPurgatory
 from .group_runtime import GroupRuntime
 from .handlers import build_routes
 from .listeners import BoundListener, bind_client_listeners, canonical_hostname
@@ -89,8 +88,8 @@ class Broker:
         self.metadata.set_controller(self.node_id)
         self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
         self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
-        self.fetch_purgatory = FetchPurgatory(clock)
-        self.replicas = ReplicaManager(self.logs, self.fetch_purgatory.on_append, clock, node_id=self.node_id)
+        self.replicas = ReplicaManager(self.logs, clock, node_id=self.node_id, metadata=self.metadata)
+        self.fetch_purgatory = self.replicas.fetch_purgatory
         self.admin = AdminManager(
             node_id=self.node_id,
             store=self.metadata_store,
@@ -180,7 +179,8 @@ class Broker:
             loop.create_task(
                 self._every(self.config.producer_id_expiration_check_interval_ms, self._expire_producers)
             ),
-            loop.create_task(self.fetch_purgatory.run()),
+            loop.create_task(self.replicas.fetch_purgatory.run()),
+            loop.create_task(self.replicas.produce_purgatory.run()),
             loop.create_task(self.groups.run_loader()),
             loop.create_task(self.groups.run_clock()),
             loop.create_task(self.transactions.run_loader()),
@@ -279,6 +279,7 @@ class Broker:
     def _checkpoint(self) -> None:
         self.logs.checkpoint_recovery_points()
         self.logs.checkpoint_log_start_offsets()
+        self.logs.checkpoint_high_watermarks()
 
     def _close_idle(self) -> None:
         limit = self.config.connections_max_idle_ms / 1000
@@ -297,7 +298,7 @@ class Broker:
             task.cancel()
         for connection in list(self._connections.values()):
             connection.stop_reading()
-        self.fetch_purgatory.complete_all()
+        self.replicas.shutdown()
         self.transactions.shutdown()
         self.groups.shutdown()
         if self._connection_tasks:

@@ -9,13 +9,13 @@ purgatory's next expiration and is woken early when an operation with an earlier
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from .clock import Clock
-from .purgatory import DelayedOperation, DelayedOperationPurgatory
+from .delayed_operations import AsyncPurgatory
+from .purgatory import DelayedOperation
 
 __all__ = ["DelayedFetch", "FetchPurgatory"]
 
@@ -60,42 +60,22 @@ class FetchPurgatory:
     """Delayed fetches keyed by (topic, partition)."""
 
     def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self._purgatory: DelayedOperationPurgatory[Hashable, DelayedFetch] = DelayedOperationPurgatory(
-            "Fetch", start_ms=clock.now_ms()
-        )
-        self._wakeup = asyncio.Event()
-        self._next_deadline: int | None = None
+        self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
 
     def delay(
         self, keys: Iterable[Hashable], max_wait_ms: int, enough: Callable[[], bool], build: Callable[[], Any]
     ) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        operation = DelayedFetch(max_wait_ms, enough, build, future)
-        now = self._clock.now_ms()
-        if not self._purgatory.try_complete_else_watch(operation, list(keys), now):
-            deadline = now + max_wait_ms
-            if self._next_deadline is None or deadline < self._next_deadline:
-                self._wakeup.set()
+        self._operations.delay(DelayedFetch(max_wait_ms, enough, build, future), keys)
         return future
 
     def on_append(self, key: Hashable) -> None:
-        self._purgatory.check_and_complete(key)
+        """Data or the high watermark or last stable offset of ``key`` moved: check its waiting fetches."""
+        self._operations.check(key)
 
     def complete_all(self) -> None:
         """Shutdown: answer every waiting fetch now with what is there."""
-        for operation in self._purgatory.cancel_all():
-            operation.force_complete()
+        self._operations.complete_all()
 
     async def run(self) -> None:
-        while True:
-            self._purgatory.advance_clock(self._clock.now_ms())
-            self._next_deadline = self._purgatory.next_expiration_ms()
-            timeout = (
-                None
-                if self._next_deadline is None
-                else max(self._next_deadline - self._clock.now_ms(), 0) / 1000
-            )
-            self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+        await self._operations.run()

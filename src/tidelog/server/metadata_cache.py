@@ -38,11 +38,13 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """A live broker: its id, rack and one endpoint per listener."""
+    """A live broker: its id, rack, one endpoint per listener, and its broker epoch (the czxid of its
+    registration in a cluster: a new one each time it registers; -1 on a single node)."""
 
     node_id: int
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
+    epoch: int = -1
 
     def endpoint(self, listener: str | None = None) -> Endpoint | None:
         """The endpoint on ``listener`` (None: the first one), or None when the broker has no such

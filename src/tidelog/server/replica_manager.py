@@ -1,31 +1,46 @@
-"""The partition replicas this broker hosts, and the write paths through them (Kafka's ``ReplicaManager``).
+"""The partition replicas this broker hosts, the write paths through them, and their roles in the cluster
+(Kafka's ``ReplicaManager``).
 
 Handlers and coordinator runtimes reach partition data only through here: writes through
 :meth:`ReplicaManager.append`, :meth:`ReplicaManager.write_txn_marker` and
 :meth:`ReplicaManager.delete_records`, reads through the :class:`~tidelog.replication.partition.Partition`
 that :meth:`ReplicaManager.leader_partition` hands out (the only door to a log; nothing in the server
-touches a ``PartitionLog``).
+touches a ``PartitionLog``). It owns the two purgatories that wait on partitions: long-poll fetches and
+acks=all produces.
 
 Invariants:
 
-- After every append, transaction markers included, the watchers of that partition in the fetch purgatory
-  are checked (``on_append``), so a long-poll fetch completes as soon as enough data has arrived or the
-  last stable offset has moved past it.
+- After every append, transaction markers included, the fetch purgatory's watchers of that partition are
+  checked, so a long-poll fetch (a consumer's or a follower's) completes as soon as enough data has arrived
+  or the last stable offset has moved past it. After every high-watermark move (a follower's fetch, an ISR
+  change) both purgatories' watchers are checked; after every leadership change too (a waiting acks=all
+  produce is answered NOT_LEADER_OR_FOLLOWER).
 - Each partition succeeds or fails on its own: a bad batch fails its partition with a Kafka error code and
   nothing of that partition's payload is appended; a disk error is KAFKA_STORAGE_ERROR.
 - Transactional produce is verified (KIP-890) through the registered verifier, which rejects everything
   until the transaction coordinator registers its own (:mod:`tidelog.server.txn_verification`).
 - A DeleteRecords that moved a log start offset is checkpointed (``log-start-offset-checkpoint``) before
   it is answered.
+- Roles: on a single node every hosted partition is led here (leader epoch 0, ISR of this broker). In a
+  cluster a partition's role comes only from :meth:`apply_partition_state` (the cluster's state of it) and
+  :meth:`fence` (this broker lost its ZooKeeper session: it leads nothing until the state is read again).
+  A partition this broker hosts but does not lead answers NOT_LEADER_OR_FOLLOWER; one it does not host
+  but the cluster has, NOT_LEADER_OR_FOLLOWER too (the client's metadata is stale); one the cluster does
+  not have, UNKNOWN_TOPIC_OR_PARTITION.
+- ISR changes a leader proposes are handed to the registered ISR writer (ZooKeeper, conditional on the
+  partition epoch) one at a time per partition; the partition changes its ISR only when the write was
+  accepted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import ControlRecordType
+from tidelog.replication.leader_and_isr import LeaderAndIsr
 from tidelog.replication.partition import Partition
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.config import LogConfig
@@ -33,14 +48,23 @@ from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import AppendOrigin
 
 from .clock import Clock
+from .fetch_purgatory import FetchPurgatory
+from .metadata_cache import MetadataCache
+from .produce_purgatory import ProducePurgatory
 from .txn_verification import TransactionVerifier, reject_unverified
 
-__all__ = ["AppendResult", "ReplicaManager"]
+__all__ = ["AppendResult", "IsrWriter", "LeadershipListener", "ReplicaManager"]
 
 log = logging.getLogger("tidelog.replica_manager")
 
 AppendResult = tuple[ErrorCode, LogAppendInfo | None, str | None]
 """(error, append info or None, error message or None)."""
+
+IsrWriter = Callable[[str, int, LeaderAndIsr], Awaitable[LeaderAndIsr | None]]
+"""Writes a leader's ISR change conditional on its partition epoch: the stored state, or None (refused)."""
+
+LeadershipListener = Callable[[Partition, bool], None]
+"""Told ``(partition, is_leader)`` each time a partition's role or leader epoch changes here."""
 
 
 class ReplicaManager:
@@ -49,22 +73,33 @@ class ReplicaManager:
     def __init__(
         self,
         log_manager: LogManager,
-        on_append: Callable[[tuple[str, int]], None],
         clock: Clock,
         *,
         node_id: int,
+        metadata: MetadataCache,
+        cluster_mode: bool = False,
+        replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self._logs = log_manager
         self._node_id = node_id
-        self._partitions: dict[tuple[str, int], Partition] = {}
-        self._on_append = on_append
         self._clock = clock
+        self._metadata = metadata
+        self.cluster_mode = cluster_mode
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._partitions: dict[tuple[str, int], Partition] = {}
         self._transaction_verifier: TransactionVerifier = reject_unverified
+        self.fetch_purgatory = FetchPurgatory(clock)
+        self.produce_purgatory = ProducePurgatory(clock, self._led)
+        self._isr_writer: IsrWriter | None = None
+        self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._leadership_listeners: list[LeadershipListener] = []
+        self.fenced = False
 
     # -- hosting ---------------------------------------------------------------------------------------
 
     def load(self, topic: str, index: int) -> Partition | None:
-        """Serve the log of ``topic-index`` the log manager recovered, if it has one."""
+        """Serve the log of ``topic-index`` the log manager recovered, if it has one (single node: led
+        here at once; cluster: offline until the cluster's state of it is applied)."""
         existing = self._logs.get(topic, index)
         if existing is None:
             return None
@@ -75,12 +110,16 @@ class ReplicaManager:
         return self._host(topic, index, Partition(topic, index, log, local_broker_id=self._node_id))
 
     def _host(self, topic: str, index: int, partition: Partition) -> Partition:
-        partition.make_single_node_leader(now_ms=self._clock.now_ms())  # the ISR is this broker alone
+        if not self.cluster_mode:
+            partition.make_single_node_leader(now_ms=self._clock.now_ms())  # the ISR is this broker alone
         self._partitions[(topic, index)] = partition
         return partition
 
     def delete(self, topic: str, index: int) -> None:
-        self._partitions.pop((topic, index), None)
+        partition = self._partitions.pop((topic, index), None)
+        if partition is not None and partition.is_leader:
+            partition.stop_leading()
+            self._changed(partition)
         self._logs.delete(topic, index)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -91,17 +130,169 @@ class ReplicaManager:
         """The hosted replica of ``topic-index``, whatever its role."""
         return self._partitions.get((topic, index))
 
-    def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
-        """The replica of ``topic-index`` if this broker leads it, else the error a client gets
-        (UNKNOWN_TOPIC_OR_PARTITION: not hosted here)."""
+    def _led(self, topic: str, index: int) -> Partition | None:
         partition = self._partitions.get((topic, index))
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else partition
+        return partition if partition is not None and partition.is_leader and not self.fenced else None
+
+    def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
+        """The replica of ``topic-index`` if this broker leads it, else the error a client gets."""
+        partition = self._led(topic, index)
+        if partition is not None:
+            return partition
+        if (topic, index) in self._partitions or self._metadata.has_partition(topic, index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
 
     def __len__(self) -> int:
         return len(self._partitions)
+
+    # -- roles (cluster mode) --------------------------------------------------------------------------
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.append(listener)
+
+    def set_isr_writer(self, writer: IsrWriter | None) -> None:
+        self._isr_writer = writer
+
+    def apply_partition_state(
+        self,
+        topic: str,
+        index: int,
+        *,
+        assignment: tuple[int, ...],
+        state: LeaderAndIsr,
+        config: LogConfig,
+    ) -> Partition | None:
+        """The cluster's state of ``topic-index``: host it (creating its log) if this broker is assigned,
+        and lead or follow as ``state`` says. A state older than the partition's is ignored. Returns the
+        partition, or None when this broker is not assigned."""
+        if self._node_id not in assignment:
+            return None
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            partition = self.load(topic, index) or self.create(topic, index, config)
+        if self.fenced:
+            return partition
+        now = self._clock.now_ms()
+        was_leader = partition.is_leader
+        if state.leader == self._node_id:
+            changed = partition.make_leader(state, assignment, now_ms=now)
+        else:
+            changed = partition.make_follower(state, assignment)
+        if changed or was_leader != partition.is_leader:
+            log.info(
+                "%s-%d: %s at leader epoch %d (ISR %s)",
+                topic,
+                index,
+                "leader" if partition.is_leader else f"follower of {state.leader}",
+                state.leader_epoch,
+                sorted(state.isr),
+            )
+            self._changed(partition)
+        else:
+            self._check_waiters((topic, index))
+        return partition
+
+    def fence(self) -> None:
+        """This broker lost its ZooKeeper session: it stops leading everything until the cluster's state is
+        applied again (:meth:`unfence` first)."""
+        self.fenced = True
+        for partition in self:
+            if partition.is_leader:
+                partition.stop_leading()
+                self._changed(partition)
+
+    def unfence(self) -> None:
+        self.fenced = False
+
+    def _changed(self, partition: Partition) -> None:
+        for listener in self._leadership_listeners:
+            try:
+                listener(partition, partition.is_leader)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", partition.topic, partition.index)
+        self._check_waiters((partition.topic, partition.index))
+
+    def _check_waiters(self, key: tuple[str, int]) -> None:
+        self.produce_purgatory.check(key)
+        self.fetch_purgatory.on_append(key)
+
+    # -- followers fetching from this leader -----------------------------------------------------------
+
+    def follower_fetch(
+        self,
+        partition: Partition,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        log_start_offset: int,
+        broker_epoch: int,
+    ) -> None:
+        """A follower's fetch at ``fetch_offset`` tells this leader its log end offset: move the high
+        watermark, wake what waits on it, and propose the follower for the ISR if it caught up."""
+        now = self._clock.now_ms()
+        if partition.update_follower_fetch_state(
+            replica_id,
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            now_ms=now,
+            broker_epoch=broker_epoch,
+            max_lag_ms=self.replica_lag_time_max_ms,
+        ):
+            self._check_waiters((partition.topic, partition.index))
+        broker = self._metadata.broker(replica_id)
+        proposal = partition.maybe_expand_isr(
+            replica_id, alive_broker_epoch=None if broker is None else broker.epoch
+        )
+        if proposal is not None:
+            self._write_isr(partition, proposal)
+
+    def shrink_isrs(self) -> None:
+        """The periodic ISR check (every ``replica.lag.time.max.ms / 2``): drop followers that fell behind."""
+        if self.fenced:
+            return
+        now = self._clock.now_ms()
+        for partition in self:
+            proposal = partition.maybe_shrink_isr(now_ms=now, max_lag_ms=self.replica_lag_time_max_ms)
+            if proposal is not None:
+                log.info(
+                    "%s-%d: shrinking the ISR from %s to %s",
+                    partition.topic,
+                    partition.index,
+                    sorted(partition.isr),
+                    list(proposal.isr),
+                )
+                self._write_isr(partition, proposal)
+
+    def _write_isr(self, partition: Partition, proposal: LeaderAndIsr) -> None:
+        writer = self._isr_writer
+        key = (partition.topic, partition.index)
+        if writer is None:
+            partition.isr_update_failed()
+            return
+
+        async def write() -> None:
+            try:
+                stored = await writer(partition.topic, partition.index, proposal)
+            except Exception:
+                log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
+                stored = None
+            finally:
+                self._isr_writes.pop(key, None)
+            if stored is None:
+                partition.isr_update_failed()
+                return
+            if partition.isr_update_committed(
+                stored, now_ms=self._clock.now_ms(), max_lag_ms=self.replica_lag_time_max_ms
+            ):
+                self._check_waiters(key)
+            else:
+                self.produce_purgatory.check(key)
+
+        self._isr_writes[key] = asyncio.get_running_loop().create_task(write())
 
     # -- transactions ----------------------------------------------------------------------------------
 
@@ -127,21 +318,27 @@ class ReplicaManager:
         *,
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        required_acks: int = 1,
     ) -> AppendResult:
-        """Append ``records`` (a produce payload: record batch bytes) to one partition this broker leads."""
+        """Append ``records`` (a produce payload: record batch bytes) to one partition this broker leads.
+        With ``required_acks`` -1 the ISR must have ``min.insync.replicas`` members (else
+        NOT_ENOUGH_REPLICAS, nothing written); waiting for the high watermark is the caller's
+        (:attr:`produce_purgatory`)."""
         partition = self.leader_partition(topic, index)
         if isinstance(partition, ErrorCode):
             return partition, None, None
         if not isinstance(records, bytes | bytearray | memoryview):
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
         try:
-            info = partition.append_records_as_leader(records, now_ms=now_ms, origin=origin)
+            info = partition.append_records_as_leader(
+                records, now_ms=now_ms, origin=origin, required_acks=required_acks
+            )
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
         except OSError:
             log.exception("append to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
-        self._on_append((topic, index))
+        self._check_waiters((topic, index))
         return ErrorCode.NONE, info, None
 
     def write_txn_marker(
@@ -157,8 +354,8 @@ class ReplicaManager:
     ) -> AppendResult:
         """Write a transaction marker to one partition (what WriteTxnMarkers does per partition):
         INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED for an older
-        coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR. Long-poll fetches of the
-        partition are checked afterwards (the LSO may move)."""
+        coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR. Long-poll
+        fetches of the partition are checked afterwards (the LSO may move)."""
         partition = self.leader_partition(topic, index)
         if isinstance(partition, ErrorCode):
             return partition, None, None
@@ -175,7 +372,7 @@ class ReplicaManager:
         except OSError:
             log.exception("transaction marker to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
-        self._on_append((topic, index))
+        self._check_waiters((topic, index))
         return ErrorCode.NONE, info, None
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
@@ -192,3 +389,11 @@ class ReplicaManager:
         if low_watermark != before:
             self._logs.checkpoint_log_start_offsets()
         return ErrorCode.NONE, low_watermark
+
+    def shutdown(self) -> None:
+        """Broker stop: answer everything waiting now, stop writing ISR changes."""
+        self.fetch_purgatory.complete_all()
+        self.produce_purgatory.complete_all()
+        for task in self._isr_writes.values():
+            task.cancel()
+        self._isr_writes.clear()

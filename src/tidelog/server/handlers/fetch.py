@@ -13,6 +13,11 @@ Invariants:
 - If fewer than ``min_bytes`` are available and ``max_wait_ms`` > 0, the fetch waits in the purgatory,
   watching its partitions, and completes as soon as an append brings enough data or the wait expires;
   either way the response is built from a fresh read at completion.
+- A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
+  (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
+  per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
+  ISR), unless its log diverged: then the answer carries ``DivergingEpoch`` (the leader's end of the
+  follower's last fetched epoch, KIP-320/595) and no records, at once.
 - Fetch sessions (KIP-227) are declined: the answer's ``session_id`` is 0, and clients keep sending full
   requests.
 """
@@ -31,6 +36,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.storage import EpochEndOffset
 
 __all__ = ["FetchHandler"]
 
@@ -66,12 +72,19 @@ class FetchHandler:
             else:
                 meta = self._metadata.topic(topic.topic)
                 wanted.append(_Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
+        replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         committed = version >= 4 and request.isolation_level == _READ_COMMITTED
-        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+            broker_epoch = request.replica_state.replica_epoch if version >= 15 else -1
+            diverged = self._follower_fetch(wanted, version, replica_id, broker_epoch)
+        else:
+            isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+            diverged = {}
         max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
 
         def build() -> tuple[FetchResponse, int, bool]:
-            return self._read(wanted, version, isolation, max(max_bytes, 0))
+            return self._read(wanted, version, isolation, max(max_bytes, 0), diverged, replica_id)
 
         response, nbytes, has_error = build()
         if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
@@ -85,8 +98,47 @@ class FetchHandler:
 
         return self._purgatory.delay(keys, request.max_wait_ms, enough, lambda: build()[0])
 
+    def _follower_fetch(
+        self, wanted: list[_Wanted], version: int, replica_id: int, broker_epoch: int
+    ) -> dict[tuple[str, int], EpochEndOffset]:
+        """A follower's fetch tells this leader how far its log goes (once per request, before any wait):
+        record it per partition, unless its log diverged from this leader's (the answer then carries the
+        ``DivergingEpoch`` to truncate to and no records). Returns the diverged partitions."""
+        diverged: dict[tuple[str, int], EpochEndOffset] = {}
+        for topic in wanted:
+            if topic.name is None:
+                continue
+            for p in topic.partitions:
+                partition = self._replicas.leader_partition(topic.name, p.partition)
+                if isinstance(partition, ErrorCode) or replica_id not in partition.assignment:
+                    continue
+                if (
+                    partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1)
+                    is not ErrorCode.NONE
+                ):
+                    continue
+                if version >= 12:
+                    divergence = partition.diverging_epoch(p.last_fetched_epoch, p.fetch_offset)
+                    if divergence is not None:
+                        diverged[(topic.name, p.partition)] = divergence
+                        continue
+                self._replicas.follower_fetch(
+                    partition,
+                    replica_id,
+                    fetch_offset=p.fetch_offset,
+                    log_start_offset=p.log_start_offset if version >= 5 else -1,
+                    broker_epoch=broker_epoch,
+                )
+        return diverged
+
     def _read(
-        self, wanted: list[_Wanted], version: int, isolation: FetchIsolation, max_bytes: int
+        self,
+        wanted: list[_Wanted],
+        version: int,
+        isolation: FetchIsolation,
+        max_bytes: int,
+        diverged: dict[tuple[str, int], EpochEndOffset],
+        replica_id: int,
     ) -> tuple[FetchResponse, int, bool]:
         committed = isolation is FetchIsolation.TXN_COMMITTED
         response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
@@ -113,6 +165,10 @@ class FetchHandler:
                     result.error_code = partition
                     has_error = True
                     continue
+                if replica_id >= 0 and replica_id not in partition.assignment:
+                    result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # not a replica of this partition
+                    has_error = True
+                    continue
                 fenced = partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1)
                 if fenced is not ErrorCode.NONE:
                     result.error_code = fenced
@@ -123,6 +179,13 @@ class FetchHandler:
                 result.log_start_offset = partition.log_start_offset
                 if committed:
                     result.aborted_transactions = []
+                divergence = diverged.get((topic.name, p.partition))
+                if divergence is not None:
+                    result.diverging_epoch = FetchResponse.EpochEndOffset(
+                        epoch=divergence.epoch, end_offset=divergence.end_offset
+                    )
+                    has_error = True  # answered now: the follower truncates before it fetches again
+                    continue
                 limit = min(p.partition_max_bytes, max_bytes - total)
                 if limit <= 0 and total > 0:
                     continue

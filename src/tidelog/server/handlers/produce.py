@@ -2,7 +2,9 @@
 
 Invariants: each partition succeeds or fails on its own (one bad partition never fails another);
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition); acks=0 gets no response at all;
-on a single node acks=-1 is satisfied as soon as the append returns (the ISR is this broker).
+acks=-1 checks ``min.insync.replicas`` before the append (NOT_ENOUGH_REPLICAS) and answers once the high
+watermark passed every partition's batch (the replica manager's produce purgatory; on a single node at
+once: the ISR is this broker), or ``timeout_ms`` ran out (REQUEST_TIMED_OUT).
 A partition's payload must be exactly one record batch (Kafka's rule for Produce v3+, the only versions served),
 else INVALID_RECORD: so the verified producer of a transactional payload is the only producer in it.
 A partition's transactional batches are appended only after the transaction coordinator verified that the
@@ -18,6 +20,7 @@ from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import NO_RESPONSE, RequestContext
 from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.produce_purgatory import PendingAppend
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.txn_verification import transactional_producer, verification_error
 
@@ -60,6 +63,7 @@ class ProduceHandler:
         acks = request.acks
         now = self._clock.now_ms()
         responses = []
+        waiting: list[PendingAppend] = []
         for topic_data in request.topic_data:
             name = topic_data.name
             topic = self._metadata.topic(name)
@@ -95,14 +99,21 @@ class ProduceHandler:
                     if verdict != ErrorCode.NONE:
                         result.error_code, result.error_message = verification_error(verdict, ctx.api_version)
                         continue
-                error, info, message = self._replicas.append(name, data.index, data.records, now_ms=now)
+                error, info, message = self._replicas.append(
+                    name, data.index, data.records, now_ms=now, required_acks=acks
+                )
                 result.error_code = error
                 result.error_message = message
                 if info is not None:
                     result.base_offset = info.first_offset
                     result.log_append_time_ms = info.log_append_time
                     result.log_start_offset = info.log_start_offset
+                    if acks == -1:
+                        waiting.append(PendingAppend(name, data.index, info.last_offset + 1, result))
             responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
         if acks == 0:
             return NO_RESPONSE
-        return ProduceResponse(responses=responses)
+        response = ProduceResponse(responses=responses)
+        if waiting:
+            return self._replicas.produce_purgatory.delay(request.timeout_ms, waiting, response)
+        return response

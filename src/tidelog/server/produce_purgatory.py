@@ -1,0 +1,124 @@
+"""acks=all produces waiting for their records to be committed (Kafka's ``DelayedProduce``).
+
+A produce with ``acks=-1`` appends on the leader at once, then its answer waits here until, for every
+partition it appended to, the high watermark reached the end of its batch (every ISR member has it), or
+the partition's leadership moved away, or ``timeout_ms`` ran out.
+
+Invariants:
+
+- Each partition's result is decided once: NONE (or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+  below ``min.insync.replicas`` meanwhile) when the high watermark passes its batch;
+  NOT_LEADER_OR_FOLLOWER when this broker no longer leads it (the batch may be truncated away by the new
+  leader: the client must not take it as written); REQUEST_TIMED_OUT when the wait expires first. The
+  base offset stays in the answer: a client retrying after a time out is deduplicated by idempotence.
+- Partitions whose append failed are answered with their error at once and never waited for.
+- The answer (a future the connection awaits) is set exactly once, when the last partition is decided;
+  a high-watermark move or leadership change of a partition checks the produces watching it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.replication.partition import Partition
+
+from .clock import Clock
+from .delayed_operations import AsyncPurgatory
+from .purgatory import DelayedOperation
+
+__all__ = ["DelayedProduce", "PendingAppend", "ProducePurgatory"]
+
+
+@dataclass(slots=True)
+class PendingAppend:
+    """One partition of a delayed produce: the offset its batch ends before, and the result to fill in."""
+
+    topic: str
+    index: int
+    required_offset: int
+    result: Any
+    """The partition's response entry; its ``error_code`` is set when decided."""
+    done: bool = False
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting for its partitions' high watermarks."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        pending: list[PendingAppend],
+        partition_of: Callable[[str, int], Partition | None],
+        response: Any,
+        future: asyncio.Future[Any],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self._pending = pending
+        self._partition_of = partition_of
+        self._response = response
+        self._future = future
+
+    def try_complete(self) -> bool:
+        if self._future.done():  # the connection went away: nothing to answer
+            return self.force_complete()
+        for entry in self._pending:
+            if entry.done:
+                continue
+            partition = self._partition_of(entry.topic, entry.index)
+            if partition is None:
+                done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(entry.required_offset)
+            if done:
+                entry.done = True
+                entry.result.error_code = error
+        if all(entry.done for entry in self._pending):
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        for entry in self._pending:
+            if not entry.done:
+                entry.done = True
+                entry.result.error_code = ErrorCode.REQUEST_TIMED_OUT
+        if not self._future.done():
+            self._future.set_result(self._response)
+
+
+class ProducePurgatory:
+    """Delayed acks=all produces keyed by (topic, partition)."""
+
+    def __init__(self, clock: Clock, partition_of: Callable[[str, int], Partition | None]) -> None:
+        self._operations: AsyncPurgatory[DelayedProduce] = AsyncPurgatory("Produce", clock)
+        self._partition_of = partition_of
+
+    def delay(
+        self, timeout_ms: int, pending: list[PendingAppend], response: Any
+    ) -> asyncio.Future[Any] | Any:
+        """The response now if every partition is already decided, else a future of it."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        operation = DelayedProduce(max(timeout_ms, 0), pending, self._partition_of, response, future)
+        if self._operations.delay(operation, [(p.topic, p.index) for p in pending]):
+            return response
+        return future
+
+    def check(self, key: tuple[str, int]) -> None:
+        """The high watermark or leadership of ``key`` changed: check the produces waiting on it."""
+        self._operations.check(key)
+
+    def complete_all(self) -> None:
+        self._operations.complete_all()
+
+    @property
+    def delayed(self) -> int:
+        return self._operations.delayed
+
+    async def run(self) -> None:
+        await self._operations.run()
