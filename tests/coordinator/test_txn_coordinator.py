@@ -26,7 +26,7 @@ from tidelog.coordinator.txn_records import (
 from tidelog.coordinator.txn_responses import append_error_to_response_error, error_response
 from tidelog.coordinator.txn_result import TxnTimerKey, TxnTimerKind, WriteTxnMarkers
 from tidelog.coordinator.txn_state import TransactionState
-from tidelog.protocol import codec
+from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -39,7 +39,6 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Request, in_range
-from tidelog.storage import TopicPartition
 
 S = TransactionState
 E = ErrorCode

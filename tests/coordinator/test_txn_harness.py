@@ -28,7 +28,7 @@ from tidelog.coordinator.txn_result import (
     WriteTxnMarkers,
 )
 from tidelog.coordinator.txn_state import TransactionState
-from tidelog.protocol import codec
+from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -39,7 +39,6 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Request
-from tidelog.storage import TopicPartition
 
 COMMIT = ControlRecordType.COMMIT
 START_MS = 1_700_000_000_000

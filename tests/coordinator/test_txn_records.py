@@ -19,7 +19,7 @@ from tidelog.coordinator.txn_records import (
     txn_record,
 )
 from tidelog.coordinator.txn_state import TransactionState
-from tidelog.storage import TopicPartition
+from tidelog.protocol import TopicPartition
 
 
 def i8(n: int) -> bytes:

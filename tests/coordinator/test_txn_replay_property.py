@@ -29,8 +29,8 @@ from tidelog.coordinator.txn_metadata import TransactionMetadata
 from tidelog.coordinator.txn_records import TransactionLogValue, partitions_of
 from tidelog.coordinator.txn_result import TxnTimerKey, TxnTimerKind
 from tidelog.coordinator.txn_state import TransactionState
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType
-from tidelog.storage import TopicPartition
 
 S = TransactionState
 IDS = ["alpha", "beta", "gamma"]

@@ -40,6 +40,7 @@ from tidelog.coordinator.txn_responses import (
 )
 from tidelog.coordinator.txn_result import TxnCoordinatorResult, TxnTimerKey, WriteTxnMarkers
 from tidelog.coordinator.txn_state import TransactionState
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -53,7 +54,6 @@ from tidelog.protocol.messages import (
     ListTransactionsResponse,
 )
 from tidelog.protocol.schema import Request
-from tidelog.storage import TopicPartition
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",

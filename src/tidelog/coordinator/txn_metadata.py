@@ -26,8 +26,8 @@ from typing import Final
 
 from tidelog.coordinator.txn_records import TransactionLogValue, partitions_of, partitions_schema
 from tidelog.coordinator.txn_state import TransactionState
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
-from tidelog.storage import TopicPartition
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",

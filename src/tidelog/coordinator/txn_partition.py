@@ -45,10 +45,10 @@ from tidelog.coordinator.txn_result import (
     WriteTxnMarkers,
 )
 from tidelog.coordinator.txn_state import TransactionState
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DescribeTransactionsResponse, ListTransactionsResponse
 from tidelog.protocol.records import ControlRecordType
-from tidelog.storage import TopicPartition
 
 __all__ = ["ProducerIdAllocator", "TxnPartition"]
 

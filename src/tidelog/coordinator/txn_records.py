@@ -33,11 +33,10 @@ from typing import ClassVar, Final
 
 from tidelog.coordinator.records import CoordinatorRecord
 from tidelog.coordinator.txn_state import TransactionState
-from tidelog.protocol import codec
+from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.primitives import RemoteProtocolError
 from tidelog.protocol.schema import OPEN, FieldSpec, Message, Struct
-from tidelog.storage import TopicPartition
 
 __all__ = [
     "TRANSACTION_LOG_KEY_TYPE",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -27,7 +28,6 @@ from tidelog.protocol.messages import (
     ListTransactionsResponse,
 )
 from tidelog.protocol.schema import Request, Response
-from tidelog.storage import TopicPartition
 
 __all__ = [
     "add_offsets_to_txn_response",

@@ -31,9 +31,9 @@ from enum import Enum
 from typing import TypeAlias
 
 from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Response
-from tidelog.storage import TopicPartition
 
 __all__ = [
     "CancelTxnTimer",

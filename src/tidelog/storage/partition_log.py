@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import (
     ControlRecordType,
     InvalidTimestampError,
@@ -140,9 +141,7 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(directory)
         self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
         try:
-            self.topic_partition: layout.TopicPartition | None = layout.parse_partition_dir_name(
-                directory.name
-            )[0]
+            self.topic_partition: TopicPartition | None = layout.parse_partition_dir_name(directory.name)[0]
         except ValueError:
             self.topic_partition = None
 
