@@ -11,9 +11,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidelog.coordinator import (
+from tidelog.coordinator.common import CoordinatorRecord
+from tidelog.coordinator.group import (
     CancelTimer,
-    CoordinatorRecord,
     CoordinatorResult,
     DeferredResponse,
     GroupCoordinator,
@@ -21,8 +21,8 @@ from tidelog.coordinator import (
     ScheduleTimer,
     TimerKey,
 )
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.shard import GroupCoordinatorShard
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.shard import GroupCoordinatorShard
 from tidelog.protocol import codec
 from tidelog.protocol.messages import (
     ConsumerProtocolSubscription,

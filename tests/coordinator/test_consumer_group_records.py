@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.common.records import CoordinatorRecordError
+from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -23,13 +24,7 @@ from tidelog.coordinator.consumer_group_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from tidelog.coordinator.records import (
-    CoordinatorRecordError,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
+from tidelog.coordinator.group.records import decode_key, decode_value, encode_key, encode_value
 
 TOPIC = uuid.UUID("0123456789abcdef0123456789abcdef")
 

@@ -21,7 +21,8 @@ from uuid import UUID
 
 import pytest
 
-from tidelog.coordinator import consumer_group_records, records, txn_records
+from tidelog.coordinator.group import consumer_group_records, records
+from tidelog.coordinator.txn import records as txn_records
 from tidelog.protocol.schema import Message, Struct
 
 GOLDEN = Path(__file__).parent / "golden" / "coordinator_records.json"

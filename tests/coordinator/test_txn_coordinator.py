@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from tests.coordinator.test_txn_harness import START_MS, TIMEOUT_MS, TxnHarness, WrittenMarker
 
-from tidelog.coordinator.partitioning import partition_for
-from tidelog.coordinator.txn_coordinator import TransactionCoordinator
-from tidelog.coordinator.txn_records import (
+from tidelog.coordinator.common.partitioning import partition_for
+from tidelog.coordinator.txn.coordinator import TransactionCoordinator
+from tidelog.coordinator.txn.records import (
     TransactionLogValue,
     TxnRecordError,
     decode_value,
@@ -23,9 +23,9 @@ from tidelog.coordinator.txn_records import (
     partitions_schema,
     txn_record,
 )
-from tidelog.coordinator.txn_responses import append_error_to_response_error, error_response
-from tidelog.coordinator.txn_result import TxnTimerKey, TxnTimerKind, WriteTxnMarkers
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.responses import append_error_to_response_error, error_response
+from tidelog.coordinator.txn.result import TxnTimerKey, TxnTimerKind, WriteTxnMarkers
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -891,7 +891,11 @@ def test_unknown_request_type_is_a_bug() -> None:
 
 
 def test_public_surface_is_pinned() -> None:
-    from tidelog.coordinator import txn_coordinator, txn_records, txn_responses, txn_result, txn_state
+    from tidelog.coordinator.txn import coordinator as txn_coordinator
+    from tidelog.coordinator.txn import records as txn_records
+    from tidelog.coordinator.txn import responses as txn_responses
+    from tidelog.coordinator.txn import result as txn_result
+    from tidelog.coordinator.txn import state as txn_state
 
     assert sorted(txn_coordinator.__all__) == [
         "GROUP_METADATA_TOPIC_NAME",

@@ -14,20 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tidelog.coordinator.records import CoordinatorRecord
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_coordinator import TransactionCoordinator
-from tidelog.coordinator.txn_metadata import TransactionMetadata
-from tidelog.coordinator.txn_partition import TxnPartition
-from tidelog.coordinator.txn_records import decode_key, decode_value, partitions_of
-from tidelog.coordinator.txn_result import (
+from tidelog.coordinator.common.records import CoordinatorRecord
+from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.coordinator import TransactionCoordinator
+from tidelog.coordinator.txn.metadata import TransactionMetadata
+from tidelog.coordinator.txn.partition import TxnPartition
+from tidelog.coordinator.txn.records import decode_key, decode_value, partitions_of
+from tidelog.coordinator.txn.result import (
     CancelTxnTimer,
     ScheduleTxnTimer,
     TxnCoordinatorResult,
     TxnTimerKey,
     WriteTxnMarkers,
 )
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.coordinator.harness import Harness
 
-from tidelog.coordinator import GROUP_COORDINATOR_REQUESTS, error_response
+from tidelog.coordinator.group import GROUP_COORDINATOR_REQUESTS, error_response
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -147,10 +147,11 @@ def test_error_responses_encode_at_every_version(cls: type[Request], version: in
 
 
 def test_public_surface_is_pinned() -> None:
-    import tidelog.coordinator as coordinator
+    from tidelog.coordinator import common, group
 
-    assert coordinator.__all__ == sorted(coordinator.__all__, key=lambda n: (not n.isupper(), n))
-    assert set(coordinator.__all__) == {
+    for package in (common, group):
+        assert package.__all__ == sorted(package.__all__, key=lambda n: (not n.isupper(), n))
+    assert {*common.__all__, *group.__all__} == {
         "GROUP_COORDINATOR_REQUESTS",
         "CancelTimer",
         "ClassicGroup",

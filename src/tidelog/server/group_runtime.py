@@ -37,10 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.coordinator import (
+from tidelog.coordinator.common import CoordinatorRecord, CoordinatorRecordError
+from tidelog.coordinator.group import (
     CancelTimer,
-    CoordinatorRecord,
-    CoordinatorRecordError,
     CoordinatorResult,
     DeferredResponse,
     GroupCoordinator,

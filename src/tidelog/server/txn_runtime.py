@@ -14,7 +14,7 @@ shape of :mod:`tidelog.server.group_runtime`:
   hold on the broker's ``ProducerIdManager`` from :meth:`TransactionRuntime.start` (before a request is
   read), released with its transactional ids' highest producer id when its load ends (one that fails
   releases with what it replayed), so the floor includes them (see producer_id_manager.py).
-- Every :class:`~tidelog.coordinator.txn_result.TxnCoordinatorResult` is applied in the coordinator's
+- Every :class:`~tidelog.coordinator.txn.result.TxnCoordinatorResult` is applied in the coordinator's
   order: its records are appended first, one batch per partition (on a single node the high watermark is
   the log end offset, so they are committed when the append returns), then the response is settled, then
   the markers are written, then the timers are set. **A marker is never written before the Prepare record
@@ -45,12 +45,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tidelog.coordinator.records import CoordinatorRecord
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_coordinator import TRANSACTION_STATE_TOPIC_NAME, TransactionCoordinator
-from tidelog.coordinator.txn_records import TxnRecordError
-from tidelog.coordinator.txn_responses import append_error_to_response_error, error_response
-from tidelog.coordinator.txn_result import (
+from tidelog.coordinator.common.records import CoordinatorRecord
+from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC_NAME, TransactionCoordinator
+from tidelog.coordinator.txn.records import TxnRecordError
+from tidelog.coordinator.txn.responses import append_error_to_response_error, error_response
+from tidelog.coordinator.txn.result import (
     CancelTxnTimer,
     ScheduleTxnTimer,
     TxnCoordinatorResult,

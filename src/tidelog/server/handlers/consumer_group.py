@@ -16,7 +16,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from tidelog.coordinator import TopicImage, TopicsImage
+from tidelog.coordinator.group import TopicImage, TopicsImage
 from tidelog.protocol.schema import Request
 
 if TYPE_CHECKING:

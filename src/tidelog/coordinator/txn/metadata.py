@@ -6,7 +6,7 @@ would move it to (Kafka's ``TxnTransitMetadata``); the coordinator persists that
 
 Invariants:
 
-- Every transition is checked against :data:`~tidelog.coordinator.txn_state.VALID_PREVIOUS_STATES`
+- Every transition is checked against :data:`~tidelog.coordinator.txn.state.VALID_PREVIOUS_STATES`
   and Kafka's sanity rules (producer id >= 0, epoch >= 0); a violation is a bug, raised as
   :class:`IllegalTransitionError`, never answered to a client.
 - ``topic_partitions`` is empty in Empty, CompleteCommit and CompleteAbort; ``txn_start_timestamp``
@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from tidelog.coordinator.txn_records import TransactionLogValue, partitions_of, partitions_schema
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.records import TransactionLogValue, partitions_of, partitions_schema
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 

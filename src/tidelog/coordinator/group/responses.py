@@ -40,6 +40,7 @@ from tidelog.protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
     TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from tidelog.protocol.schema import Request, Response
 
@@ -51,6 +52,7 @@ __all__ = [
     "offset_fetch_error_group",
     "offset_fetch_response",
     "sync_group_response",
+    "txn_offset_commit_response",
 ]
 
 
@@ -204,8 +206,6 @@ def error_response(request: Request, api_version: int, error: ErrorCode) -> Resp
             ]
         )
     if isinstance(request, TxnOffsetCommitRequest):
-        from tidelog.coordinator.txn_offsets import txn_offset_commit_response
-
         return txn_offset_commit_response(request, error)
     if isinstance(request, OffsetFetchRequest):
         return _offset_fetch_error(request, api_version, error)
@@ -236,3 +236,21 @@ def error_response(request: Request, api_version: int, error: ErrorCode) -> Resp
             ]
         )
     raise TypeError(f"{type(request).__name__} is not a group coordinator request")
+
+
+def txn_offset_commit_response(request: TxnOffsetCommitRequest, error: ErrorCode) -> TxnOffsetCommitResponse:
+    """``error`` for every partition of the request, in request order."""
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=error
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from tidelog.coordinator.consumer_group import ConsumerGroup, TopicMetadata
-from tidelog.coordinator.consumer_group_member import (
+from tidelog.coordinator.common.records import CoordinatorRecordError
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.consumer_group import ConsumerGroup, TopicMetadata
+from tidelog.coordinator.group.consumer_group_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     ConsumerGroupMember,
     assignment_from_pairs,
 )
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -41,9 +44,6 @@ from tidelog.coordinator.consumer_group_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.records import CoordinatorRecordError
 
 __all__ = ["is_simple_classic_group", "replay_consumer_group_record"]
 

@@ -1,6 +1,6 @@
 """What a transaction coordinator call hands back to the server runtime: response, records, markers, timers.
 
-Every entry point of :class:`~tidelog.coordinator.txn_coordinator.TransactionCoordinator` (a request,
+Every entry point of :class:`~tidelog.coordinator.txn.coordinator.TransactionCoordinator` (a request,
 a timer firing, markers written, loading, unloading) returns a :class:`TxnCoordinatorResult`. The
 runtime, in this order:
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeAlias
 
-from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.coordinator.common.records import CoordinatorRecord
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Response

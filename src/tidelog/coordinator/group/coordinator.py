@@ -11,7 +11,7 @@ every record of the partition's log to :meth:`replay` in order, :meth:`complete_
 broker does not lead get NOT_COORDINATOR.
 
 Invariants: pure (time comes in as ``now_ms``; randomness only for new member ids, through
-``new_uuid``); every entry point returns a :class:`~tidelog.coordinator.result.CoordinatorResult`;
+``new_uuid``); every entry point returns a :class:`~tidelog.coordinator.group.result.CoordinatorResult`;
 multi-group requests (OffsetFetch v8+, DescribeGroups, ConsumerGroupDescribe, ListGroups, DeleteGroups)
 are split per shard and merged in request order, with per-group errors where the response has room for
 them; a deleted topic's offsets are removed from every shard, a loading one's as soon as it is loaded.
@@ -26,13 +26,17 @@ import uuid
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
-from tidelog.coordinator.config import GroupCoordinatorConfig
-from tidelog.coordinator.partitioning import partition_for
-from tidelog.coordinator.responses import error_response, offset_fetch_error_group, offset_fetch_response
-from tidelog.coordinator.result import CoordinatorResult, TimerKey
-from tidelog.coordinator.shard import GroupCoordinatorShard
-from tidelog.coordinator.shard_state import NO_PRODUCER_ID
-from tidelog.coordinator.topics_image import TopicsImage
+from tidelog.coordinator.common.partitioning import partition_for
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.responses import (
+    error_response,
+    offset_fetch_error_group,
+    offset_fetch_response,
+)
+from tidelog.coordinator.group.result import CoordinatorResult, TimerKey
+from tidelog.coordinator.group.shard import GroupCoordinatorShard
+from tidelog.coordinator.group.shard_state import NO_PRODUCER_ID
+from tidelog.coordinator.group.topics_image import TopicsImage
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupDescribeRequest,

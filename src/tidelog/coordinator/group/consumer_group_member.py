@@ -22,11 +22,11 @@ from enum import IntEnum
 from typing import TypeAlias
 from uuid import UUID
 
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
 )
-from tidelog.coordinator.topics_image import TopicsImage
+from tidelog.coordinator.group.topics_image import TopicsImage
 from tidelog.protocol.messages import ConsumerGroupDescribeResponse
 
 __all__ = [

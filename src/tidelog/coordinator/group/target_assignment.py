@@ -16,22 +16,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from tidelog.coordinator.assignors import MemberSubscription, PartitionAssignor
-from tidelog.coordinator.consumer_group import ConsumerGroup, TopicMetadata, member_topic_names
-from tidelog.coordinator.consumer_group_member import (
+from tidelog.coordinator.group.assignors import MemberSubscription, PartitionAssignor
+from tidelog.coordinator.group.consumer_group import ConsumerGroup, TopicMetadata, member_topic_names
+from tidelog.coordinator.group.consumer_group_member import (
     EMPTY_ASSIGNMENT,
     Assignment,
     ConsumerGroupMember,
     assignment_to_pairs,
 )
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from tidelog.coordinator.records import RecordKey, RecordValue
-from tidelog.coordinator.topics_image import TopicsImage
+from tidelog.coordinator.group.records import RecordKey, RecordValue
+from tidelog.coordinator.group.topics_image import TopicsImage
 
 __all__ = ["TargetAssignmentResult", "build_target_assignment", "target_assignment_member_value"]
 

@@ -3,8 +3,8 @@
 The group holds what its records say: the group epoch (bumped whenever membership or subscriptions
 change), the subscription metadata the target assignment was computed from, the target assignment
 and its epoch, and the members with their current assignments. The request handlers
-(:mod:`tidelog.coordinator.consumer_protocol`) never change it: they emit records, and only
-:mod:`tidelog.coordinator.consumer_group_replay` applies records to it.
+(:mod:`tidelog.coordinator.group.consumer_protocol`) never change it: they emit records, and only
+:mod:`tidelog.coordinator.group.consumer_group_replay` applies records to it.
 
 Invariants:
 
@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from enum import Enum
 from uuid import UUID
 
-from tidelog.coordinator.consumer_group_member import (
+from tidelog.coordinator.group.consumer_group_member import (
     EMPTY_ASSIGNMENT,
     Assignment,
     ConsumerGroupMember,
 )
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group_type import GroupType
-from tidelog.coordinator.offsets import OffsetAndMetadata
-from tidelog.coordinator.topics_image import TopicsImage
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.group_type import GroupType
+from tidelog.coordinator.group.offsets import OffsetAndMetadata
+from tidelog.coordinator.group.topics_image import TopicsImage
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ConsumerGroupDescribeResponse, ListGroupsResponse
 

@@ -9,7 +9,7 @@ Kafka's runtime replays them: offset commits and all tombstones at once; a ``Gro
 is only a snapshot of a live group (Kafka appends it with ``replayRecords=false``: the live group
 object is the authority for a classic group's in-flight rebalance, which no record describes), so
 it is applied when loading only. Consumer-group records (types 3-8) describe the whole group and are
-always replayed (:mod:`tidelog.coordinator.consumer_group_replay`).
+always replayed (:mod:`tidelog.coordinator.group.consumer_group_replay`).
 
 Invariants:
 
@@ -28,16 +28,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from tidelog.coordinator.config import GroupCoordinatorConfig
-from tidelog.coordinator.consumer_group import ConsumerGroup
-from tidelog.coordinator.consumer_group_records import ConsumerGroupRecordValue
-from tidelog.coordinator.consumer_group_replay import replay_consumer_group_record
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.member import ClassicGroupMember
-from tidelog.coordinator.offsets import OffsetAndMetadata, OffsetStore
-from tidelog.coordinator.records import (
-    CoordinatorRecord,
+from tidelog.coordinator.common.records import CoordinatorRecord
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.classic_group_member import ClassicGroupMember
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.consumer_group import ConsumerGroup
+from tidelog.coordinator.group.consumer_group_records import ConsumerGroupRecordValue
+from tidelog.coordinator.group.consumer_group_replay import replay_consumer_group_record
+from tidelog.coordinator.group.offsets import OffsetAndMetadata, OffsetStore
+from tidelog.coordinator.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -47,7 +47,7 @@ from tidelog.coordinator.records import (
     encode_key,
     encode_value,
 )
-from tidelog.coordinator.result import (
+from tidelog.coordinator.group.result import (
     CancelTimer,
     CoordinatorResult,
     DeferredResponse,
@@ -55,7 +55,7 @@ from tidelog.coordinator.result import (
     TimerKey,
     TimerKind,
 )
-from tidelog.coordinator.txn_offsets import PendingTransactionalOffsets
+from tidelog.coordinator.group.txn_offsets import PendingTransactionalOffsets
 from tidelog.protocol.schema import Response
 
 __all__ = ["NO_PRODUCER_ID", "JoinTimer", "MemberRebalanceTimer", "PendingTimer", "ShardState", "SyncTimer"]

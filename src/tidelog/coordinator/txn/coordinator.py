@@ -13,7 +13,7 @@ the markers of transactions left in PrepareCommit/PrepareAbort), later
 
 Requests (:data:`TRANSACTION_COORDINATOR_REQUESTS`) go through :meth:`~TransactionCoordinator.handle`;
 the produce path asks :meth:`~TransactionCoordinator.verify_partitions` (KIP-890 verification).
-Every entry point returns a :class:`~tidelog.coordinator.txn_result.TxnCoordinatorResult`.
+Every entry point returns a :class:`~tidelog.coordinator.txn.result.TxnCoordinatorResult`.
 
 Invariants: pure (time comes in as ``now_ms``; new producer ids only through the injected allocator;
 topic existence only through the injected ``partition_exists``); requests are answered with Kafka's
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from tidelog.coordinator.partitioning import partition_for
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata
-from tidelog.coordinator.txn_partition import ProducerIdAllocator, TxnPartition
-from tidelog.coordinator.txn_responses import (
+from tidelog.coordinator.common.partitioning import partition_for
+from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata
+from tidelog.coordinator.txn.partition import ProducerIdAllocator, TxnPartition
+from tidelog.coordinator.txn.responses import (
     add_offsets_to_txn_response,
     add_partitions_result,
     add_partitions_to_txn_response,
@@ -38,8 +38,8 @@ from tidelog.coordinator.txn_responses import (
     init_producer_id_response,
     requested_partitions,
 )
-from tidelog.coordinator.txn_result import TxnCoordinatorResult, TxnTimerKey, WriteTxnMarkers
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.result import TxnCoordinatorResult, TxnTimerKey, WriteTxnMarkers
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (

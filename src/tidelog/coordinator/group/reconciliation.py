@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
-from tidelog.coordinator.consumer_group_member import Assignment, ConsumerGroupMember, MemberState
-from tidelog.coordinator.errors import CoordinatorError
+from tidelog.coordinator.group.consumer_group_member import Assignment, ConsumerGroupMember, MemberState
+from tidelog.coordinator.group.errors import CoordinatorError
 from tidelog.protocol.errors import ErrorCode
 
 __all__ = ["OwnedPartitions", "PartitionEpoch", "reconcile"]

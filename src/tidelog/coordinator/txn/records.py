@@ -9,7 +9,7 @@ Every record of a ``__transaction_state`` partition is one transactional id's la
 
   - v0 (what Kafka writes before ``transaction.version`` 1, and what tidelog writes): producer_id
     int64, producer_epoch int16, transaction_timeout_ms int32, transaction_status int8 (the
-    :class:`~tidelog.coordinator.txn_state.TransactionState` id), transaction_partitions
+    :class:`~tidelog.coordinator.txn.state.TransactionState` id), transaction_partitions
     ``[topic string, partition_ids [int32]]`` (null when the state is Empty),
     transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64 (-1 when no
     transaction has started).
@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import ClassVar, Final
 
-from tidelog.coordinator.records import CoordinatorRecord
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.common.records import CoordinatorRecord, CoordinatorRecordError
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition, codec
-from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.primitives import RemoteProtocolError
 from tidelog.protocol.schema import OPEN, FieldSpec, Message, Struct
 
@@ -61,10 +60,8 @@ TRANSACTION_LOG_VALUE_VERSION: Final = 0
 """The ``TransactionLogValue`` version tidelog writes: Kafka's, without ``transaction.version`` 1+."""
 
 
-class TxnRecordError(KafkaProtocolError):
+class TxnRecordError(CoordinatorRecordError):
     """A ``__transaction_state`` record that does not parse: the partition's log is not Kafka's format."""
-
-    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 @dataclass(slots=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 This class knows who is in the group, who has rejoined, who has synced, which protocol the members
 agree on and what state the group is in. It neither answers requests nor keeps timers; the classic
-protocol handlers (:mod:`tidelog.coordinator.classic_protocol`) drive it.
+protocol handlers (:mod:`tidelog.coordinator.group.classic_protocol`) drive it.
 
 Invariants:
 
@@ -23,12 +23,16 @@ import struct
 from collections import Counter
 from collections.abc import Callable, Set
 
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group_state import VALID_PREVIOUS_STATES, ClassicGroupState, assert_valid_transition
-from tidelog.coordinator.group_type import GroupType
-from tidelog.coordinator.member import ClassicGroupMember, Protocols
-from tidelog.coordinator.offsets import OffsetAndMetadata
-from tidelog.coordinator.result import DeferredResponse
+from tidelog.coordinator.group.classic_group_member import ClassicGroupMember, Protocols
+from tidelog.coordinator.group.classic_group_state import (
+    VALID_PREVIOUS_STATES,
+    ClassicGroupState,
+    assert_valid_transition,
+)
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.group_type import GroupType
+from tidelog.coordinator.group.offsets import OffsetAndMetadata
+from tidelog.coordinator.group.result import DeferredResponse
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ConsumerProtocolSubscription, JoinGroupResponse, ListGroupsResponse

@@ -13,7 +13,7 @@ Every entry point of the coordinator (a request, a timer firing, loading, unload
    ``GroupCoordinator.on_timeout(key, now_ms)``.
 
 If an append fails, the shard's memory is ahead of its log: the runtime answers the response and the
-completions with the error (:func:`tidelog.coordinator.responses.append_error_to_response_error`),
+completions with the error (:func:`tidelog.coordinator.group.responses.append_error_to_response_error`),
 then unloads the partition and loads it again from the log, which is the truth.
 
 Invariants: a :class:`DeferredResponse` is completed at most once, by a later result's
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeAlias
 
-from tidelog.coordinator.records import CoordinatorRecord
+from tidelog.coordinator.common.records import CoordinatorRecord
 from tidelog.protocol.schema import Response
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 class DeferredResponse:
     """Handle of a parked request (JoinGroup waiting for the rebalance, SyncGroup waiting for the leader).
 
-    ``handle_id`` is unique within one :class:`~tidelog.coordinator.group_coordinator.GroupCoordinator`.
+    ``handle_id`` is unique within one :class:`~tidelog.coordinator.group.coordinator.GroupCoordinator`.
     """
 
     handle_id: int

@@ -5,8 +5,8 @@ A port of the ``consumerGroup*`` handlers of Kafka's ``GroupMetadataManager``. A
 1. creates or updates the member; if its subscription changed, or the subscribed topics' metadata
    did, the group epoch is bumped;
 2. if the group epoch is ahead of the target assignment epoch, the group's server assignor computes
-   a new target assignment (:mod:`tidelog.coordinator.target_assignment`);
-3. reconciles the member towards its target (:mod:`tidelog.coordinator.reconciliation`): revoke
+   a new target assignment (:mod:`tidelog.coordinator.group.target_assignment`);
+3. reconciles the member towards its target (:mod:`tidelog.coordinator.group.reconciliation`): revoke
    first, then take partitions only once their previous owners have released them.
 
 A member leaves with epoch -1 (a static member with -2, keeping its partitions until its session
@@ -45,9 +45,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from uuid import UUID
 
-from tidelog.coordinator.assignors import ASSIGNORS, assignor_name
-from tidelog.coordinator.consumer_group import ConsumerGroup, TopicMetadata
-from tidelog.coordinator.consumer_group_member import (
+from tidelog.coordinator.group.assignors import ASSIGNORS, assignor_name
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.consumer_group import ConsumerGroup, TopicMetadata
+from tidelog.coordinator.group.consumer_group_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
@@ -55,7 +56,7 @@ from tidelog.coordinator.consumer_group_member import (
     assignment_to_pairs,
     is_subset,
 )
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -65,14 +66,16 @@ from tidelog.coordinator.consumer_group_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.reconciliation import PartitionEpoch, reconcile
-from tidelog.coordinator.records import GroupMetadataKey, RecordKey, RecordValue
-from tidelog.coordinator.result import TimerKind
-from tidelog.coordinator.shard_state import MemberRebalanceTimer, ShardState
-from tidelog.coordinator.target_assignment import build_target_assignment, target_assignment_member_value
-from tidelog.coordinator.topics_image import TopicsImage
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.reconciliation import PartitionEpoch, reconcile
+from tidelog.coordinator.group.records import GroupMetadataKey, RecordKey, RecordValue
+from tidelog.coordinator.group.result import TimerKind
+from tidelog.coordinator.group.shard_state import MemberRebalanceTimer, ShardState
+from tidelog.coordinator.group.target_assignment import (
+    build_target_assignment,
+    target_assignment_member_value,
+)
+from tidelog.coordinator.group.topics_image import TopicsImage
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupDescribeResponse,

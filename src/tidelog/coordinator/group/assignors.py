@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
 
-from tidelog.coordinator.consumer_group_member import Assignment
+from tidelog.coordinator.group.consumer_group_member import Assignment
 
 __all__ = [
     "ASSIGNORS",

@@ -2,13 +2,13 @@
 
 A port of the ``classicGroup*`` request handlers of Kafka's ``GroupMetadataManager``. Requests come in
 decoded at any version, with the version beside them; the rebalance they start or finish is
-:mod:`tidelog.coordinator.rebalance`; answers go out through the shard's
-:class:`~tidelog.coordinator.shard_state.ShardState` (responses to parked requests, records, timers).
+:mod:`tidelog.coordinator.group.classic_rebalance`; answers go out through the shard's
+:class:`~tidelog.coordinator.group.shard_state.ShardState` (responses to parked requests, records, timers).
 
 Invariants:
 
 - A JoinGroup or SyncGroup that cannot be answered yet is parked on its member (``awaiting_join`` /
-  ``awaiting_sync``) under a :class:`~tidelog.coordinator.result.DeferredResponse` and returned as
+  ``awaiting_sync``) under a :class:`~tidelog.coordinator.group.result.DeferredResponse` and returned as
   such; if it is answered within the same call, the response itself is returned instead.
 - A parked request superseded by a newer one from the same member is answered REBALANCE_IN_PROGRESS
   (Kafka drops it silently; a runtime would then hold it forever); a static member replaced by a new
@@ -20,15 +20,15 @@ Invariants:
 
 from __future__ import annotations
 
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.member import ClassicGroupMember, protocols_from_request
-from tidelog.coordinator.rebalance import Rebalancer, group_metadata_value_empty
-from tidelog.coordinator.records import GroupMetadataKey
-from tidelog.coordinator.responses import join_group_response, leave_group_response, sync_group_response
-from tidelog.coordinator.result import DeferredResponse, TimerKind
-from tidelog.coordinator.shard_state import ShardState
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.classic_group_member import ClassicGroupMember, protocols_from_request
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.classic_rebalance import Rebalancer, group_metadata_value_empty
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.records import GroupMetadataKey
+from tidelog.coordinator.group.responses import join_group_response, leave_group_response, sync_group_response
+from tidelog.coordinator.group.result import DeferredResponse, TimerKind
+from tidelog.coordinator.group.shard_state import ShardState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ApiKey,

@@ -20,7 +20,7 @@ the schema body in Kafka's message encoding. The schemas below are Kafka's
   session_timeout int32, subscription bytes, assignment bytes. Kafka writes v3.
 
 - record types 3-8: KIP-848 consumer groups, schemas in
-  :mod:`tidelog.coordinator.consumer_group_records` (keys and values at version 0).
+  :mod:`tidelog.coordinator.group.consumer_group_records` (keys and values at version 0).
 
 Invariants: ``decode_key(encode_key(k)) == k`` and ``decode_value(k, encode_value(v, n)) == v`` for
 every field present in version ``n``; decoding never accepts a record type or value version Kafka
@@ -36,13 +36,13 @@ from dataclasses import field as _field
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.common.records import CoordinatorRecordError
+from tidelog.coordinator.group.consumer_group_records import (
     CONSUMER_GROUP_RECORD_SCHEMAS,
     ConsumerGroupRecordKey,
     ConsumerGroupRecordValue,
 )
 from tidelog.protocol import codec
-from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.primitives import RemoteProtocolError
 from tidelog.protocol.schema import OPEN, FieldSpec, Message, Struct
 
@@ -50,8 +50,6 @@ __all__ = [
     "GROUP_METADATA_KEY_TYPE",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_KEY_TYPE",
-    "CoordinatorRecord",
-    "CoordinatorRecordError",
     "CoordinatorRecordType",
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -96,12 +94,6 @@ GROUP_METADATA_KEY_TYPE = CoordinatorRecordType.GROUP_METADATA
 _KNOWN_RECORD_TYPES = frozenset(int(t) for t in CoordinatorRecordType)
 GROUP_METADATA_VALUE_VERSION = 3
 """The ``GroupMetadataValue`` version Kafka (metadata version 2.3 and later) writes."""
-
-
-class CoordinatorRecordError(KafkaProtocolError):
-    """A ``__consumer_offsets`` record that does not parse: the partition's log is not Kafka's format."""
-
-    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class UnsupportedRecordTypeError(CoordinatorRecordError):
@@ -239,14 +231,6 @@ _VALUE_CLASS_BY_KEY_CLASS: dict[type[RecordKey], type[RecordValue]] = {
     GroupMetadataKey: GroupMetadataValue,
     **dict(CONSUMER_GROUP_RECORD_SCHEMAS.values()),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorRecord:
-    """One record for a ``__consumer_offsets`` partition: encoded key, and value or ``None`` (tombstone)."""
-
-    key: bytes
-    value: bytes | None
 
 
 # -- encoding ------------------------------------------------------------------------------------------

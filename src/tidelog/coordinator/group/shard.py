@@ -3,8 +3,8 @@
 A shard owns the groups that hash to its partition and their offsets. It is created *loading*: the
 runtime feeds it every record of the partition with :meth:`GroupCoordinatorShard.replay`, then calls
 :meth:`complete_loading`; requests before that are answered COORDINATOR_LOAD_IN_PROGRESS by
-:class:`~tidelog.coordinator.group_coordinator.GroupCoordinator`. Every method that changes anything
-returns a :class:`~tidelog.coordinator.result.CoordinatorResult`.
+:class:`~tidelog.coordinator.group.coordinator.GroupCoordinator`. Every method that changes anything
+returns a :class:`~tidelog.coordinator.group.result.CoordinatorResult`.
 
 Invariants: pure (no clock, no I/O: ``now_ms`` comes in); single-threaded; one call at a time (the
 runtime serialises events per shard); requests reach a loaded shard only; after :meth:`unload` the
@@ -16,25 +16,25 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from uuid import UUID
 
-from tidelog.coordinator.classic_protocol import ClassicGroupManager
-from tidelog.coordinator.config import GroupCoordinatorConfig
-from tidelog.coordinator.consumer_group import ConsumerGroup
-from tidelog.coordinator.consumer_protocol import ConsumerGroupManager
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.offset_manager import OffsetManager
-from tidelog.coordinator.records import GroupMetadataKey, decode_key, decode_value
-from tidelog.coordinator.responses import join_group_response
-from tidelog.coordinator.result import CoordinatorResult, DeferredResponse, TimerKey, TimerKind
-from tidelog.coordinator.shard_state import (
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.classic_protocol import ClassicGroupManager
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.consumer_group import ConsumerGroup
+from tidelog.coordinator.group.consumer_protocol import ConsumerGroupManager
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.offset_manager import OffsetManager
+from tidelog.coordinator.group.records import GroupMetadataKey, decode_key, decode_value
+from tidelog.coordinator.group.responses import join_group_response
+from tidelog.coordinator.group.result import CoordinatorResult, DeferredResponse, TimerKey, TimerKind
+from tidelog.coordinator.group.shard_state import (
     NO_PRODUCER_ID,
     JoinTimer,
     MemberRebalanceTimer,
     ShardState,
     SyncTimer,
 )
-from tidelog.coordinator.txn_offsets import commit_transactional_offsets
+from tidelog.coordinator.group.txn_offset_commit import commit_transactional_offsets
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupDescribeResponse,

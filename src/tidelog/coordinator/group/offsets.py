@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tidelog.coordinator.records import OffsetCommitValue
+from tidelog.coordinator.group.records import OffsetCommitValue
 
 __all__ = ["OffsetAndMetadata", "OffsetStore", "is_offset_expired"]
 

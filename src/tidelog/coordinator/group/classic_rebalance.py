@@ -2,12 +2,12 @@
 
 A port of Kafka's ``prepareRebalance`` / ``completeClassicGroupJoin`` / ``propagateAssignment`` and the
 heartbeat, join and sync expirations of ``GroupMetadataManager``. The request handlers
-(:mod:`tidelog.coordinator.classic_protocol`) and the shard's timers drive it.
+(:mod:`tidelog.coordinator.group.classic_protocol`) and the shard's timers drive it.
 
 Invariants:
 
 - Every path that takes a member out of a group answers the member's parked JoinGroup / SyncGroup
-  (UNKNOWN_MEMBER_ID), so no :class:`~tidelog.coordinator.result.DeferredResponse` is ever forgotten.
+  (UNKNOWN_MEMBER_ID), so no :class:`~tidelog.coordinator.group.result.DeferredResponse` is ever forgotten.
 - A GroupMetadata record is written when a rebalance ends with no members (the group is Empty); the
   handlers write the others (assignment stored, static member replaced, group created).
 - Heartbeat deadlines are ``now + session timeout``; the JOIN timer runs the initial rebalance delay
@@ -18,13 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.member import ClassicGroupMember
-from tidelog.coordinator.records import GroupMetadataKey, GroupMetadataValue
-from tidelog.coordinator.responses import join_group_response, sync_group_response
-from tidelog.coordinator.result import DeferredResponse, TimerKind
-from tidelog.coordinator.shard_state import JoinTimer, ShardState, SyncTimer
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.classic_group_member import ClassicGroupMember
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
+from tidelog.coordinator.group.responses import join_group_response, sync_group_response
+from tidelog.coordinator.group.result import DeferredResponse, TimerKind
+from tidelog.coordinator.group.shard_state import JoinTimer, ShardState, SyncTimer
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import JoinGroupResponse
 

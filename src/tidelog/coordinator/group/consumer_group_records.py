@@ -21,7 +21,7 @@ A tombstone (value ``None``) deletes what its key names. Tagged fields later Kaf
 
 Invariants: keys are encoded at version 0 without tagged fields, values at version 0 with them;
 :data:`CONSUMER_GROUP_RECORD_SCHEMAS` maps each record type to its key and value classes and is the
-only table the generic encoder/decoder in :mod:`tidelog.coordinator.records` consults for them.
+only table the generic encoder/decoder in :mod:`tidelog.coordinator.group.records` consults for them.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Invariants:
 - An offset without an explicit expire timestamp expires ``offsets.retention.minutes`` after its
   group became Empty (or after the commit, for simple groups and for stable consumer groups no
   longer subscribed to the topic); offsets of a topic a consumer group subscribes to never expire.
-- Offsets of open transactions (TxnOffsetCommit, :mod:`tidelog.coordinator.txn_offsets`) are pending, not
+- Offsets of open transactions (TxnOffsetCommit, :mod:`tidelog.coordinator.group.txn_offsets`) are pending, not
   committed: OffsetFetch ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them, expiry keeps them
   and their group, OffsetDelete and DeleteGroups tombstone them too.
 - Deleting a topic tombstones its committed and pending offsets in every group, whatever the group's
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from tidelog.coordinator.consumer_group import ConsumerGroup
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.offsets import OffsetAndMetadata, is_offset_expired
-from tidelog.coordinator.records import OffsetCommitKey
-from tidelog.coordinator.responses import offset_fetch_error_group, offset_fetch_response
-from tidelog.coordinator.shard_state import ShardState
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.classic_group_state import ClassicGroupState
+from tidelog.coordinator.group.consumer_group import ConsumerGroup
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.offsets import OffsetAndMetadata, is_offset_expired
+from tidelog.coordinator.group.records import OffsetCommitKey
+from tidelog.coordinator.group.responses import offset_fetch_error_group, offset_fetch_response
+from tidelog.coordinator.group.shard_state import ShardState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     OffsetCommitRequest,

@@ -27,16 +27,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_metadata import NO_PRODUCER_EPOCH, TransactionMetadata, is_epoch_exhausted
-from tidelog.coordinator.txn_records import (
+from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.metadata import NO_PRODUCER_EPOCH, TransactionMetadata, is_epoch_exhausted
+from tidelog.coordinator.txn.records import (
     TransactionLogValue,
     TxnRecordError,
     decode_key,
     decode_value,
     txn_record,
 )
-from tidelog.coordinator.txn_result import (
+from tidelog.coordinator.txn.result import (
     CancelTxnTimer,
     ScheduleTxnTimer,
     TxnCoordinatorResult,
@@ -44,7 +44,7 @@ from tidelog.coordinator.txn_result import (
     TxnTimerKind,
     WriteTxnMarkers,
 )
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DescribeTransactionsResponse, ListTransactionsResponse

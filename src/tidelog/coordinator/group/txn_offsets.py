@@ -1,11 +1,11 @@
-"""Transactional offset commits of one ``__consumer_offsets`` shard: TxnOffsetCommit and the offsets it
-leaves pending until its transaction's marker (Kafka's ``OffsetMetadataManager.commitTransactionalOffset``,
-``pendingTransactionalOffsets`` and ``replayEndTransactionMarker``).
+"""Offsets of open transactions in one ``__consumer_offsets`` shard, pending until their transaction's
+marker (Kafka's ``OffsetMetadataManager.pendingTransactionalOffsets`` and ``replayEndTransactionMarker``).
 
-A TxnOffsetCommit writes ordinary OffsetCommit records, but in a transactional batch of the producer
-(``producer_id`` / ``producer_epoch``): replaying such a record does not change the committed offsets; it
-adds a *pending* offset of that producer. The COMMIT marker of the producer's transaction on this
-partition makes its pending offsets committed, the ABORT marker drops them.
+A TxnOffsetCommit (:mod:`tidelog.coordinator.group.txn_offset_commit`) writes ordinary OffsetCommit
+records, but in a transactional batch of the producer (``producer_id`` / ``producer_epoch``): replaying
+such a record does not change the committed offsets; it adds a *pending* offset of that producer. The
+COMMIT marker of the producer's transaction on this partition makes its pending offsets committed, the
+ABORT marker drops them.
 
 Invariants:
 
@@ -19,35 +19,16 @@ Invariants:
 - A partition has pending offsets exactly while some producer's transactional commit of it awaits its
   marker: OffsetFetch with ``require_stable`` then answers UNSTABLE_OFFSET_COMMIT, expiry keeps the
   group's offsets, and OffsetDelete/DeleteGroups write tombstones for it.
-- Validation is Kafka's for TxnOffsetCommit: member id, generation and instance id are checked only when
-  one of them is given (versions before 3 carry none: accepted in every group state); a group that does
-  not exist accepts generation -1 (a simple group is created by the replay) and refuses others with
-  ILLEGAL_GENERATION; a KIP-848 member's stale epoch is ILLEGAL_GENERATION.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from tidelog.coordinator.consumer_group import ConsumerGroup
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.offsets import OffsetAndMetadata, OffsetStore
-from tidelog.coordinator.records import OffsetCommitKey
-from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from tidelog.coordinator.group.offsets import OffsetAndMetadata, OffsetStore
 
-if TYPE_CHECKING:
-    from tidelog.coordinator.shard_state import ShardState
-
-__all__ = [
-    "PendingTransactionalOffsets",
-    "commit_transactional_offsets",
-    "txn_offset_commit_response",
-    "validate_transactional_commit",
-]
+__all__ = ["PendingTransactionalOffsets"]
 
 _Key = tuple[str, str, int]
 """(group, topic, partition)."""
@@ -162,90 +143,3 @@ class PendingTransactionalOffsets:
             for p, offsets in self._by_producer.items()
             if offsets
         }
-
-
-def validate_transactional_commit(
-    request: TxnOffsetCommitRequest, classic: ClassicGroup | None, consumer: ConsumerGroup | None
-) -> None:
-    """Kafka's ``validateTransactionalOffsetCommit`` for the group the request names (a classic group, a
-    KIP-848 consumer group, or neither when it does not exist)."""
-    generation_id, member_id, instance_id = (
-        request.generation_id,
-        request.member_id,
-        request.group_instance_id,
-    )
-    if consumer is not None:
-        if generation_id < 0 and not consumer.members:
-            return
-        if generation_id < 0 and not member_id and instance_id is None:
-            return  # TxnOffsetCommit needs no member fields: checked only when given
-        member = consumer.members.get(member_id)
-        if member is None:
-            raise CoordinatorError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if generation_id != member.member_epoch:
-            raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)  # a stale member epoch, as Kafka maps it
-        return
-    if classic is not None:
-        classic.validate_offset_commit(member_id, instance_id, generation_id, is_transactional=True)
-        return
-    if generation_id >= 0:
-        raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
-
-
-def commit_transactional_offsets(
-    state: ShardState, request: TxnOffsetCommitRequest, *, now_ms: int
-) -> TxnOffsetCommitResponse:
-    """Validate a TxnOffsetCommit and emit its offset records, replayed at once as pending offsets of
-    ``request.producer_id`` (the runtime appends them in a transactional batch of that producer)."""
-    if not request.group_id:
-        return txn_offset_commit_response(request, ErrorCode.INVALID_GROUP_ID)
-    try:
-        validate_transactional_commit(
-            request, state.groups.get(request.group_id), state.consumer_groups.get(request.group_id)
-        )
-    except CoordinatorError as exc:
-        return txn_offset_commit_response(request, exc.error_code)
-    max_metadata = state.config.offset_metadata_max_bytes
-    response = TxnOffsetCommitResponse()
-    for topic in request.topics:
-        topic_response = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(name=topic.name)
-        response.topics.append(topic_response)
-        for p in topic.partitions:
-            metadata = p.committed_metadata or ""
-            error = ErrorCode.NONE
-            if len(metadata) > max_metadata:
-                error = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                offset = OffsetAndMetadata(
-                    committed_offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch,
-                    metadata=metadata,
-                    commit_timestamp_ms=now_ms,
-                    expire_timestamp_ms=-1,
-                )
-                key = OffsetCommitKey(group=request.group_id, topic=topic.name, partition=p.partition_index)
-                state.write(key, offset.to_record(), replay=True, producer_id=request.producer_id)
-            topic_response.partitions.append(
-                TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
-                    partition_index=p.partition_index, error_code=error
-                )
-            )
-    return response
-
-
-def txn_offset_commit_response(request: TxnOffsetCommitRequest, error: ErrorCode) -> TxnOffsetCommitResponse:
-    """``error`` for every partition of the request, in request order."""
-    return TxnOffsetCommitResponse(
-        topics=[
-            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=error
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ]
-    )
