@@ -27,8 +27,8 @@ from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
 from tidelog.coordinator.txn.coordinator import TransactionCoordinator
 from tidelog.coordinator.txn.metadata import TransactionMetadata
 from tidelog.coordinator.txn.records import TransactionLogValue, partitions_of
-from tidelog.coordinator.txn.result import TxnTimerKey, TxnTimerKind
 from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey, TxnTimerKind
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType
 

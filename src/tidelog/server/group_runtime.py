@@ -37,17 +37,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.coordinator.common import CoordinatorRecord, CoordinatorRecordError
-from tidelog.coordinator.group import (
+from tidelog.coordinator.common import (
     CancelTimer,
+    CoordinatorRecord,
+    CoordinatorRecordError,
     CoordinatorResult,
     DeferredResponse,
+    ScheduleTimer,
+)
+from tidelog.coordinator.group import (
     GroupCoordinator,
     GroupCoordinatorConfig,
-    ScheduleTimer,
     TimerKey,
-    append_error_to_response_error,
-    error_response,
+    group_append_error_to_response_error,
+    group_error_response,
 )
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import TxnOffsetCommitRequest
@@ -191,7 +194,7 @@ class GroupRuntime:
         for parked in self._parked.values():
             if not parked.future.done():
                 parked.future.set_result(
-                    error_response(parked.request, parked.api_version, ErrorCode.NOT_COORDINATOR)
+                    group_error_response(parked.request, parked.api_version, ErrorCode.NOT_COORDINATOR)
                 )
         self._parked.clear()
 
@@ -290,7 +293,7 @@ class GroupRuntime:
 
     def _apply(
         self,
-        result: CoordinatorResult,
+        result: CoordinatorResult[TimerKey],
         request: Request | None = None,
         api_version: int = 0,
         producer: tuple[int, int] | None = None,
@@ -303,7 +306,7 @@ class GroupRuntime:
                 continue
             error = self._append(partition, records, producer)
             if error is not ErrorCode.NONE:
-                failure = append_error_to_response_error(error)
+                failure = group_append_error_to_response_error(error)
                 failed_partitions.append(partition)
         answer: Any = result.response
         if isinstance(answer, DeferredResponse):
@@ -312,13 +315,13 @@ class GroupRuntime:
             self._parked[answer.handle_id] = _Parked(future, request, api_version)
             answer = future
         elif failure is not None and request is not None and answer is not None:
-            answer = error_response(request, api_version, failure)
+            answer = group_error_response(request, api_version, failure)
         for handle, response in result.completions:
             parked = self._parked.pop(handle.handle_id, None)
             if parked is None or parked.future.done():
                 continue  # its connection went away
             if failure is not None:
-                response = error_response(parked.request, parked.api_version, failure)
+                response = group_error_response(parked.request, parked.api_version, failure)
             parked.future.set_result(response)
         for op in result.timers:
             if isinstance(op, ScheduleTimer):

@@ -1,7 +1,7 @@
 """Group coordinator: a pure state machine over ``__consumer_offsets`` (Kafka's group coordinator shards).
 
 Requests and time go in; responses, records to append and timer requests come out
-(:class:`CoordinatorResult`). Durable state changes only by replaying records: live, as the shard
+(:class:`~tidelog.coordinator.common.result.CoordinatorResult`). Durable state changes only by replaying records: live, as the shard
 emits them, and when the runtime loads a partition. Nothing here does I/O or reads a clock.
 
 The server runtime's entry point is :class:`GroupCoordinator`; the record formats (Kafka's bytes)
@@ -20,39 +20,26 @@ from tidelog.coordinator.group.consumer_group import ConsumerGroup, ConsumerGrou
 from tidelog.coordinator.group.coordinator import GROUP_COORDINATOR_REQUESTS, GroupCoordinator
 from tidelog.coordinator.group.group_type import GroupType
 from tidelog.coordinator.group.records import UnsupportedRecordTypeError
-from tidelog.coordinator.group.responses import append_error_to_response_error, error_response
-from tidelog.coordinator.group.result import (
-    CancelTimer,
-    CoordinatorResult,
-    DeferredResponse,
-    ScheduleTimer,
-    TimerKey,
-    TimerKind,
-    TimerOp,
-)
+from tidelog.coordinator.group.responses import group_append_error_to_response_error, group_error_response
 from tidelog.coordinator.group.shard import GroupCoordinatorShard
+from tidelog.coordinator.group.timers import TimerKey, TimerKind
 from tidelog.coordinator.group.topics_image import TopicImage, TopicsImage
 
 __all__ = [
     "GROUP_COORDINATOR_REQUESTS",
-    "CancelTimer",
     "ClassicGroup",
     "ClassicGroupState",
     "ConsumerGroup",
     "ConsumerGroupState",
-    "CoordinatorResult",
-    "DeferredResponse",
     "GroupCoordinator",
     "GroupCoordinatorConfig",
     "GroupCoordinatorShard",
     "GroupType",
-    "ScheduleTimer",
     "TimerKey",
     "TimerKind",
-    "TimerOp",
     "TopicImage",
     "TopicsImage",
     "UnsupportedRecordTypeError",
-    "append_error_to_response_error",
-    "error_response",
+    "group_append_error_to_response_error",
+    "group_error_response",
 ]

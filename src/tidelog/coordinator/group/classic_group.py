@@ -23,6 +23,7 @@ import struct
 from collections import Counter
 from collections.abc import Callable, Set
 
+from tidelog.coordinator.common.result import DeferredResponse
 from tidelog.coordinator.group.classic_group_member import ClassicGroupMember, Protocols
 from tidelog.coordinator.group.classic_group_state import (
     VALID_PREVIOUS_STATES,
@@ -32,7 +33,6 @@ from tidelog.coordinator.group.classic_group_state import (
 from tidelog.coordinator.group.errors import CoordinatorError
 from tidelog.coordinator.group.group_type import GroupType
 from tidelog.coordinator.group.offsets import OffsetAndMetadata
-from tidelog.coordinator.group.result import DeferredResponse
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ConsumerProtocolSubscription, JoinGroupResponse, ListGroupsResponse

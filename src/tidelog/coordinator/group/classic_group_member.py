@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
-from tidelog.coordinator.group.result import DeferredResponse
+from tidelog.coordinator.common.result import DeferredResponse
 from tidelog.protocol.messages import DescribeGroupsResponse, JoinGroupRequest
 
 __all__ = ["ClassicGroupMember", "Protocols", "protocols_from_request"]

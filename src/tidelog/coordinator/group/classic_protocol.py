@@ -8,7 +8,7 @@ decoded at any version, with the version beside them; the rebalance they start o
 Invariants:
 
 - A JoinGroup or SyncGroup that cannot be answered yet is parked on its member (``awaiting_join`` /
-  ``awaiting_sync``) under a :class:`~tidelog.coordinator.group.result.DeferredResponse` and returned as
+  ``awaiting_sync``) under a :class:`~tidelog.coordinator.common.result.DeferredResponse` and returned as
   such; if it is answered within the same call, the response itself is returned instead.
 - A parked request superseded by a newer one from the same member is answered REBALANCE_IN_PROGRESS
   (Kafka drops it silently; a runtime would then hold it forever); a static member replaced by a new
@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+from tidelog.coordinator.common.result import DeferredResponse
 from tidelog.coordinator.group.classic_group import ClassicGroup
 from tidelog.coordinator.group.classic_group_member import ClassicGroupMember, protocols_from_request
 from tidelog.coordinator.group.classic_group_state import ClassicGroupState
@@ -27,8 +28,8 @@ from tidelog.coordinator.group.classic_rebalance import Rebalancer, group_metada
 from tidelog.coordinator.group.errors import CoordinatorError
 from tidelog.coordinator.group.records import GroupMetadataKey
 from tidelog.coordinator.group.responses import join_group_response, leave_group_response, sync_group_response
-from tidelog.coordinator.group.result import DeferredResponse, TimerKind
 from tidelog.coordinator.group.shard_state import ShardState
+from tidelog.coordinator.group.timers import TimerKind
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ApiKey,

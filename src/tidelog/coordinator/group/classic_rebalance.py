@@ -7,7 +7,7 @@ heartbeat, join and sync expirations of ``GroupMetadataManager``. The request ha
 Invariants:
 
 - Every path that takes a member out of a group answers the member's parked JoinGroup / SyncGroup
-  (UNKNOWN_MEMBER_ID), so no :class:`~tidelog.coordinator.group.result.DeferredResponse` is ever forgotten.
+  (UNKNOWN_MEMBER_ID), so no :class:`~tidelog.coordinator.common.result.DeferredResponse` is ever forgotten.
 - A GroupMetadata record is written when a rebalance ends with no members (the group is Empty); the
   handlers write the others (assignment stored, static member replaced, group created).
 - Heartbeat deadlines are ``now + session timeout``; the JOIN timer runs the initial rebalance delay
@@ -18,13 +18,14 @@ Invariants:
 
 from __future__ import annotations
 
+from tidelog.coordinator.common.result import DeferredResponse
 from tidelog.coordinator.group.classic_group import ClassicGroup
 from tidelog.coordinator.group.classic_group_member import ClassicGroupMember
 from tidelog.coordinator.group.classic_group_state import ClassicGroupState
 from tidelog.coordinator.group.records import GroupMetadataKey, GroupMetadataValue
 from tidelog.coordinator.group.responses import join_group_response, sync_group_response
-from tidelog.coordinator.group.result import DeferredResponse, TimerKind
-from tidelog.coordinator.group.shard_state import JoinTimer, ShardState, SyncTimer
+from tidelog.coordinator.group.shard_state import ShardState
+from tidelog.coordinator.group.timers import JoinTimer, SyncTimer, TimerKind
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import JoinGroupResponse
 

@@ -69,12 +69,12 @@ from tidelog.coordinator.group.consumer_group_records import (
 from tidelog.coordinator.group.errors import CoordinatorError
 from tidelog.coordinator.group.reconciliation import PartitionEpoch, reconcile
 from tidelog.coordinator.group.records import GroupMetadataKey, RecordKey, RecordValue
-from tidelog.coordinator.group.result import TimerKind
-from tidelog.coordinator.group.shard_state import MemberRebalanceTimer, ShardState
+from tidelog.coordinator.group.shard_state import ShardState
 from tidelog.coordinator.group.target_assignment import (
     build_target_assignment,
     target_assignment_member_value,
 )
+from tidelog.coordinator.group.timers import MemberRebalanceTimer, TimerKind
 from tidelog.coordinator.group.topics_image import TopicsImage
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (

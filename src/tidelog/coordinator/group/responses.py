@@ -3,16 +3,18 @@
 Invariants: every builder takes the api version the response will be encoded at and only sets fields
 that version carries the way Kafka does (JoinGroup's protocol name is ``""`` rather than null before
 v7 and null rather than ``""`` from v7; LeaveGroup before v3 folds its one member's error into the
-top-level error; OffsetFetch before v8 speaks of one group, from v8 of many). :func:`error_response`
+top-level error; OffsetFetch before v8 speaks of one group, from v8 of many). :func:`group_error_response`
 answers any coordinator request with one error everywhere it can go (COORDINATOR_LOAD_IN_PROGRESS
 while loading, NOT_COORDINATOR, or an append failure mapped by
-:func:`append_error_to_response_error`).
+:func:`group_append_error_to_response_error`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Final
 
+from tidelog.coordinator.common.append_errors import COORDINATOR_APPEND_ERRORS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupDescribeRequest,
@@ -45,8 +47,8 @@ from tidelog.protocol.messages import (
 from tidelog.protocol.schema import Request, Response
 
 __all__ = [
-    "append_error_to_response_error",
-    "error_response",
+    "group_append_error_to_response_error",
+    "group_error_response",
     "join_group_response",
     "leave_group_response",
     "offset_fetch_error_group",
@@ -56,20 +58,16 @@ __all__ = [
 ]
 
 
-def append_error_to_response_error(error: ErrorCode) -> ErrorCode:
-    """Kafka's ``appendGroupMetadataErrorToResponseError``: what a client is told when the coordinator's
-    records could not be appended."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
+_GROUP_APPEND_ERRORS: Final[Mapping[ErrorCode, ErrorCode]] = {
+    **COORDINATOR_APPEND_ERRORS,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def group_append_error_to_response_error(error: ErrorCode) -> ErrorCode:
+    """Kafka's ``appendGroupMetadataErrorToResponseError``: what a client is told when the group
+    coordinator's records could not be appended (the common translation, plus INVALID_FETCH_SIZE)."""
+    return _GROUP_APPEND_ERRORS.get(error, error)
 
 
 def join_group_response(
@@ -180,8 +178,8 @@ def _offset_fetch_error(
     )
 
 
-def error_response(request: Request, api_version: int, error: ErrorCode) -> Response:
-    """The response to ``request`` that carries ``error`` wherever Kafka would put a request-wide error."""
+def group_error_response(request: Request, api_version: int, error: ErrorCode) -> Response:
+    """The response to a group coordinator ``request`` that carries ``error`` wherever Kafka would put a request-wide error."""
     if isinstance(request, JoinGroupRequest):
         return join_group_response(api_version, error=error, member_id=request.member_id)
     if isinstance(request, SyncGroupRequest):

@@ -4,7 +4,7 @@ A shard owns the groups that hash to its partition and their offsets. It is crea
 runtime feeds it every record of the partition with :meth:`GroupCoordinatorShard.replay`, then calls
 :meth:`complete_loading`; requests before that are answered COORDINATOR_LOAD_IN_PROGRESS by
 :class:`~tidelog.coordinator.group.coordinator.GroupCoordinator`. Every method that changes anything
-returns a :class:`~tidelog.coordinator.group.result.CoordinatorResult`.
+returns a :class:`~tidelog.coordinator.common.result.CoordinatorResult`.
 
 Invariants: pure (no clock, no I/O: ``now_ms`` comes in); single-threaded; one call at a time (the
 runtime serialises events per shard); requests reach a loaded shard only; after :meth:`unload` the
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from uuid import UUID
 
+from tidelog.coordinator.common.result import CoordinatorResult, DeferredResponse
 from tidelog.coordinator.group.classic_group import ClassicGroup
 from tidelog.coordinator.group.classic_group_state import ClassicGroupState
 from tidelog.coordinator.group.classic_protocol import ClassicGroupManager
@@ -26,14 +27,8 @@ from tidelog.coordinator.group.errors import CoordinatorError
 from tidelog.coordinator.group.offset_manager import OffsetManager
 from tidelog.coordinator.group.records import GroupMetadataKey, decode_key, decode_value
 from tidelog.coordinator.group.responses import join_group_response
-from tidelog.coordinator.group.result import CoordinatorResult, DeferredResponse, TimerKey, TimerKind
-from tidelog.coordinator.group.shard_state import (
-    NO_PRODUCER_ID,
-    JoinTimer,
-    MemberRebalanceTimer,
-    ShardState,
-    SyncTimer,
-)
+from tidelog.coordinator.group.shard_state import ShardState
+from tidelog.coordinator.group.timers import JoinTimer, MemberRebalanceTimer, SyncTimer, TimerKey, TimerKind
 from tidelog.coordinator.group.txn_offset_commit import commit_transactional_offsets
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -53,6 +48,7 @@ from tidelog.protocol.messages import (
     SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
+from tidelog.protocol.records import NO_PRODUCER_ID
 
 __all__ = ["GroupCoordinatorShard"]
 
@@ -96,7 +92,7 @@ class GroupCoordinatorShard:
         it): that producer's pending offsets become committed (COMMIT) or are dropped (ABORT)."""
         self.state.replay_end_transaction_marker(producer_id, committed)
 
-    def complete_loading(self, now_ms: int) -> CoordinatorResult:
+    def complete_loading(self, now_ms: int) -> CoordinatorResult[TimerKey]:
         """The whole partition has been replayed: start serving, arm heartbeats and the expiry job."""
         self.state.begin()
         self.loading = False
@@ -105,7 +101,7 @@ class GroupCoordinatorShard:
         self._schedule_expiration(now_ms)
         return self.state.finish()
 
-    def unload(self) -> CoordinatorResult:
+    def unload(self) -> CoordinatorResult[TimerKey]:
         """The partition moves away (or the broker stops): answer parked requests, drop all timers."""
         self.state.begin()
         self.classic.r.on_unloaded()
@@ -122,7 +118,7 @@ class GroupCoordinatorShard:
 
     def join_group(
         self, request: JoinGroupRequest, api_version: int, *, client_id: str, client_host: str, now_ms: int
-    ) -> CoordinatorResult:
+    ) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         consumer_group = self.state.consumer_groups.get(request.group_id)
         response: JoinGroupResponse | DeferredResponse
@@ -142,21 +138,25 @@ class GroupCoordinatorShard:
         result.response = response
         return result
 
-    def sync_group(self, request: SyncGroupRequest, api_version: int, *, now_ms: int) -> CoordinatorResult:
+    def sync_group(
+        self, request: SyncGroupRequest, api_version: int, *, now_ms: int
+    ) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         response = self.classic.sync_group(request, api_version, now_ms=now_ms)
         result = self.state.finish()
         result.response = response
         return result
 
-    def heartbeat(self, request: HeartbeatRequest, *, now_ms: int) -> CoordinatorResult:
+    def heartbeat(self, request: HeartbeatRequest, *, now_ms: int) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         response = self.classic.heartbeat(request, now_ms=now_ms)
         result = self.state.finish()
         result.response = response
         return result
 
-    def leave_group(self, request: LeaveGroupRequest, api_version: int, *, now_ms: int) -> CoordinatorResult:
+    def leave_group(
+        self, request: LeaveGroupRequest, api_version: int, *, now_ms: int
+    ) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         response = self.classic.leave_group(request, api_version, now_ms=now_ms)
         result = self.state.finish()
@@ -165,7 +165,7 @@ class GroupCoordinatorShard:
 
     def commit_offsets(
         self, request: OffsetCommitRequest, api_version: int, *, now_ms: int
-    ) -> CoordinatorResult:
+    ) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         response, refresh = self.offset_manager.commit_offsets(request, api_version, now_ms=now_ms)
         if refresh is not None:
@@ -175,7 +175,9 @@ class GroupCoordinatorShard:
         result.response = response
         return result
 
-    def txn_offset_commit(self, request: TxnOffsetCommitRequest, *, now_ms: int) -> CoordinatorResult:
+    def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, *, now_ms: int
+    ) -> CoordinatorResult[TimerKey]:
         """TxnOffsetCommit: the records returned belong in a transactional batch of ``request.producer_id``;
         the offsets stay pending until the transaction's marker."""
         self.state.begin()
@@ -192,7 +194,7 @@ class GroupCoordinatorShard:
         client_id: str,
         client_host: str,
         now_ms: int,
-    ) -> CoordinatorResult:
+    ) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         response = self.consumer.heartbeat(
             request, api_version, client_id=client_id, client_host=client_host, now_ms=now_ms
@@ -201,7 +203,7 @@ class GroupCoordinatorShard:
         result.response = response
         return result
 
-    def delete_offsets(self, request: OffsetDeleteRequest) -> CoordinatorResult:
+    def delete_offsets(self, request: OffsetDeleteRequest) -> CoordinatorResult[TimerKey]:
         self.state.begin()
         response = self.offset_manager.delete_offsets(request)
         result = self.state.finish()
@@ -254,7 +256,7 @@ class GroupCoordinatorShard:
 
     def delete_groups(
         self, group_ids: Iterable[str]
-    ) -> tuple[list[DeleteGroupsResponse.DeletableGroupResult], CoordinatorResult]:
+    ) -> tuple[list[DeleteGroupsResponse.DeletableGroupResult], CoordinatorResult[TimerKey]]:
         """Delete Empty groups: tombstones for all their offsets, then for the group itself."""
         self.state.begin()
         results = []
@@ -280,7 +282,7 @@ class GroupCoordinatorShard:
 
     # -- time ----------------------------------------------------------------------------------------
 
-    def on_timeout(self, key: TimerKey, now_ms: int) -> CoordinatorResult:
+    def on_timeout(self, key: TimerKey, now_ms: int) -> CoordinatorResult[TimerKey]:
         """A timer this shard scheduled has fired (stale or early firings are ignored)."""
         self.state.begin()
         timer = self.state.pop_due_timer(key, now_ms)
@@ -303,7 +305,7 @@ class GroupCoordinatorShard:
                 self._schedule_expiration(now_ms)
         return self.state.finish()
 
-    def expire_offsets(self, now_ms: int) -> CoordinatorResult:
+    def expire_offsets(self, now_ms: int) -> CoordinatorResult[TimerKey]:
         """Kafka's ``cleanupGroupMetadata``: tombstone expired offsets, then delete Empty groups left
         without offsets. Runs by itself every ``offsets.retention.check.interval.ms``."""
         self.state.begin()
@@ -319,7 +321,7 @@ class GroupCoordinatorShard:
             if self.offset_manager.cleanup_expired_offsets(group, now_ms):
                 self._delete_if_empty(group)
 
-    def on_topics_deleted(self, topics: Collection[str]) -> CoordinatorResult:
+    def on_topics_deleted(self, topics: Collection[str]) -> CoordinatorResult[TimerKey]:
         """Kafka's ``onPartitionsDeleted``: tombstones for every committed and pending offset of the deleted
         ``topics`` in every group; a group this leaves Empty without offsets is deleted (Dead, tombstoned)."""
         self.state.begin()

@@ -25,10 +25,10 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from uuid import UUID
 
 from tidelog.coordinator.common.records import CoordinatorRecord
+from tidelog.coordinator.common.result import CancelTimer, CoordinatorResult, DeferredResponse, ScheduleTimer
 from tidelog.coordinator.group.classic_group import ClassicGroup
 from tidelog.coordinator.group.classic_group_member import ClassicGroupMember
 from tidelog.coordinator.group.classic_group_state import ClassicGroupState
@@ -47,51 +47,19 @@ from tidelog.coordinator.group.records import (
     encode_key,
     encode_value,
 )
-from tidelog.coordinator.group.result import (
-    CancelTimer,
-    CoordinatorResult,
-    DeferredResponse,
-    ScheduleTimer,
+from tidelog.coordinator.group.timers import (
+    JoinTimer,
+    MemberRebalanceTimer,
+    PendingTimer,
+    SyncTimer,
     TimerKey,
     TimerKind,
 )
 from tidelog.coordinator.group.txn_offsets import PendingTransactionalOffsets
+from tidelog.protocol.records import NO_PRODUCER_ID
 from tidelog.protocol.schema import Response
 
-__all__ = ["NO_PRODUCER_ID", "JoinTimer", "MemberRebalanceTimer", "PendingTimer", "ShardState", "SyncTimer"]
-
-NO_PRODUCER_ID = -1
-"""``RecordBatch.NO_PRODUCER_ID``: records not written by a transaction."""
-
-
-@dataclass(frozen=True, slots=True)
-class JoinTimer:
-    """Payload of a group's JOIN timer: the initial rebalance delay (with what is left of the group's
-    rebalance timeout) or, when ``initial`` is False, the end of the join phase."""
-
-    initial: bool
-    delay_ms: int = 0
-    remaining_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SyncTimer:
-    """Payload of a group's SYNC timer: the generation whose SyncGroups it waits for."""
-
-    generation_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class MemberRebalanceTimer:
-    """Payload of a consumer-group member's CONSUMER_REBALANCE timer: the epoch it must leave in time."""
-
-    member_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class PendingTimer:
-    deadline_ms: int
-    payload: JoinTimer | SyncTimer | MemberRebalanceTimer | None = None
+__all__ = ["ShardState"]
 
 
 class ShardState:
@@ -111,7 +79,7 @@ class ShardState:
         self.pending_offsets = PendingTransactionalOffsets()
         """Offsets of open transactions (TxnOffsetCommit), by producer, until their markers."""
         self.timers: dict[TimerKey, PendingTimer] = {}
-        self.out = CoordinatorResult()
+        self.out: CoordinatorResult[TimerKey] = CoordinatorResult()
         self._new_uuid = new_uuid
         self._next_handle_id = next_handle_id
 
@@ -120,7 +88,7 @@ class ShardState:
     def begin(self) -> None:
         self.out = CoordinatorResult()
 
-    def finish(self) -> CoordinatorResult:
+    def finish(self) -> CoordinatorResult[TimerKey]:
         out, self.out = self.out, CoordinatorResult()
         return out
 

@@ -11,40 +11,25 @@ transactional partitions (KIP-890).
 from __future__ import annotations
 
 from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn.coordinator import (
-    GROUP_METADATA_TOPIC_NAME,
-    TRANSACTION_COORDINATOR_REQUESTS,
-    TRANSACTION_STATE_TOPIC_NAME,
-    TransactionCoordinator,
-)
+from tidelog.coordinator.txn.coordinator import TRANSACTION_COORDINATOR_REQUESTS, TransactionCoordinator
 from tidelog.coordinator.txn.metadata import TransactionMetadata
 from tidelog.coordinator.txn.partition import ProducerIdAllocator, TxnPartition
 from tidelog.coordinator.txn.records import TxnRecordError
-from tidelog.coordinator.txn.result import (
-    CancelTxnTimer,
-    ScheduleTxnTimer,
-    TxnCoordinatorResult,
-    TxnTimerKey,
-    TxnTimerKind,
-    WriteTxnMarkers,
-)
+from tidelog.coordinator.txn.responses import txn_append_error_to_response_error, txn_error_response
 from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey, TxnTimerKind
 
 __all__ = [
-    "GROUP_METADATA_TOPIC_NAME",
     "TRANSACTION_COORDINATOR_REQUESTS",
-    "TRANSACTION_STATE_TOPIC_NAME",
-    "CancelTxnTimer",
     "ProducerIdAllocator",
-    "ScheduleTxnTimer",
     "TransactionCoordinator",
     "TransactionCoordinatorConfig",
     "TransactionMetadata",
     "TransactionState",
-    "TxnCoordinatorResult",
     "TxnPartition",
     "TxnRecordError",
     "TxnTimerKey",
     "TxnTimerKind",
-    "WriteTxnMarkers",
+    "txn_append_error_to_response_error",
+    "txn_error_response",
 ]

@@ -11,9 +11,14 @@ every record of its log in order, :meth:`~TransactionCoordinator.complete_loadin
 the markers of transactions left in PrepareCommit/PrepareAbort), later
 :meth:`~TransactionCoordinator.unload`. Ids on partitions this broker does not own get NOT_COORDINATOR.
 
+It has the entry points every coordinator has (:class:`~tidelog.coordinator.common.coordinator_protocol.
+PartitionedCoordinator`), so a runtime can drive it as it drives the group coordinator; markers
+(:meth:`~TransactionCoordinator.on_markers_written`) and the produce path's verification are its own.
+
 Requests (:data:`TRANSACTION_COORDINATOR_REQUESTS`) go through :meth:`~TransactionCoordinator.handle`;
 the produce path asks :meth:`~TransactionCoordinator.verify_partitions` (KIP-890 verification).
-Every entry point returns a :class:`~tidelog.coordinator.txn.result.TxnCoordinatorResult`.
+Every entry point returns a :class:`~tidelog.coordinator.common.result.CoordinatorResult` (keyed by
+:class:`~tidelog.coordinator.txn.timers.TxnTimerKey`).
 
 Invariants: pure (time comes in as ``now_ms``; new producer ids only through the injected allocator;
 topic existence only through the injected ``partition_exists``); requests are answered with Kafka's
@@ -25,8 +30,17 @@ runtime should advertise EndTxn up to v4.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from tidelog.coordinator.common.coordinator_protocol import PartitionedCoordinator
+from tidelog.coordinator.common.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    INTERNAL_TOPICS,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
 from tidelog.coordinator.common.partitioning import partition_for
+from tidelog.coordinator.common.result import CoordinatorResult, WriteTxnMarkers
 from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
 from tidelog.coordinator.txn.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata
 from tidelog.coordinator.txn.partition import ProducerIdAllocator, TxnPartition
@@ -37,9 +51,11 @@ from tidelog.coordinator.txn.responses import (
     end_txn_response,
     init_producer_id_response,
     requested_partitions,
+    txn_append_error_to_response_error,
+    txn_error_response,
 )
-from tidelog.coordinator.txn.result import TxnCoordinatorResult, TxnTimerKey, WriteTxnMarkers
 from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -53,18 +69,9 @@ from tidelog.protocol.messages import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
-from tidelog.protocol.schema import Request
+from tidelog.protocol.schema import Request, Response
 
-__all__ = [
-    "GROUP_METADATA_TOPIC_NAME",
-    "TRANSACTION_COORDINATOR_REQUESTS",
-    "TRANSACTION_STATE_TOPIC_NAME",
-    "TransactionCoordinator",
-]
-
-GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
-_INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
+__all__ = ["TRANSACTION_COORDINATOR_REQUESTS", "TransactionCoordinator"]
 
 TRANSACTION_COORDINATOR_REQUESTS: tuple[type[Request], ...] = (
     InitProducerIdRequest,
@@ -99,6 +106,14 @@ class TransactionCoordinator:
 
     # -- partitions ----------------------------------------------------------------------------------
 
+    @property
+    def topic_name(self) -> str:
+        return TRANSACTION_STATE_TOPIC_NAME
+
+    @property
+    def num_partitions(self) -> int:
+        return self.config.transaction_state_log_num_partitions
+
     def partition_for(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id`` (for FindCoordinator too)."""
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
@@ -125,17 +140,30 @@ class TransactionCoordinator:
         self._partitions[partition] = owned
         return owned
 
-    def replay(self, partition: int, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
-        """Apply one record of ``partition``'s log while it loads."""
+    def replay(
+        self,
+        partition: int,
+        key: bytes | memoryview,
+        value: bytes | memoryview | None,
+        producer_id: int = NO_PRODUCER_ID,
+    ) -> None:
+        """Apply one record of ``partition``'s log while it loads. ``producer_id`` (its batch's) is
+        ignored: ``__transaction_state`` records are never part of a transaction."""
+        del producer_id
         self._partitions[partition].replay(key, value)
 
-    def complete_loading(self, partition: int, now_ms: int) -> TxnCoordinatorResult:
+    def replay_end_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """Nothing to do: no transaction writes to ``__transaction_state``, so a marker found there (none
+        ever is) settles nothing. Here so that every coordinator takes the same replay calls."""
+        del partition, producer_id, committed
+
+    def complete_loading(self, partition: int, now_ms: int) -> CoordinatorResult[TxnTimerKey]:
         return self._partitions[partition].complete_loading(now_ms)
 
-    def unload(self, partition: int) -> TxnCoordinatorResult:
+    def unload(self, partition: int) -> CoordinatorResult[TxnTimerKey]:
         """Stop coordinating ``partition``: its timers go; markers in flight will be ignored."""
         owned = self._partitions.pop(partition, None)
-        return TxnCoordinatorResult() if owned is None else owned.unload()
+        return CoordinatorResult() if owned is None else owned.unload()
 
     def _route(self, transactional_id: str) -> TxnPartition | ErrorCode:
         owned = self._partitions.get(self.partition_for(transactional_id))
@@ -152,8 +180,12 @@ class TransactionCoordinator:
 
     # -- requests ------------------------------------------------------------------------------------
 
-    def handle(self, request: Request, api_version: int, *, now_ms: int) -> TxnCoordinatorResult:
-        """Serve one transaction coordinator request (any version's body, with that version)."""
+    def handle(
+        self, request: Request, api_version: int, *, now_ms: int, client_id: str = "", client_host: str = ""
+    ) -> CoordinatorResult[TxnTimerKey]:
+        """Serve one transaction coordinator request (any version's body, with that version). The
+        client's id and host are not recorded by the transaction coordinator."""
+        del client_id, client_host
         if isinstance(request, InitProducerIdRequest):
             return self._init_producer_id(request, api_version, now_ms)
         if isinstance(request, AddPartitionsToTxnRequest):
@@ -165,17 +197,17 @@ class TransactionCoordinator:
         if isinstance(request, EndTxnRequest):
             return self._end_txn(request, api_version, now_ms)
         if isinstance(request, DescribeTransactionsRequest):
-            return TxnCoordinatorResult(response=self._describe(request))
+            return CoordinatorResult(response=self._describe(request))
         if isinstance(request, ListTransactionsRequest):
-            return TxnCoordinatorResult(response=self._list(request, now_ms))
+            return CoordinatorResult(response=self._list(request, now_ms))
         raise TypeError(f"{type(request).__name__} is not a transaction coordinator request")
 
     def _init_producer_id(
         self, request: InitProducerIdRequest, api_version: int, now_ms: int
-    ) -> TxnCoordinatorResult:
+    ) -> CoordinatorResult[TxnTimerKey]:
         pid, epoch = request.producer_id, request.producer_epoch
         if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
-            return TxnCoordinatorResult(
+            return CoordinatorResult(
                 response=init_producer_id_response(api_version, ErrorCode.INVALID_REQUEST)
             )
         expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
@@ -185,24 +217,24 @@ class TransactionCoordinator:
             try:
                 producer_id = self._allocate_producer_id()
             except OSError:
-                return TxnCoordinatorResult(
+                return CoordinatorResult(
                     response=init_producer_id_response(api_version, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
                 )
-            return TxnCoordinatorResult(
+            return CoordinatorResult(
                 response=init_producer_id_response(api_version, ErrorCode.NONE, producer_id, 0)
             )
         if not transactional_id:
-            return TxnCoordinatorResult(
+            return CoordinatorResult(
                 response=init_producer_id_response(api_version, ErrorCode.INVALID_REQUEST)
             )
         timeout = request.transaction_timeout_ms
         if not 0 < timeout <= self.config.transaction_max_timeout_ms:
-            return TxnCoordinatorResult(
+            return CoordinatorResult(
                 response=init_producer_id_response(api_version, ErrorCode.INVALID_TRANSACTION_TIMEOUT)
             )
         owned = self._route(transactional_id)
         if isinstance(owned, ErrorCode):
-            return TxnCoordinatorResult(response=init_producer_id_response(api_version, owned))
+            return CoordinatorResult(response=init_producer_id_response(api_version, owned))
         owned.begin()
         error, producer_id, producer_epoch = owned.init_producer_id(
             transactional_id, timeout, expected, now_ms
@@ -219,7 +251,7 @@ class TransactionCoordinator:
         fails, the rest are OPERATION_NOT_ATTEMPTED. ``None`` when all pass."""
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in partitions:
-            if from_client and tp.topic in _INTERNAL_TOPICS:
+            if from_client and tp.topic in INTERNAL_TOPICS:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif not self._partition_exists(tp.topic, tp.partition):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -234,7 +266,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: list[TopicPartition],
         now_ms: int,
-        result: TxnCoordinatorResult,
+        result: CoordinatorResult[TxnTimerKey],
     ) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
@@ -248,9 +280,9 @@ class TransactionCoordinator:
 
     def _add_partitions_v3(
         self, request: AddPartitionsToTxnRequest, api_version: int, now_ms: int
-    ) -> TxnCoordinatorResult:
+    ) -> CoordinatorResult[TxnTimerKey]:
         partitions = requested_partitions(request.v3_and_below_topics)
-        result = TxnCoordinatorResult()
+        result: CoordinatorResult[TxnTimerKey] = CoordinatorResult()
         errors = self._check_partitions(partitions, from_client=True)
         if errors is None:
             error = self._add_partitions(
@@ -267,9 +299,9 @@ class TransactionCoordinator:
 
     def _add_partitions_batched(
         self, request: AddPartitionsToTxnRequest, now_ms: int
-    ) -> TxnCoordinatorResult:
+    ) -> CoordinatorResult[TxnTimerKey]:
         """v4+ (broker to broker): several transactions, each added to or only verified."""
-        result = TxnCoordinatorResult()
+        result: CoordinatorResult[TxnTimerKey] = CoordinatorResult()
         results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = []
         for txn in request.transactions:
             partitions = requested_partitions(txn.topics)
@@ -290,14 +322,14 @@ class TransactionCoordinator:
 
     def _add_offsets(
         self, request: AddOffsetsToTxnRequest, api_version: int, now_ms: int
-    ) -> TxnCoordinatorResult:
+    ) -> CoordinatorResult[TxnTimerKey]:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction, so the
         transaction's markers settle the offsets TxnOffsetCommit leaves pending there."""
         offsets_partition = TopicPartition(
             GROUP_METADATA_TOPIC_NAME,
             partition_for(request.group_id, self.config.offsets_topic_num_partitions),
         )
-        result = TxnCoordinatorResult()
+        result: CoordinatorResult[TxnTimerKey] = CoordinatorResult()
         error = self._add_partitions(
             request.transactional_id,
             request.producer_id,
@@ -309,13 +341,15 @@ class TransactionCoordinator:
         result.response = add_offsets_to_txn_response(api_version, error)
         return result
 
-    def _end_txn(self, request: EndTxnRequest, api_version: int, now_ms: int) -> TxnCoordinatorResult:
+    def _end_txn(
+        self, request: EndTxnRequest, api_version: int, now_ms: int
+    ) -> CoordinatorResult[TxnTimerKey]:
         transactional_id = request.transactional_id
         if not transactional_id:
-            return TxnCoordinatorResult(response=end_txn_response(api_version, ErrorCode.INVALID_REQUEST))
+            return CoordinatorResult(response=end_txn_response(api_version, ErrorCode.INVALID_REQUEST))
         owned = self._route(transactional_id)
         if isinstance(owned, ErrorCode):
-            return TxnCoordinatorResult(response=end_txn_response(api_version, owned))
+            return CoordinatorResult(response=end_txn_response(api_version, owned))
         owned.begin()
         error = owned.end_transaction(
             transactional_id, request.producer_id, request.producer_epoch, request.committed, now_ms
@@ -359,6 +393,16 @@ class TransactionCoordinator:
         return ListTransactionsResponse(
             error_code=ErrorCode.NONE, unknown_state_filters=unknown, transaction_states=listed
         )
+
+    @staticmethod
+    def error_response(request: Request, api_version: int, error: ErrorCode) -> Response:
+        """Answer a whole transaction request with ``error`` (NOT_COORDINATOR, an append failure ...)."""
+        return txn_error_response(request, api_version, error)
+
+    @staticmethod
+    def append_error_to_response_error(error: ErrorCode) -> ErrorCode:
+        """What the client is told when this coordinator's records could not be appended."""
+        return txn_append_error_to_response_error(error)
 
     # -- the produce path ----------------------------------------------------------------------------
 
@@ -409,24 +453,24 @@ class TransactionCoordinator:
 
     def on_markers_written(
         self, markers: WriteTxnMarkers, now_ms: int, partitions: Iterable[TopicPartition] | None = None
-    ) -> TxnCoordinatorResult:
+    ) -> CoordinatorResult[TxnTimerKey]:
         """The runtime has written ``markers`` on ``partitions`` (all of ``markers.partitions`` when
         ``None``). When the transaction's last marker is in, the CompleteCommit/CompleteAbort record
         comes back to append. Stale reports (an unloaded partition, an older coordinator epoch, a
         transaction that moved on) return an empty result."""
         owned = self._partitions.get(markers.txn_partition)
         if owned is None:
-            return TxnCoordinatorResult()
+            return CoordinatorResult()
         return owned.on_markers_written(markers, partitions, now_ms)
 
-    def on_timeout(self, key: TxnTimerKey, now_ms: int) -> TxnCoordinatorResult:
+    def on_timeout(self, key: TxnTimerKey, now_ms: int) -> CoordinatorResult[TxnTimerKey]:
         """A timer the coordinator asked for has fired."""
         owned = self._partitions.get(key.partition)
-        return TxnCoordinatorResult() if owned is None else owned.on_timeout(key, now_ms)
+        return CoordinatorResult() if owned is None else owned.on_timeout(key, now_ms)
 
-    def expire_transactional_ids(self, now_ms: int) -> TxnCoordinatorResult:
+    def expire_transactional_ids(self, now_ms: int) -> CoordinatorResult[TxnTimerKey]:
         """Remove expired transactional ids on every loaded partition now (also runs on its own timer)."""
-        result = TxnCoordinatorResult()
+        result: CoordinatorResult[TxnTimerKey] = CoordinatorResult()
         for partition in sorted(self._partitions):
             owned = self._partitions[partition]
             if not owned.loading:
@@ -434,3 +478,12 @@ class TransactionCoordinator:
                 owned.expire_transactional_ids(now_ms)
                 result.merge(owned.finish())
         return result
+
+
+if TYPE_CHECKING:
+
+    def _is_a_partitioned_coordinator(
+        coordinator: TransactionCoordinator,
+    ) -> PartitionedCoordinator[TxnTimerKey]:
+        """mypy checks here that a runtime can drive :class:`TransactionCoordinator` through the protocol."""
+        return coordinator

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from tidelog.coordinator.common.result import CancelTimer, CoordinatorResult, ScheduleTimer, WriteTxnMarkers
 from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
 from tidelog.coordinator.txn.metadata import NO_PRODUCER_EPOCH, TransactionMetadata, is_epoch_exhausted
 from tidelog.coordinator.txn.records import (
@@ -36,15 +37,8 @@ from tidelog.coordinator.txn.records import (
     decode_value,
     txn_record,
 )
-from tidelog.coordinator.txn.result import (
-    CancelTxnTimer,
-    ScheduleTxnTimer,
-    TxnCoordinatorResult,
-    TxnTimerKey,
-    TxnTimerKind,
-    WriteTxnMarkers,
-)
 from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey, TxnTimerKind
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DescribeTransactionsResponse, ListTransactionsResponse
@@ -78,15 +72,15 @@ class TxnPartition:
         self.pending_markers: dict[str, set[TopicPartition]] = {}
         """Prepare* transactions: the partitions whose marker has not been reported written yet."""
         self.timers: dict[TxnTimerKey, int] = {}
-        self.out = TxnCoordinatorResult()
+        self.out: CoordinatorResult[TxnTimerKey] = CoordinatorResult()
 
     # -- call bracket --------------------------------------------------------------------------------
 
     def begin(self) -> None:
-        self.out = TxnCoordinatorResult()
+        self.out = CoordinatorResult()
 
-    def finish(self) -> TxnCoordinatorResult:
-        out, self.out = self.out, TxnCoordinatorResult()
+    def finish(self) -> CoordinatorResult[TxnTimerKey]:
+        out, self.out = self.out, CoordinatorResult()
         return out
 
     # -- loading -------------------------------------------------------------------------------------
@@ -105,7 +99,7 @@ class TxnPartition:
             )
         self._apply(transactional_id, decoded)
 
-    def complete_loading(self, now_ms: int) -> TxnCoordinatorResult:
+    def complete_loading(self, now_ms: int) -> CoordinatorResult[TxnTimerKey]:
         """The whole partition has been replayed: serve requests; finish Prepare* transactions; arm timers."""
         self.begin()
         self.loading = False
@@ -119,7 +113,7 @@ class TxnPartition:
         )
         return self.finish()
 
-    def unload(self) -> TxnCoordinatorResult:
+    def unload(self) -> CoordinatorResult[TxnTimerKey]:
         """The partition moves away (or the broker stops): drop every timer; answer nothing more."""
         self.begin()
         for key in list(self.timers):
@@ -186,11 +180,11 @@ class TxnPartition:
     def _schedule(self, key: TxnTimerKey, deadline_ms: int) -> None:
         if self.timers.get(key) != deadline_ms:
             self.timers[key] = deadline_ms
-            self.out.timers.append(ScheduleTxnTimer(key, deadline_ms))
+            self.out.timers.append(ScheduleTimer(key, deadline_ms))
 
     def _cancel(self, key: TxnTimerKey) -> None:
         if self.timers.pop(key, None) is not None:
-            self.out.timers.append(CancelTxnTimer(key))
+            self.out.timers.append(CancelTimer(key))
 
     def _timeout_key(self, transactional_id: str) -> TxnTimerKey:
         return TxnTimerKey(TxnTimerKind.TRANSACTION_TIMEOUT, self.partition, transactional_id)
@@ -340,7 +334,7 @@ class TxnPartition:
 
     def on_markers_written(
         self, markers: WriteTxnMarkers, partitions: Iterable[TopicPartition] | None, now_ms: int
-    ) -> TxnCoordinatorResult:
+    ) -> CoordinatorResult[TxnTimerKey]:
         """The runtime wrote ``markers`` on ``partitions`` (all of them when ``None``). Reports for another
         coordinator epoch, producer, epoch or outcome than the transaction's current one are stale and
         ignored."""
@@ -366,7 +360,7 @@ class TxnPartition:
 
     # -- time ----------------------------------------------------------------------------------------
 
-    def on_timeout(self, key: TxnTimerKey, now_ms: int) -> TxnCoordinatorResult:
+    def on_timeout(self, key: TxnTimerKey, now_ms: int) -> CoordinatorResult[TxnTimerKey]:
         """A timer this partition scheduled has fired (stale or early firings are ignored)."""
         self.begin()
         deadline = self.timers.get(key)

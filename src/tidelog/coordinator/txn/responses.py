@@ -3,14 +3,16 @@
 Invariants: an error a request version cannot carry is translated the way Kafka's ``KafkaApis`` does:
 PRODUCER_FENCED (KIP-588) becomes INVALID_PRODUCER_EPOCH for InitProducerId < v4, AddPartitionsToTxn
 < v2, AddOffsetsToTxn < v2 and EndTxn < v2. AddPartitionsToTxn v0-3 answers one error per requested
-partition, in request order; :func:`error_response` answers any transaction request with one error
+partition, in request order; :func:`txn_error_response` answers any transaction request with one error
 everywhere it can go.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
+from tidelog.coordinator.common.append_errors import COORDINATOR_APPEND_ERRORS
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -33,12 +35,12 @@ __all__ = [
     "add_offsets_to_txn_response",
     "add_partitions_result",
     "add_partitions_to_txn_response",
-    "append_error_to_response_error",
     "end_txn_response",
-    "error_response",
     "fenced_error",
     "init_producer_id_response",
     "requested_partitions",
+    "txn_append_error_to_response_error",
+    "txn_error_response",
 ]
 
 _FENCED_FROM_VERSION: dict[type[Request], int] = {
@@ -56,21 +58,16 @@ def fenced_error(request_type: type[Request], api_version: int, error: ErrorCode
     return error
 
 
-def append_error_to_response_error(error: ErrorCode) -> ErrorCode:
+_TXN_APPEND_ERRORS: Final[Mapping[ErrorCode, ErrorCode]] = {
+    **COORDINATOR_APPEND_ERRORS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def txn_append_error_to_response_error(error: ErrorCode) -> ErrorCode:
     """What Kafka's ``TransactionStateManager.appendTransactionToLog`` tells a client when the
-    ``__transaction_state`` append failed."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
+    ``__transaction_state`` append failed (the common translation, plus NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+    return _TXN_APPEND_ERRORS.get(error, error)
 
 
 def init_producer_id_response(
@@ -138,7 +135,7 @@ def add_partitions_to_txn_response(
     )
 
 
-def error_response(request: Request, api_version: int, error: ErrorCode) -> Response:
+def txn_error_response(request: Request, api_version: int, error: ErrorCode) -> Response:
     """Answer a whole transaction request with ``error`` (NOT_COORDINATOR, an append failure ...)."""
     if isinstance(request, InitProducerIdRequest):
         return init_producer_id_response(api_version, error)
