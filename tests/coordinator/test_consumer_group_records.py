@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidelog.coordinator.common.records import CoordinatorRecordError
-from tidelog.coordinator.group.consumer_group_records import (
+from tidelog.coordinator.group.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -23,8 +23,11 @@ from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
 )
-from tidelog.coordinator.group.records import decode_key, decode_value, encode_key, encode_value
 
 TOPIC = uuid.UUID("0123456789abcdef0123456789abcdef")
 

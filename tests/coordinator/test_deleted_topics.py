@@ -14,12 +14,10 @@ from tests.coordinator.harness import Harness
 from tests.coordinator.test_txn_offsets import PID, Logged, TxnHarness
 
 from tidelog.coordinator.group import ClassicGroupState, GroupCoordinator, GroupCoordinatorConfig
-from tidelog.coordinator.group.consumer_group_records import (
+from tidelog.coordinator.group.records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupTargetAssignmentMetadataKey,
-)
-from tidelog.coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     RecordKey,

@@ -103,3 +103,15 @@ def test_tidelogs_consumer_group_partition_metadata_keeps_its_epoch() -> None:
     """The one override of the specs: the Epoch field tidelog's data directories hold (always 0)."""
     (first, *_) = generated.ConsumerGroupPartitionMetadataValue.FIELDS
     assert (first.name, first.type) == ("epoch", "int32")
+
+
+def test_the_coordinators_read_the_generated_classes() -> None:
+    from tidelog.coordinator.group import records as group_records
+    from tidelog.coordinator.txn import records as txn_records
+
+    for record_type, pair in group_records.RECORD_SCHEMAS.items():
+        assert pair == generated.CONSUMER_OFFSETS_RECORDS[record_type]
+    assert generated.TRANSACTION_STATE_RECORDS[txn_records.TRANSACTION_LOG_KEY_TYPE] == (
+        txn_records.TransactionLogKey,
+        txn_records.TransactionLogValue,
+    )

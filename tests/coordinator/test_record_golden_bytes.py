@@ -21,7 +21,7 @@ from uuid import UUID
 
 import pytest
 
-from tidelog.coordinator.group import consumer_group_records, records
+from tidelog.coordinator.group import records
 from tidelog.coordinator.txn import records as txn_records
 from tidelog.protocol.schema import Message, Struct
 
@@ -31,11 +31,7 @@ ENTRIES: list[dict[str, Any]] = json.loads(GOLDEN.read_text(encoding="utf-8"))["
 _SCHEMAS: dict[str, type[Message]] = {
     cls.NAME: cls
     for cls in (
-        records.OffsetCommitKey,
-        records.OffsetCommitValue,
-        records.GroupMetadataKey,
-        records.GroupMetadataValue,
-        *(c for pair in consumer_group_records.CONSUMER_GROUP_RECORD_SCHEMAS.values() for c in pair),
+        *(c for pair in records.RECORD_SCHEMAS.values() for c in pair),
         txn_records.TransactionLogKey,
         txn_records.TransactionLogValue,
     )
@@ -93,7 +89,7 @@ def test_encoding_is_byte_for_byte_what_tidelog_wrote(entry: dict[str, Any]) -> 
     else:
         value = _build(cls, cls, entry["fields"])
         assert records.encode_value(value, entry["version"]) == framed
-        key_class = next(k for k, v in records._VALUE_CLASS_BY_KEY_CLASS.items() if v is cls)
+        key_class = next(k for k, v in records.RECORD_SCHEMAS.values() if v is cls)
         assert records.decode_value(key_class(), framed) == value
 
 

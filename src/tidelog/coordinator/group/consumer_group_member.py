@@ -22,7 +22,7 @@ from enum import IntEnum
 from typing import TypeAlias
 from uuid import UUID
 
-from tidelog.coordinator.group.consumer_group_records import (
+from tidelog.coordinator.group.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
 )

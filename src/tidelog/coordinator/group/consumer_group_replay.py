@@ -28,7 +28,7 @@ from tidelog.coordinator.group.consumer_group_member import (
     ConsumerGroupMember,
     assignment_from_pairs,
 )
-from tidelog.coordinator.group.consumer_group_records import (
+from tidelog.coordinator.group.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,

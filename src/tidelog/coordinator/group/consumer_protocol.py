@@ -56,7 +56,9 @@ from tidelog.coordinator.group.consumer_group_member import (
     assignment_to_pairs,
     is_subset,
 )
-from tidelog.coordinator.group.consumer_group_records import (
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.reconciliation import PartitionEpoch, reconcile
+from tidelog.coordinator.group.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -65,10 +67,10 @@ from tidelog.coordinator.group.consumer_group_records import (
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
+    GroupMetadataKey,
+    RecordKey,
+    RecordValue,
 )
-from tidelog.coordinator.group.errors import CoordinatorError
-from tidelog.coordinator.group.reconciliation import PartitionEpoch, reconcile
-from tidelog.coordinator.group.records import GroupMetadataKey, RecordKey, RecordValue
 from tidelog.coordinator.group.shard_state import ShardState
 from tidelog.coordinator.group.target_assignment import (
     build_target_assignment,

@@ -34,10 +34,10 @@ from tidelog.coordinator.group.classic_group_member import ClassicGroupMember
 from tidelog.coordinator.group.classic_group_state import ClassicGroupState
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
 from tidelog.coordinator.group.consumer_group import ConsumerGroup
-from tidelog.coordinator.group.consumer_group_records import ConsumerGroupRecordValue
 from tidelog.coordinator.group.consumer_group_replay import replay_consumer_group_record
 from tidelog.coordinator.group.offsets import OffsetAndMetadata, OffsetStore
 from tidelog.coordinator.group.records import (
+    ConsumerGroupRecordValue,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

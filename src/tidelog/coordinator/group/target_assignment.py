@@ -24,13 +24,14 @@ from tidelog.coordinator.group.consumer_group_member import (
     ConsumerGroupMember,
     assignment_to_pairs,
 )
-from tidelog.coordinator.group.consumer_group_records import (
+from tidelog.coordinator.group.records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    RecordKey,
+    RecordValue,
 )
-from tidelog.coordinator.group.records import RecordKey, RecordValue
 from tidelog.coordinator.group.topics_image import TopicsImage
 
 __all__ = ["TargetAssignmentResult", "build_target_assignment", "target_assignment_member_value"]
