@@ -43,6 +43,7 @@ import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from uuid import UUID
 
 from tidelog.coordinator.group.assignors import ASSIGNORS, assignor_name
@@ -51,6 +52,7 @@ from tidelog.coordinator.group.consumer_group import ConsumerGroup, TopicMetadat
 from tidelog.coordinator.group.consumer_group_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
     ConsumerGroupMember,
     MemberState,
     assignment_to_pairs,
@@ -127,6 +129,56 @@ def _blank(value: str | None) -> bool:
 def _kafka_uuid_string(value: UUID) -> str:
     """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
     return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Heartbeat:
+    """Who heartbeats: what the steps of one ConsumerGroupHeartbeat share once the member is identified."""
+
+    request: ConsumerGroupHeartbeatRequest
+    group: ConsumerGroup
+    member_id: str
+    member: ConsumerGroupMember
+    """The member as the heartbeat finds it: stored, new, reset for a rejoin, or a static member's new
+    incarnation."""
+    stored: ConsumerGroupMember | None
+    """The member as the group holds it under ``member_id`` (``None`` for a new member)."""
+    replaced: ConsumerGroupMember | None
+    """The static member this one replaces (same instance id, earlier member id)."""
+    rejoined: bool
+    """A known member back with epoch 0 after it was fenced."""
+    owned: _OwnedPartitions
+    """The partitions the member says it owns (``None``: not sent)."""
+
+    @property
+    def own_member_ids(self) -> set[str]:
+        """This member's id, and the replaced incarnation's."""
+        return {self.member_id} | ({self.replaced.member_id} if self.replaced is not None else set())
+
+
+def _declared_member(
+    member: ConsumerGroupMember, request: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str
+) -> ConsumerGroupMember:
+    """The member with what the heartbeat declares (a field the request leaves out keeps its value)."""
+    return dataclasses.replace(
+        member,
+        instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
+        rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms
+        if request.rebalance_timeout_ms != -1
+        else member.rebalance_timeout_ms,
+        server_assignor_name=request.server_assignor
+        if request.server_assignor is not None
+        else member.server_assignor_name,
+        subscribed_topic_names=frozenset(request.subscribed_topic_names)
+        if request.subscribed_topic_names is not None
+        else member.subscribed_topic_names,
+        subscribed_topic_regex=(request.subscribed_topic_regex or None)
+        if request.subscribed_topic_regex is not None
+        else member.subscribed_topic_regex,
+        client_id=client_id,
+        client_host=client_host,
+    )
 
 
 class ConsumerGroupManager:
@@ -250,14 +302,33 @@ class ConsumerGroupManager:
     def _heartbeat(
         self, request: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str, now_ms: int
     ) -> ConsumerGroupHeartbeatResponse:
-        group_id, member_epoch = request.group_id, request.member_epoch
+        """Kafka's ``consumerGroupHeartbeat`` for a joining or active member, step by step (the module
+        docstring's numbers); every step emits its records in this order, as Kafka does."""
+        hb = self._identify_member(request)
+        updated = _declared_member(hb.member, request, client_id, client_host)
+        group_epoch, subscription_metadata = self._update_group_epoch(hb, updated)  # 1.
+        target_epoch, target = self._target_assignment(hb, updated, group_epoch, subscription_metadata)  # 2.
+        reconciled = self._reconcile_member(hb, updated, target_epoch, target, now_ms)  # 3.
+        self._schedule(
+            TimerKind.CONSUMER_SESSION,
+            hb.group.group_id,
+            hb.member_id,
+            now_ms + self.s.config.group_consumer_session_timeout_ms,
+        )
+        return self._heartbeat_response(hb, reconciled)
+
+    def _identify_member(self, request: ConsumerGroupHeartbeatRequest) -> _Heartbeat:
+        """The group (created for a joining member if need be), the member id (generated for a new member
+        of an old client) and who the member is: new, known, rejoining after fencing, or a static
+        member's new incarnation."""
+        member_epoch = request.member_epoch
         owned: _OwnedPartitions = (
             None
             if request.topic_partitions is None
             else [(tp.topic_id, list(tp.partitions)) for tp in request.topic_partitions]
         )
         joining = member_epoch == 0
-        group = self._get_or_maybe_create_group(group_id, joining)
+        group = self._get_or_maybe_create_group(request.group_id, joining)
         member_id = request.member_id
         if (
             group.members
@@ -270,8 +341,6 @@ class ConsumerGroupManager:
             )
         if not member_id:
             member_id = _kafka_uuid_string(self._new_uuid())
-
-        # Who the member is: new, known, rejoining after fencing, or a static member's new incarnation.
         replaced: ConsumerGroupMember | None = None
         rejoined = False
         if request.instance_id is None:
@@ -280,32 +349,28 @@ class ConsumerGroupManager:
             member, replaced, rejoined = self._static_member(
                 group, member_id, member_epoch, request.instance_id, owned, joining
             )
-        stored = group.members.get(member_id)
-
-        # 1. The member's declared metadata; a subscription change bumps the group epoch.
-        updated = dataclasses.replace(
-            member,
-            instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
-            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=request.rebalance_timeout_ms
-            if request.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms,
-            server_assignor_name=request.server_assignor
-            if request.server_assignor is not None
-            else member.server_assignor_name,
-            subscribed_topic_names=frozenset(request.subscribed_topic_names)
-            if request.subscribed_topic_names is not None
-            else member.subscribed_topic_names,
-            subscribed_topic_regex=(request.subscribed_topic_regex or None)
-            if request.subscribed_topic_regex is not None
-            else member.subscribed_topic_regex,
-            client_id=client_id,
-            client_host=client_host,
+        return _Heartbeat(
+            request=request,
+            group=group,
+            member_id=member_id,
+            member=member,
+            stored=group.members.get(member_id),
+            replaced=replaced,
+            rejoined=rejoined,
+            owned=owned,
         )
+
+    def _update_group_epoch(
+        self, hb: _Heartbeat, updated: ConsumerGroupMember
+    ) -> tuple[int, dict[str, TopicMetadata]]:
+        """Step 1: the member's declared metadata and the subscribed topics' metadata (recomputed every
+        heartbeat: Kafka's refresh interval is 0 here); a change of either bumps the group epoch, as does
+        a group's first member. Returns the group epoch and the subscription metadata."""
+        group, member = hb.group, hb.member
         bump = group.group_epoch == 0
-        if stored is None or updated.metadata_value() != member.metadata_value():
+        if hb.stored is None or updated.metadata_value() != member.metadata_value():
             self._emit(
-                ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id),
+                ConsumerGroupMemberMetadataKey(group_id=group.group_id, member_id=hb.member_id),
                 updated.metadata_value(),
             )
             if (
@@ -313,48 +378,64 @@ class ConsumerGroupManager:
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             ):
                 bump = True
-
-        # The subscribed topics' metadata (recomputed every heartbeat: Kafka's refresh interval is 0 here).
-        exclude = {member_id} | ({replaced.member_id} if replaced is not None else set())
-        names = group.compute_subscribed_topic_names(exclude, updated, self.topics)
+        names = group.compute_subscribed_topic_names(hb.own_member_ids, updated, self.topics)
         subscription_metadata = compute_subscription_metadata(names, self.topics)
         if subscription_metadata != group.subscription_metadata:
             bump = True
             self._emit(
-                ConsumerGroupPartitionMetadataKey(group_id=group_id),
+                ConsumerGroupPartitionMetadataKey(group_id=group.group_id),
                 _subscription_metadata_value(subscription_metadata),
             )
         group_epoch = group.group_epoch
         if bump:
             group_epoch += 1
             self._emit(
-                ConsumerGroupMetadataKey(group_id=group_id), ConsumerGroupMetadataValue(epoch=group_epoch)
+                ConsumerGroupMetadataKey(group_id=group.group_id),
+                ConsumerGroupMetadataValue(epoch=group_epoch),
             )
+        return group_epoch, subscription_metadata
 
-        # 2. A new target assignment when the group epoch moved ahead of it.
-        if group_epoch > group.assignment_epoch:
-            assignor = ASSIGNORS[group.preferred_server_assignor(stored, updated) or self.default_assignor]
-            result = build_target_assignment(
-                group,
-                group_epoch,
-                assignor,
-                subscription_metadata,
-                self.topics,
-                updated_member=updated,
-                removed_member_id=None if replaced is None else replaced.member_id,
-            )
-            for key, value in result.records:
-                self._emit(key, value)
-            target_epoch, target = group_epoch, result.assignment[member_id]
-        else:
-            target_epoch = group.assignment_epoch
-            target = group.target_assignment_of(member_id, updated.instance_id)
+    def _target_assignment(
+        self,
+        hb: _Heartbeat,
+        updated: ConsumerGroupMember,
+        group_epoch: int,
+        subscription_metadata: dict[str, TopicMetadata],
+    ) -> tuple[int, Assignment]:
+        """Step 2: a new target assignment when the group epoch moved ahead of it. Returns the target
+        assignment epoch and the member's target."""
+        group = hb.group
+        if group_epoch <= group.assignment_epoch:
+            return group.assignment_epoch, group.target_assignment_of(hb.member_id, updated.instance_id)
+        assignor = ASSIGNORS[group.preferred_server_assignor(hb.stored, updated) or self.default_assignor]
+        result = build_target_assignment(
+            group,
+            group_epoch,
+            assignor,
+            subscription_metadata,
+            self.topics,
+            updated_member=updated,
+            removed_member_id=None if hb.replaced is None else hb.replaced.member_id,
+        )
+        for key, value in result.records:
+            self._emit(key, value)
+        return group_epoch, result.assignment[hb.member_id]
 
-        # 3. Reconcile the member with its target.
+    def _reconcile_member(
+        self,
+        hb: _Heartbeat,
+        updated: ConsumerGroupMember,
+        target_epoch: int,
+        target: Assignment,
+        now_ms: int,
+    ) -> ConsumerGroupMember:
+        """Step 3: reconcile the member with its target; a changed current assignment is written, and a
+        member left revoking partitions gets a rebalance timer (any other loses it)."""
+        group, member_id = hb.group, hb.member_id
         partition_epoch: PartitionEpoch = group.current_partition_epoch
-        if rejoined or replaced is not None:
+        if hb.rejoined or hb.replaced is not None:
             # What the member (or the incarnation it replaces) held is free for it.
-            mine = {member_id} | ({replaced.member_id} if replaced is not None else set())
+            mine = hb.own_member_ids
 
             def partition_epoch(topic_id: UUID, partition: int) -> int:
                 owner = group.partition_owner(topic_id, partition)
@@ -365,45 +446,45 @@ class ConsumerGroupManager:
                 )
 
         reconciled = updated
-        if not updated.is_reconciled_to(target_epoch) or rejoined:
-            reconciled = reconcile(updated, target_epoch, target, partition_epoch, owned)
+        if not updated.is_reconciled_to(target_epoch) or hb.rejoined:
+            reconciled = reconcile(updated, target_epoch, target, partition_epoch, hb.owned)
         if (
-            stored is None
-            or replaced is not None
-            or reconciled.current_assignment_value() != stored.current_assignment_value()
+            hb.stored is None
+            or hb.replaced is not None
+            or reconciled.current_assignment_value() != hb.stored.current_assignment_value()
         ):
             self._emit(
-                ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id),
+                ConsumerGroupCurrentMemberAssignmentKey(group_id=group.group_id, member_id=member_id),
                 reconciled.current_assignment_value(),
             )
             if reconciled.state is _S.UNREVOKED_PARTITIONS:
                 self._schedule(
                     TimerKind.CONSUMER_REBALANCE,
-                    group_id,
+                    group.group_id,
                     member_id,
                     now_ms + max(reconciled.rebalance_timeout_ms, 0),
                     reconciled.member_epoch,
                 )
             else:
-                self._cancel(TimerKind.CONSUMER_REBALANCE, group_id, member_id)
-        self._schedule(
-            TimerKind.CONSUMER_SESSION,
-            group_id,
-            member_id,
-            now_ms + self.s.config.group_consumer_session_timeout_ms,
-        )
+                self._cancel(TimerKind.CONSUMER_REBALANCE, group.group_id, member_id)
+        return reconciled
 
+    def _heartbeat_response(
+        self, hb: _Heartbeat, reconciled: ConsumerGroupMember
+    ) -> ConsumerGroupHeartbeatResponse:
+        """The member's epoch, and its assignment when it changed or the request was a full one."""
+        request = hb.request
         response = ConsumerGroupHeartbeatResponse(
-            member_id=member_id,
+            member_id=hb.member_id,
             member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.s.config.group_consumer_heartbeat_interval_ms,
         )
-        full_request = member_epoch == 0 or (
+        full_request = request.member_epoch == 0 or (
             request.rebalance_timeout_ms != -1
             and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None)
-            and owned is not None
+            and hb.owned is not None
         )
-        if full_request or reconciled.assigned_partitions != member.assigned_partitions:
+        if full_request or reconciled.assigned_partitions != hb.member.assigned_partitions:
             tps = ConsumerGroupHeartbeatResponse.TopicPartitions
             response.assignment = ConsumerGroupHeartbeatResponse.Assignment(
                 topic_partitions=[
