@@ -1,6 +1,6 @@
 """The group coordinator's runtime: ``__consumer_offsets``, loading, appends, parked requests and timers.
 
-The pure :class:`~tidelog.coordinator.GroupCoordinator` decides; this module does the I/O around it on the
+The pure :class:`~tidelog.coordinator.group.GroupCoordinator` decides; this module does the I/O around it on the
 broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
 
 - ``__consumer_offsets`` is an internal, compacted topic of ``offsets.topic.num.partitions`` partitions,
@@ -8,7 +8,7 @@ broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
   partition *loading* before it accepts a connection, then replays each partition's log in a background
   task (in chunks of ``offsets.load.buffer.size``, yielding to the loop between chunks); until a partition
   is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
-- Every :class:`~tidelog.coordinator.CoordinatorResult` is applied in the coordinator's order: its records
+- Every :class:`~tidelog.coordinator.common.CoordinatorResult` is applied in the coordinator's order: its records
   are appended first, one batch per partition (on a single node the high watermark is the log end offset,
   so they are committed when the append returns), then the response and the completions of parked
   requests are released, then the timers are set. TxnOffsetCommit records form a transactional batch of

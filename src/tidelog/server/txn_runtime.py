@@ -1,6 +1,6 @@
 """The transaction coordinator's runtime: ``__transaction_state``, loading, appends, markers and timers.
 
-The pure :class:`~tidelog.coordinator.TransactionCoordinator` decides; this module does the I/O around it on
+The pure :class:`~tidelog.coordinator.txn.TransactionCoordinator` decides; this module does the I/O around it on
 the broker's event loop (Kafka's ``TransactionStateManager`` plus its marker channel, single-threaded), in the
 shape of :mod:`tidelog.server.group_runtime`:
 

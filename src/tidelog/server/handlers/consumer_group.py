@@ -3,7 +3,7 @@
 Both go to the group coordinator through the broker's :class:`~tidelog.server.group_runtime.GroupRuntime`,
 like the classic group APIs (neither is ever parked: a heartbeat is answered at once, its records
 appended first). Server-side assignment needs the cluster's topics: before each request the coordinator
-is handed a :class:`~tidelog.coordinator.TopicsImage` of this broker's topics, rebuilt only when a topic
+is handed a :class:`~tidelog.coordinator.group.TopicsImage` of this broker's topics, rebuilt only when a topic
 was created, deleted or grew partitions since the last one.
 
 Invariants: the image the coordinator holds names every topic of the broker's metadata with its id and
