@@ -24,6 +24,7 @@ pytest:
 
 generate:
 	.venv/bin/python tools/gen_messages.py
+	.venv/bin/python tools/gen_coordinator_records.py
 
 clean:
 	rm -rf .venv .venv-quix .venv-faust build *.egg-info

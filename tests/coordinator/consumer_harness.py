@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.coordinator.harness import Harness
 
-from tidelog.coordinator import ConsumerGroup, GroupCoordinatorConfig, TopicImage, TopicsImage
+from tidelog.coordinator.group import ConsumerGroup, GroupCoordinatorConfig, TopicImage, TopicsImage
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupDescribeRequest,

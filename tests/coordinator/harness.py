@@ -11,18 +11,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidelog.coordinator import (
+from tidelog.coordinator.common import (
     CancelTimer,
     CoordinatorRecord,
     CoordinatorResult,
     DeferredResponse,
-    GroupCoordinator,
-    GroupCoordinatorConfig,
     ScheduleTimer,
-    TimerKey,
 )
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.shard import GroupCoordinatorShard
+from tidelog.coordinator.group import GroupCoordinator, GroupCoordinatorConfig, TimerKey
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.shard import GroupCoordinatorShard
 from tidelog.protocol import codec
 from tidelog.protocol.messages import (
     ConsumerProtocolSubscription,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from tests.coordinator.harness import REBALANCE_MS, SESSION_MS, Harness, subscription
 
-from tidelog.coordinator import ClassicGroupState, GroupCoordinatorConfig, TimerKey, TimerKind
-from tidelog.coordinator.records import GroupMetadataKey, GroupMetadataValue, decode_key, decode_value
+from tidelog.coordinator.group import ClassicGroupState, GroupCoordinatorConfig, TimerKey, TimerKind
+from tidelog.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, decode_key, decode_value
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.coordinator.assignors import (
+from tidelog.coordinator.group.assignors import (
     ASSIGNORS,
     MemberSubscription,
     RangeAssignor,

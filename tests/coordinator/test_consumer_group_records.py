@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.common.records import CoordinatorRecordError
+from tidelog.coordinator.group.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -22,9 +23,6 @@ from tidelog.coordinator.consumer_group_records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
-)
-from tidelog.coordinator.records import (
-    CoordinatorRecordError,
     decode_key,
     decode_value,
     encode_key,

@@ -22,9 +22,9 @@ from tests.coordinator.consumer_harness import (
 )
 from tests.coordinator.harness import subscription
 
-from tidelog.coordinator import ConsumerGroupState, GroupCoordinator, TimerKey, TimerKind
-from tidelog.coordinator.consumer_group_member import MemberState
-from tidelog.coordinator.records import decode_key
+from tidelog.coordinator.group import ConsumerGroupState, GroupCoordinator, TimerKey, TimerKind
+from tidelog.coordinator.group.consumer_group_member import MemberState
+from tidelog.coordinator.group.records import decode_key
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ConsumerGroupHeartbeatRequest,

@@ -27,10 +27,10 @@ from tests.coordinator.consumer_harness import (
     image,
 )
 
-from tidelog.coordinator import ConsumerGroupState, GroupCoordinator, TimerKind, TopicsImage
-from tidelog.coordinator.consumer_group import ConsumerGroup
-from tidelog.coordinator.consumer_group_member import MemberState
-from tidelog.coordinator.shard import GroupCoordinatorShard
+from tidelog.coordinator.group import ConsumerGroupState, GroupCoordinator, TimerKind, TopicsImage
+from tidelog.coordinator.group.consumer_group import ConsumerGroup
+from tidelog.coordinator.group.consumer_group_member import MemberState
+from tidelog.coordinator.group.shard import GroupCoordinatorShard
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DeleteGroupsRequest
 

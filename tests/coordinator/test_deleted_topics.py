@@ -13,13 +13,11 @@ from tests.coordinator.consumer_harness import ConsumerHarness, Member
 from tests.coordinator.harness import Harness
 from tests.coordinator.test_txn_offsets import PID, Logged, TxnHarness
 
-from tidelog.coordinator import ClassicGroupState, GroupCoordinator, GroupCoordinatorConfig
-from tidelog.coordinator.consumer_group_records import (
+from tidelog.coordinator.group import ClassicGroupState, GroupCoordinator, GroupCoordinatorConfig
+from tidelog.coordinator.group.records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupTargetAssignmentMetadataKey,
-)
-from tidelog.coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     RecordKey,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.coordinator.harness import SESSION_MS, Harness, subscription
 
-from tidelog.coordinator import ClassicGroupState, GroupCoordinatorConfig, TimerKey, TimerKind
-from tidelog.coordinator.records import (
+from tidelog.coordinator.group import ClassicGroupState, GroupCoordinatorConfig, TimerKey, TimerKind
+from tidelog.coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,

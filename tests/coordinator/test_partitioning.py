@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.coordinator.partitioning import java_string_hash, partition_for
+from tidelog.coordinator.common.partitioning import java_string_hash, partition_for
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tidelog.coordinator.consumer_group_member import ConsumerGroupMember, MemberState
-from tidelog.coordinator.errors import CoordinatorError
-from tidelog.coordinator.reconciliation import reconcile
+from tidelog.coordinator.group.consumer_group_member import ConsumerGroupMember, MemberState
+from tidelog.coordinator.group.errors import CoordinatorError
+from tidelog.coordinator.group.reconciliation import reconcile
 from tidelog.protocol.errors import ErrorCode
 
 T = uuid.UUID(int=1)

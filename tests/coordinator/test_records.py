@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.coordinator.records import (
-    CoordinatorRecordError,
+from tidelog.coordinator.common.records import CoordinatorRecordError
+from tidelog.coordinator.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

@@ -16,9 +16,10 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from tests.coordinator.harness import REBALANCE_MS, SESSION_MS, Harness, subscription
 
-from tidelog.coordinator import ClassicGroupState, DeferredResponse, GroupCoordinator, GroupCoordinatorConfig
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.shard import GroupCoordinatorShard
+from tidelog.coordinator.common import DeferredResponse
+from tidelog.coordinator.group import ClassicGroupState, GroupCoordinator, GroupCoordinatorConfig
+from tidelog.coordinator.group.classic_group import ClassicGroup
+from tidelog.coordinator.group.shard import GroupCoordinatorShard
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DeleteGroupsRequest, JoinGroupResponse, OffsetDeleteRequest
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from tests.coordinator.test_txn_harness import START_MS, TIMEOUT_MS, TxnHarness, WrittenMarker
 
-from tidelog.coordinator.partitioning import partition_for
-from tidelog.coordinator.txn_coordinator import TransactionCoordinator
-from tidelog.coordinator.txn_records import (
+from tidelog.coordinator.common.partitioning import partition_for
+from tidelog.coordinator.common.result import WriteTxnMarkers
+from tidelog.coordinator.txn.coordinator import TransactionCoordinator
+from tidelog.coordinator.txn.records import (
     TransactionLogValue,
     TxnRecordError,
     decode_value,
@@ -23,10 +24,10 @@ from tidelog.coordinator.txn_records import (
     partitions_schema,
     txn_record,
 )
-from tidelog.coordinator.txn_responses import append_error_to_response_error, error_response
-from tidelog.coordinator.txn_result import TxnTimerKey, TxnTimerKind, WriteTxnMarkers
-from tidelog.coordinator.txn_state import TransactionState
-from tidelog.protocol import codec
+from tidelog.coordinator.txn.responses import txn_append_error_to_response_error, txn_error_response
+from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey, TxnTimerKind
+from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -39,7 +40,6 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Request, in_range
-from tidelog.storage import TopicPartition
 
 S = TransactionState
 E = ErrorCode
@@ -849,9 +849,9 @@ REQUESTS = [
     ids=[f"{type(r).__name__}-v{v}" for r, versions in REQUESTS for v in versions],
 )
 def test_error_response_for_every_request_and_version(request_body: object, version: int) -> None:
-    error = append_error_to_response_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    error = txn_append_error_to_response_error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     assert error is E.NOT_COORDINATOR
-    response = error_response(request_body, version, error)  # type: ignore[arg-type]
+    response = txn_error_response(request_body, version, error)  # type: ignore[arg-type]
     codec.encode(response, version)
     codes = _error_codes(response, version)
     assert codes
@@ -874,11 +874,13 @@ def _error_codes(message: object, version: int) -> list[int]:
 
 
 def test_append_errors_map_like_kafka() -> None:
-    assert append_error_to_response_error(E.REQUEST_TIMED_OUT) is E.COORDINATOR_NOT_AVAILABLE
-    assert append_error_to_response_error(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND) is E.COORDINATOR_NOT_AVAILABLE
-    assert append_error_to_response_error(E.KAFKA_STORAGE_ERROR) is E.NOT_COORDINATOR
-    assert append_error_to_response_error(E.RECORD_LIST_TOO_LARGE) is E.UNKNOWN_SERVER_ERROR
-    assert append_error_to_response_error(E.CORRUPT_MESSAGE) is E.CORRUPT_MESSAGE
+    assert txn_append_error_to_response_error(E.REQUEST_TIMED_OUT) is E.COORDINATOR_NOT_AVAILABLE
+    assert (
+        txn_append_error_to_response_error(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND) is E.COORDINATOR_NOT_AVAILABLE
+    )
+    assert txn_append_error_to_response_error(E.KAFKA_STORAGE_ERROR) is E.NOT_COORDINATOR
+    assert txn_append_error_to_response_error(E.RECORD_LIST_TOO_LARGE) is E.UNKNOWN_SERVER_ERROR
+    assert txn_append_error_to_response_error(E.CORRUPT_MESSAGE) is E.CORRUPT_MESSAGE
 
 
 def test_unknown_request_type_is_a_bug() -> None:
@@ -888,46 +890,58 @@ def test_unknown_request_type_is_a_bug() -> None:
     with pytest.raises(TypeError):
         coordinator.handle(HeartbeatRequest(), 0, now_ms=0)
     with pytest.raises(TypeError):
-        error_response(HeartbeatRequest(), 0, E.NOT_COORDINATOR)
+        txn_error_response(HeartbeatRequest(), 0, E.NOT_COORDINATOR)
 
 
 def test_public_surface_is_pinned() -> None:
-    from tidelog.coordinator import txn_coordinator, txn_records, txn_responses, txn_result, txn_state
+    from tidelog.coordinator import txn
+    from tidelog.coordinator.txn import coordinator as txn_coordinator
+    from tidelog.coordinator.txn import records as txn_records
+    from tidelog.coordinator.txn import responses as txn_responses
+    from tidelog.coordinator.txn import state as txn_state
+    from tidelog.coordinator.txn import timers as txn_timers
 
-    assert sorted(txn_coordinator.__all__) == [
-        "GROUP_METADATA_TOPIC_NAME",
+    assert txn.__all__ == sorted(txn.__all__, key=lambda n: (not n.isupper(), n))
+    assert set(txn.__all__) == {
         "TRANSACTION_COORDINATOR_REQUESTS",
-        "TRANSACTION_STATE_TOPIC_NAME",
+        "ProducerIdAllocator",
         "TransactionCoordinator",
-    ]
-    assert sorted(txn_result.__all__) == [
-        "CancelTxnTimer",
-        "ScheduleTxnTimer",
-        "TxnCoordinatorResult",
+        "TransactionCoordinatorConfig",
+        "TransactionMetadata",
+        "TransactionState",
+        "TxnPartition",
+        "TxnRecordError",
         "TxnTimerKey",
         "TxnTimerKind",
-        "TxnTimerOp",
-        "WriteTxnMarkers",
-    ]
+        "txn_append_error_to_response_error",
+        "txn_error_response",
+    }
+    assert sorted(txn_coordinator.__all__) == ["TRANSACTION_COORDINATOR_REQUESTS", "TransactionCoordinator"]
+    assert sorted(txn_timers.__all__) == ["TxnTimerKey", "TxnTimerKind"]
     assert sorted(txn_state.__all__) == ["TransactionState", "VALID_PREVIOUS_STATES"]
-    assert "error_response" in txn_responses.__all__
-    assert "append_error_to_response_error" in txn_responses.__all__
+    assert "txn_error_response" in txn_responses.__all__
+    assert "txn_append_error_to_response_error" in txn_responses.__all__
     assert {"encode_key", "decode_key", "encode_value", "decode_value", "txn_record"} <= set(
         txn_records.__all__
     )
     public = {name for name in dir(txn_coordinator.TransactionCoordinator) if not name.startswith("_")}
     assert public == {
+        "append_error_to_response_error",
         "begin_loading",
         "complete_loading",
+        "error_response",
         "expire_transactional_ids",
         "handle",
         "is_loading",
         "is_partition_in_transaction",
+        "num_partitions",
         "on_markers_written",
         "on_timeout",
         "owned_partitions",
         "partition_for",
         "replay",
+        "replay_end_transaction_marker",
+        "topic_name",
         "transaction",
         "txn_partition",
         "unload",

@@ -1,6 +1,6 @@
 """A stand-in for the server runtime around a TransactionCoordinator, and tests of that stand-in.
 
-:class:`TxnHarness` applies every TxnCoordinatorResult the way the runtime must: records appended to a
+:class:`TxnHarness` applies every CoordinatorResult the way the runtime must: records appended to a
 per-partition log in order, the response encoded at its request's version, markers written to a
 data-partition marker log only after the records (and reported back), timers kept in a table by key
 and fired in deadline order as a manual clock advances. ``reload`` unloads every partition and loads it
@@ -14,21 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tidelog.coordinator.records import CoordinatorRecord
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_coordinator import TransactionCoordinator
-from tidelog.coordinator.txn_metadata import TransactionMetadata
-from tidelog.coordinator.txn_partition import TxnPartition
-from tidelog.coordinator.txn_records import decode_key, decode_value, partitions_of
-from tidelog.coordinator.txn_result import (
-    CancelTxnTimer,
-    ScheduleTxnTimer,
-    TxnCoordinatorResult,
-    TxnTimerKey,
-    WriteTxnMarkers,
-)
-from tidelog.coordinator.txn_state import TransactionState
-from tidelog.protocol import codec
+from tidelog.coordinator.common.records import CoordinatorRecord
+from tidelog.coordinator.common.result import CancelTimer, CoordinatorResult, ScheduleTimer, WriteTxnMarkers
+from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.coordinator import TransactionCoordinator
+from tidelog.coordinator.txn.metadata import TransactionMetadata
+from tidelog.coordinator.txn.partition import TxnPartition
+from tidelog.coordinator.txn.records import decode_key, decode_value, partitions_of
+from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey
+from tidelog.protocol import TopicPartition, codec
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -39,7 +34,6 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import ControlRecordType
 from tidelog.protocol.schema import Request
-from tidelog.storage import TopicPartition
 
 COMMIT = ControlRecordType.COMMIT
 START_MS = 1_700_000_000_000
@@ -98,7 +92,9 @@ class TxnHarness:
 
     # -- the runtime's duties --------------------------------------------------------------------
 
-    def apply(self, result: TxnCoordinatorResult, version: int | None = None) -> TxnCoordinatorResult:
+    def apply(
+        self, result: CoordinatorResult[TxnTimerKey], version: int | None = None
+    ) -> CoordinatorResult[TxnTimerKey]:
         for partition in sorted(result.records):
             self.log.setdefault(partition, []).extend(result.records[partition])
             for record in result.records[partition]:
@@ -108,10 +104,10 @@ class TxnHarness:
             assert version is not None
             codec.encode(result.response, version)  # every answer must go on the wire as is
         for op in result.timers:
-            if isinstance(op, ScheduleTxnTimer):
+            if isinstance(op, ScheduleTimer):
                 self.timers[op.key] = op.deadline_ms
             else:
-                assert isinstance(op, CancelTxnTimer)
+                assert isinstance(op, CancelTimer)
                 self.timers.pop(op.key, None)
         self.in_flight.extend(result.markers)
         if self.auto_markers:

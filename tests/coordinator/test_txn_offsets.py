@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from tests.coordinator.harness import Harness
 
-from tidelog.coordinator import GroupCoordinator, GroupCoordinatorConfig
+from tidelog.coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidelog.coordinator.txn_metadata import TransactionMetadata
-from tidelog.coordinator.txn_records import (
+from tidelog.coordinator.txn.metadata import TransactionMetadata
+from tidelog.coordinator.txn.records import (
     TransactionLogValue,
     TxnRecordError,
     decode_key,
@@ -18,8 +18,8 @@ from tidelog.coordinator.txn_records import (
     partitions_schema,
     txn_record,
 )
-from tidelog.coordinator.txn_state import TransactionState
-from tidelog.storage import TopicPartition
+from tidelog.coordinator.txn.state import TransactionState
+from tidelog.protocol import TopicPartition
 
 
 def i8(n: int) -> bytes:

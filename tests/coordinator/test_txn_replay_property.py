@@ -23,14 +23,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.coordinator.test_txn_harness import TIMEOUT_MS, TxnHarness, WrittenMarker
 
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_coordinator import TransactionCoordinator
-from tidelog.coordinator.txn_metadata import TransactionMetadata
-from tidelog.coordinator.txn_records import TransactionLogValue, partitions_of
-from tidelog.coordinator.txn_result import TxnTimerKey, TxnTimerKind
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.coordinator import TransactionCoordinator
+from tidelog.coordinator.txn.metadata import TransactionMetadata
+from tidelog.coordinator.txn.records import TransactionLogValue, partitions_of
+from tidelog.coordinator.txn.state import TransactionState
+from tidelog.coordinator.txn.timers import TxnTimerKey, TxnTimerKind
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType
-from tidelog.storage import TopicPartition
 
 S = TransactionState
 IDS = ["alpha", "beta", "gamma"]

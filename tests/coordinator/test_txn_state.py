@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from tidelog.coordinator.txn_metadata import IllegalTransitionError, TransactionMetadata, is_epoch_exhausted
-from tidelog.coordinator.txn_state import VALID_PREVIOUS_STATES, TransactionState
+from tidelog.coordinator.txn.metadata import IllegalTransitionError, TransactionMetadata, is_epoch_exhausted
+from tidelog.coordinator.txn.state import VALID_PREVIOUS_STATES, TransactionState
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
-from tidelog.storage import TopicPartition
 
 S = TransactionState
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.coordinator.harness import Harness
 
-from tidelog.coordinator import GROUP_COORDINATOR_REQUESTS, error_response
+from tidelog.coordinator.group import GROUP_COORDINATOR_REQUESTS, group_error_response
 from tidelog.protocol import codec
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -140,40 +140,49 @@ def _sample_request(cls: type[Request]) -> Request:
     ("cls", "version"), [(cls, v) for cls in GROUP_COORDINATOR_REQUESTS for v in versions(cls)]
 )
 def test_error_responses_encode_at_every_version(cls: type[Request], version: int) -> None:
-    response = error_response(_sample_request(cls), version, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    response = group_error_response(_sample_request(cls), version, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     assert response.API_KEY == cls.API_KEY
     raw = codec.encode(response, version)
     assert ErrorCode.COORDINATOR_LOAD_IN_PROGRESS.to_bytes(2, "big") in raw  # the error reaches the wire
 
 
 def test_public_surface_is_pinned() -> None:
-    import tidelog.coordinator as coordinator
+    from tidelog.coordinator import common, group
 
-    assert coordinator.__all__ == sorted(coordinator.__all__, key=lambda n: (not n.isupper(), n))
-    assert set(coordinator.__all__) == {
-        "GROUP_COORDINATOR_REQUESTS",
+    for package in (common, group):
+        assert package.__all__ == sorted(package.__all__, key=lambda n: (not n.isupper(), n))
+    assert set(common.__all__) == {
+        "COORDINATOR_APPEND_ERRORS",
+        "GROUP_METADATA_TOPIC_NAME",
+        "INTERNAL_TOPICS",
+        "TRANSACTION_STATE_TOPIC_NAME",
         "CancelTimer",
-        "ClassicGroup",
-        "ClassicGroupState",
-        "ConsumerGroup",
-        "ConsumerGroupState",
         "CoordinatorRecord",
         "CoordinatorRecordError",
         "CoordinatorResult",
         "DeferredResponse",
+        "PartitionedCoordinator",
+        "ScheduleTimer",
+        "TimerOp",
+        "WriteTxnMarkers",
+        "java_string_hash",
+        "partition_for",
+    }
+    assert set(group.__all__) == {
+        "GROUP_COORDINATOR_REQUESTS",
+        "ClassicGroup",
+        "ClassicGroupState",
+        "ConsumerGroup",
+        "ConsumerGroupState",
         "GroupCoordinator",
         "GroupCoordinatorConfig",
         "GroupCoordinatorShard",
         "GroupType",
-        "ScheduleTimer",
         "TimerKey",
         "TimerKind",
-        "TimerOp",
         "TopicImage",
         "TopicsImage",
         "UnsupportedRecordTypeError",
-        "append_error_to_response_error",
-        "error_response",
-        "java_string_hash",
-        "partition_for",
+        "group_append_error_to_response_error",
+        "group_error_response",
     }

@@ -11,9 +11,9 @@ import confluent_kafka
 import pytest
 from tests.support.kafka_workload import GROUP_ID_UNUSED
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
-from tidelog.storage.layout import TopicPartition
 from tidelog.testing import Broker
 
 Record = tuple[int, bytes | None, bytes | None]

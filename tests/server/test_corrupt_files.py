@@ -47,11 +47,11 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tidelog.cli._wire import WireClient, connect
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, ListOffsetsRequest, ProduceRequest
 from tidelog.protocol.records import RECORD_BATCH_HEADER_SIZE, SimpleRecord, encode_batch, iter_batch_headers
 from tidelog.storage.checkpoint import read_offsets_checkpoint
-from tidelog.storage.layout import TopicPartition
 from tidelog.testing import Broker, BrokerError
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(300)]

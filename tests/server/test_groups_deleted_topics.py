@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient
 from tests.server.group_harness import create_topic, produce
 from tests.server.test_groups_runtime import commit_request, ctx, fetch, make_broker, running, until
 
-from tidelog.coordinator import partition_for
+from tidelog.coordinator.common import partition_for
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ApiKey
 from tidelog.server.group_runtime import OFFSETS_TOPIC

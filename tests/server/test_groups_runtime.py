@@ -21,7 +21,7 @@ from tests.server import inprocess
 from tests.server.group_harness import subscription
 from tests.server.inprocess import ctx, until
 
-from tidelog.coordinator import partition_for
+from tidelog.coordinator.common import partition_for
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ApiKey,

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from tests.server.group_harness import Wire, assignment, subscription
 
-from tidelog.coordinator import partition_for
+from tidelog.coordinator.common import partition_for
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     DeleteGroupsRequest,

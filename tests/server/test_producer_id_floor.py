@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from tests.server.inprocess import ctx, handle, make_broker, running, until
 
-from tidelog.coordinator import partition_for
-from tidelog.coordinator.txn_metadata import TransactionMetadata
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.common import partition_for
+from tidelog.coordinator.txn.metadata import TransactionMetadata
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ApiKey, InitProducerIdRequest
 from tidelog.protocol.records import SimpleRecord, encode_batch

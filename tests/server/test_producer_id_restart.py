@@ -27,7 +27,7 @@ import confluent_kafka
 import pytest
 from tests.server.txn_support import create_topics, read_values
 
-from tidelog.coordinator.txn_records import decode_key, decode_value
+from tidelog.coordinator.txn.records import decode_key, decode_value
 from tidelog.protocol.records import decode_batch, iter_batch_headers
 from tidelog.server.producer_id_manager import PRODUCER_ID_BLOCK_FILE
 from tidelog.testing import Broker

@@ -29,9 +29,9 @@ import pytest
 from tests.server.group_harness import Wire
 from tests.server.txn_support import create_topics, end_offsets, read_values
 
-from tidelog.coordinator.txn_metadata import TransactionMetadata
-from tidelog.coordinator.txn_records import txn_record
-from tidelog.coordinator.txn_state import TransactionState
+from tidelog.coordinator.txn.metadata import TransactionMetadata
+from tidelog.coordinator.txn.records import txn_record
+from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     DescribeTransactionsRequest,
@@ -310,7 +310,7 @@ def test_a_transaction_left_in_prepare_commit_is_completed_at_start(
 
 
 def partition_of(transactional_id: str) -> int:
-    from tidelog.coordinator.partitioning import partition_for
+    from tidelog.coordinator.common.partitioning import partition_for
 
     return partition_for(transactional_id, 50)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from tests.server.inprocess import ctx, handle, make_broker, running, until
 
-from tidelog.coordinator import partition_for
+from tidelog.coordinator.common import partition_for
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AddOffsetsToTxnRequest,

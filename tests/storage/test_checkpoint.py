@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.checkpoint import atomic_write, read_offsets_checkpoint, write_offsets_checkpoint
 from tidelog.storage.errors import (
@@ -15,7 +16,6 @@ from tidelog.storage.errors import (
     InconsistentNodeIdError,
     LogDirError,
 )
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.meta_properties import (
     MetaProperties,
     ensure_meta_properties,

@@ -26,12 +26,12 @@ from tests.storage.cleaner_support import (
     with_config,
 )
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import Compression, SimpleRecord, encode_batch
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.cleaner import CleanerConfig
 from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from tidelog.storage.index import _SparseIndex
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.offset_map import SLOT_BYTES
 

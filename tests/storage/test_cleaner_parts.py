@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from tests.storage.cleaner_support import COMPACT, CompactedLog, random_updates, read_records, with_config
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType, RecordBatchHeader
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, CleanerCheckpoints
 from tidelog.storage.cleaner_job import SourceSegment, group_segments_by_size
 from tidelog.storage.cleaner_transactions import AbortedRange, CleanedTransactionMetadata, TransactionScanner
 from tidelog.storage.errors import LogCorruptionError
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.offset_map import SLOT_BYTES, OffsetMap
 
 NOW = 1_700_000_000_000

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from tests.storage.helpers import SMALL, batch, open_log
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch
 from tidelog.storage import layout
 from tidelog.storage.checkpoint import read_offsets_checkpoint
@@ -94,12 +95,12 @@ def test_recovery_point_and_checkpoint_move_only_on_complete(
     # a kill -9 now: the checkpoint written meanwhile still has the old recovery point
     assert log.recovery_point == 0
     manager.checkpoint_recovery_points()
-    assert read_offsets_checkpoint(checkpoint) == {layout.TopicPartition("t", 0): 0}
+    assert read_offsets_checkpoint(checkpoint) == {TopicPartition("t", 0): 0}
 
     assert log.complete_flush(plan)
     assert log.recovery_point == target
     manager.checkpoint_recovery_points()
-    assert read_offsets_checkpoint(checkpoint) == {layout.TopicPartition("t", 0): target}
+    assert read_offsets_checkpoint(checkpoint) == {TopicPartition("t", 0): target}
     assert log.plan_flush(2) is None  # the roll flush is done; flush.ms is never
     manager.shutdown()
 

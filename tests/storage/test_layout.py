@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import layout
 from tidelog.storage.errors import InvalidTopicError
-from tidelog.storage.layout import TopicPartition
 
 
 def test_segment_file_names_are_twenty_digit_base_offsets() -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from tests.storage.helpers import SMALL, batch, read_everything
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.checkpoint import read_offsets_checkpoint
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import InconsistentClusterIdError, InvalidTopicError, LogDirError
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.log_manager import LogManager
 
 

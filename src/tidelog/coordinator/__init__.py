@@ -1,62 +1,15 @@
-"""Group coordinator: a pure state machine over ``__consumer_offsets`` (Kafka's group coordinator shards).
+"""Coordinators: pure state machines over Kafka's internal topics. Nothing here does I/O or reads a clock.
 
-Requests and time go in; responses, records to append and timer requests come out
-(:class:`CoordinatorResult`). Durable state changes only by replaying records: live, as the shard
-emits them, and when the runtime loads a partition. Nothing here does I/O or reads a clock.
+Requests and time (``now_ms``) go in; a response, records to append, timers to set (and, for
+transactions, markers to write) come out. Durable state changes only by replaying records: live, as a
+coordinator emits them, and when the server runtime loads a partition of its internal topic.
 
-The server runtime's entry point is :class:`GroupCoordinator`; the record formats (Kafka's bytes)
-are in :mod:`tidelog.coordinator.records`. Classic groups (JoinGroup/SyncGroup) and KIP-848 consumer
-groups (ConsumerGroupHeartbeat, server-side assignment from the :class:`TopicsImage` the runtime
-provides) live side by side, never under the same group id.
+- :mod:`tidelog.coordinator.common`: what every coordinator shares: the record type and its framing
+  errors, ``partition_for`` (Kafka's ``hash(key) % partitions``), the result and timer types.
+- :mod:`tidelog.coordinator.group`: the group coordinator over ``__consumer_offsets``: classic groups
+  (JoinGroup/SyncGroup), KIP-848 consumer groups (ConsumerGroupHeartbeat), committed offsets.
+- :mod:`tidelog.coordinator.txn`: the transaction coordinator over ``__transaction_state``.
+
+Invariant: ``group`` and ``txn`` import ``common`` (and ``protocol``), never each other; ``common``
+imports neither. Nothing here imports ``storage`` or ``server``.
 """
-
-from __future__ import annotations
-
-from tidelog.coordinator.config import GroupCoordinatorConfig
-from tidelog.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
-from tidelog.coordinator.group import ClassicGroup
-from tidelog.coordinator.group_coordinator import GROUP_COORDINATOR_REQUESTS, GroupCoordinator
-from tidelog.coordinator.group_state import ClassicGroupState
-from tidelog.coordinator.group_type import GroupType
-from tidelog.coordinator.partitioning import java_string_hash, partition_for
-from tidelog.coordinator.records import CoordinatorRecord, CoordinatorRecordError, UnsupportedRecordTypeError
-from tidelog.coordinator.responses import append_error_to_response_error, error_response
-from tidelog.coordinator.result import (
-    CancelTimer,
-    CoordinatorResult,
-    DeferredResponse,
-    ScheduleTimer,
-    TimerKey,
-    TimerKind,
-    TimerOp,
-)
-from tidelog.coordinator.shard import GroupCoordinatorShard
-from tidelog.coordinator.topics_image import TopicImage, TopicsImage
-
-__all__ = [
-    "GROUP_COORDINATOR_REQUESTS",
-    "CancelTimer",
-    "ClassicGroup",
-    "ClassicGroupState",
-    "ConsumerGroup",
-    "ConsumerGroupState",
-    "CoordinatorRecord",
-    "CoordinatorRecordError",
-    "CoordinatorResult",
-    "DeferredResponse",
-    "GroupCoordinator",
-    "GroupCoordinatorConfig",
-    "GroupCoordinatorShard",
-    "GroupType",
-    "ScheduleTimer",
-    "TimerKey",
-    "TimerKind",
-    "TimerOp",
-    "TopicImage",
-    "TopicsImage",
-    "UnsupportedRecordTypeError",
-    "append_error_to_response_error",
-    "error_response",
-    "java_string_hash",
-    "partition_for",
-]

@@ -1,6 +1,6 @@
 """The group coordinator's runtime: ``__consumer_offsets``, loading, appends, parked requests and timers.
 
-The pure :class:`~tidelog.coordinator.GroupCoordinator` decides; this module does the I/O around it on the
+The pure :class:`~tidelog.coordinator.group.GroupCoordinator` decides; this module does the I/O around it on the
 broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
 
 - ``__consumer_offsets`` is an internal, compacted topic of ``offsets.topic.num.partitions`` partitions,
@@ -8,7 +8,7 @@ broker's event loop (Kafka's ``CoordinatorRuntime``, single-threaded):
   partition *loading* before it accepts a connection, then replays each partition's log in a background
   task (in chunks of ``offsets.load.buffer.size``, yielding to the loop between chunks); until a partition
   is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
-- Every :class:`~tidelog.coordinator.CoordinatorResult` is applied in the coordinator's order: its records
+- Every :class:`~tidelog.coordinator.common.CoordinatorResult` is applied in the coordinator's order: its records
   are appended first, one batch per partition (on a single node the high watermark is the log end offset,
   so they are committed when the append returns), then the response and the completions of parked
   requests are released, then the timers are set. TxnOffsetCommit records form a transactional batch of
@@ -36,20 +36,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tidelog.coordinator import (
+from tidelog.coordinator.common import (
     CancelTimer,
     CoordinatorRecord,
     CoordinatorRecordError,
     CoordinatorResult,
     DeferredResponse,
+    ScheduleTimer,
+)
+from tidelog.coordinator.group import (
     GroupCoordinator,
     GroupCoordinatorConfig,
-    ScheduleTimer,
     TimerKey,
     TopicImage,
     TopicsImage,
-    append_error_to_response_error,
-    error_response,
+    group_append_error_to_response_error,
+    group_error_response,
 )
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -199,7 +201,7 @@ class GroupRuntime:
         for parked in self._parked.values():
             if not parked.future.done():
                 parked.future.set_result(
-                    error_response(parked.request, parked.api_version, ErrorCode.NOT_COORDINATOR)
+                    group_error_response(parked.request, parked.api_version, ErrorCode.NOT_COORDINATOR)
                 )
         self._parked.clear()
 
@@ -312,7 +314,7 @@ class GroupRuntime:
 
     def _apply(
         self,
-        result: CoordinatorResult,
+        result: CoordinatorResult[TimerKey],
         request: Request | None = None,
         api_version: int = 0,
         producer: tuple[int, int] | None = None,
@@ -325,7 +327,7 @@ class GroupRuntime:
                 continue
             error = self._append(partition, records, producer)
             if error is not ErrorCode.NONE:
-                failure = append_error_to_response_error(error)
+                failure = group_append_error_to_response_error(error)
                 failed_partitions.append(partition)
         answer: Any = result.response
         if isinstance(answer, DeferredResponse):
@@ -334,13 +336,13 @@ class GroupRuntime:
             self._parked[answer.handle_id] = _Parked(future, request, api_version)
             answer = future
         elif failure is not None and request is not None and answer is not None:
-            answer = error_response(request, api_version, failure)
+            answer = group_error_response(request, api_version, failure)
         for handle, response in result.completions:
             parked = self._parked.pop(handle.handle_id, None)
             if parked is None or parked.future.done():
                 continue  # its connection went away
             if failure is not None:
-                response = error_response(parked.request, parked.api_version, failure)
+                response = group_error_response(parked.request, parked.api_version, failure)
             parked.future.set_result(response)
         for op in result.timers:
             if isinstance(op, ScheduleTimer):

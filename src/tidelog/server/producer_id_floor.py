@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from tidelog.coordinator.txn_metadata import NO_PRODUCER_ID, TransactionMetadata
+from tidelog.coordinator.txn.metadata import NO_PRODUCER_ID, TransactionMetadata
 from tidelog.storage import PartitionLog, TopicPartition
 
 __all__ = ["NONE_IN_USE", "ProducerIdInUse", "highest_in_logs", "highest_in_transactions"]

@@ -1,6 +1,6 @@
 """The transaction coordinator's runtime: ``__transaction_state``, loading, appends, markers and timers.
 
-The pure :class:`~tidelog.coordinator.TransactionCoordinator` decides; this module does the I/O around it on
+The pure :class:`~tidelog.coordinator.txn.TransactionCoordinator` decides; this module does the I/O around it on
 the broker's event loop (Kafka's ``TransactionStateManager`` plus its marker channel, single-threaded), in the
 shape of :mod:`tidelog.server.group_runtime`:
 
@@ -14,7 +14,7 @@ shape of :mod:`tidelog.server.group_runtime`:
   hold on the broker's ``ProducerIdManager`` from :meth:`TransactionRuntime.start` (before a request is
   read), released with its transactional ids' highest producer id when its load ends (one that fails
   releases with what it replayed), so the floor includes them (see producer_id_manager.py).
-- Every :class:`~tidelog.coordinator.txn_result.TxnCoordinatorResult` is applied in the coordinator's
+- Every :class:`~tidelog.coordinator.common.CoordinatorResult` is applied in the coordinator's
   order: its records are appended first, one batch per partition (on a single node the high watermark is
   the log end offset, so they are committed when the append returns), then the response is settled, then
   the markers are written, then the timers are set. **A marker is never written before the Prepare record
@@ -44,17 +44,21 @@ import logging
 import time
 from typing import Any
 
-from tidelog.coordinator.records import CoordinatorRecord
-from tidelog.coordinator.txn_config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn_coordinator import TRANSACTION_STATE_TOPIC_NAME, TransactionCoordinator
-from tidelog.coordinator.txn_records import TxnRecordError
-from tidelog.coordinator.txn_responses import append_error_to_response_error, error_response
-from tidelog.coordinator.txn_result import (
-    CancelTxnTimer,
-    ScheduleTxnTimer,
-    TxnCoordinatorResult,
-    TxnTimerKey,
+from tidelog.coordinator.common import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    CancelTimer,
+    CoordinatorRecord,
+    CoordinatorResult,
+    ScheduleTimer,
     WriteTxnMarkers,
+)
+from tidelog.coordinator.txn import (
+    TransactionCoordinator,
+    TransactionCoordinatorConfig,
+    TxnRecordError,
+    TxnTimerKey,
+    txn_append_error_to_response_error,
+    txn_error_response,
 )
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch
@@ -68,7 +72,7 @@ from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.producer_id_floor import NONE_IN_USE, highest_in_transactions
 from tidelog.server.producer_id_manager import ProducerIdManager
 from tidelog.server.replica_manager import ReplicaManager
-from tidelog.storage import TopicPartition
+from tidelog.protocol import TopicPartition
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionRuntime", "coordinator_config"]
 
@@ -326,7 +330,7 @@ class TransactionRuntime:
     # -- applying results ------------------------------------------------------------------------------
 
     def _apply(
-        self, result: TxnCoordinatorResult, request: Request | None = None, api_version: int = 0
+        self, result: CoordinatorResult[TxnTimerKey], request: Request | None = None, api_version: int = 0
     ) -> Any:
         failed: list[int] = []
         failure: ErrorCode | None = None
@@ -335,16 +339,16 @@ class TransactionRuntime:
                 continue
             error = self._append(partition, records)
             if error is not ErrorCode.NONE:
-                failure = append_error_to_response_error(error)
+                failure = txn_append_error_to_response_error(error)
                 failed.append(partition)
         answer: Any = result.response
         if failure is not None and request is not None:
-            answer = error_response(request, api_version, failure)
+            answer = txn_error_response(request, api_version, failure)
         for op in result.timers:
-            if isinstance(op, ScheduleTxnTimer):
+            if isinstance(op, ScheduleTimer):
                 self.timers.schedule(op.key, op.deadline_ms)
             else:
-                assert isinstance(op, CancelTxnTimer)
+                assert isinstance(op, CancelTimer)
                 self.timers.cancel(op.key)
         if failed:
             for partition in failed:

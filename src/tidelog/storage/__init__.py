@@ -7,6 +7,7 @@ leader or follower, read as :class:`FileRegion` s for ``os.sendfile``, offsets, 
 ``now_ms``; nothing here reads a clock or is thread-safe.
 """
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import (
@@ -24,7 +25,6 @@ from tidelog.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.leader_epoch_cache import EpochEndOffset, EpochEntry, OffsetTruncationState
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.partition_log import OffsetAndTimestamp, PartitionLog

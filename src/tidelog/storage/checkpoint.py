@@ -33,8 +33,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage.errors import CheckpointError
-from tidelog.storage.layout import TMP_FILE_SUFFIX, TopicPartition
+from tidelog.storage.layout import TMP_FILE_SUFFIX
 
 __all__ = [
     "atomic_write",

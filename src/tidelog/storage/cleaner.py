@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage.cleaner_job import (
     CleaningJob,
     CleaningResult,
@@ -55,7 +56,6 @@ from tidelog.storage.cleaner_job import (
 from tidelog.storage.cleaner_transactions import AbortedRange
 from tidelog.storage.config import LONG_MAX
 from tidelog.storage.errors import StorageError
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.offset_map import DEFAULT_LOAD_FACTOR, OffsetMap
 from tidelog.storage.partition_log import PartitionLog

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage.checkpoint import read_offsets_checkpoint, write_offsets_checkpoint
 from tidelog.storage.errors import CheckpointError
-from tidelog.storage.layout import TopicPartition
 
 __all__ = ["CLEANER_OFFSET_CHECKPOINT_FILE", "CleanerCheckpoints"]
 

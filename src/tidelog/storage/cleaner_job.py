@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import (
     RECORD_BATCH_HEADER_SIZE,
     Compression,
@@ -69,7 +70,6 @@ from tidelog.storage.cleaner_transactions import (
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import LogCorruptionError, StorageError
 from tidelog.storage.file_handles import OpenSegmentLimiter
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.offset_map import OffsetMap
 from tidelog.storage.segment import LogSegment
 from tidelog.storage.txn_index import AbortedTxn

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage.errors import InvalidTopicError
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "TIME_INDEX_FILE_SUFFIX",
     "TMP_FILE_SUFFIX",
     "TXN_INDEX_FILE_SUFFIX",
-    "TopicPartition",
     "delete_dir_name",
     "file_name",
     "log_file",
@@ -104,16 +104,6 @@ _PARTITION_DIR: Final = re.compile(r"(?P<topic>.+)-(?P<partition>[0-9]+)")
 _SPECIAL_DIR: Final = re.compile(
     r"(?P<topic>.+)-(?P<partition>[0-9]+)\.(?P<uid>[0-9a-zA-Z]+)(?P<suffix>-delete|-future|-stray)"
 )
-
-
-class TopicPartition(NamedTuple):
-    """A topic and a partition number; ``str()`` is the directory name ``<topic>-<partition>``."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def validate_topic_name(topic: str) -> None:

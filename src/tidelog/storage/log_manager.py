@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+from tidelog.protocol import TopicPartition
 from tidelog.storage import layout
 from tidelog.storage.checkpoint import (
     atomic_write,
@@ -39,7 +40,6 @@ from tidelog.storage.cleaner_checkpoint import CleanerCheckpoints
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import CheckpointError, LogDirError
 from tidelog.storage.file_handles import OpenSegmentLimiter
-from tidelog.storage.layout import TopicPartition
 from tidelog.storage.meta_properties import ensure_meta_properties, new_cluster_id, read_meta_properties
 from tidelog.storage.partition_log import PartitionLog
 

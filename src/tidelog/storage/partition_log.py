@@ -55,6 +55,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType, RecordBatchHeader, encode_control_batch
 from tidelog.storage import layout, log_validator, retention, segment_swap
 from tidelog.storage.append_info import LogAppendInfo
@@ -156,9 +157,7 @@ class PartitionLog:
         )
         self.update_high_watermark(high_watermark if high_watermark is not None else log_start_offset)
         try:
-            self.topic_partition: layout.TopicPartition | None = layout.parse_partition_dir_name(
-                directory.name
-            )[0]
+            self.topic_partition: TopicPartition | None = layout.parse_partition_dir_name(directory.name)[0]
         except ValueError:
             self.topic_partition = None
 

@@ -29,7 +29,7 @@ from tidelog.server.zk import (
     TopicExistsError,
     ZkSessionExpiredError,
 )
-from tidelog.storage.layout import TopicPartition
+from tidelog.protocol import TopicPartition
 from tidelog.testing import ZooKeeper
 
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from tidelog.server.zk.zk_data import (
     TopicAssignment,
     ZkDataError,
 )
-from tidelog.storage.layout import TopicPartition
+from tidelog.protocol import TopicPartition
 
 
 def _json(data: bytes) -> Any:

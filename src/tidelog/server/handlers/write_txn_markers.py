@@ -31,7 +31,7 @@ from tidelog.protocol.records import ControlRecordType
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.txn_runtime import TransactionRuntime
-from tidelog.storage import TopicPartition
+from tidelog.protocol import TopicPartition
 
 __all__ = ["WriteTxnMarkersHandler"]
 

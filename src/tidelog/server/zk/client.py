@@ -85,7 +85,7 @@ from tidelog.server.zk.zk_data import (
     encode_producer_id_block,
     encode_topic_assignment,
 )
-from tidelog.storage.layout import TopicPartition
+from tidelog.protocol import TopicPartition
 
 __all__ = [
     "INITIAL_CONTROLLER_EPOCH",

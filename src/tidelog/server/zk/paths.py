@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tidelog.storage.layout import TopicPartition
+from tidelog.protocol import TopicPartition
 
 __all__ = [
     "ADMIN",

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tidelog.replication.leader_and_isr import NO_LEADER, RECOVERED, RECOVERING, LeaderAndIsr
-from tidelog.storage.layout import TopicPartition
+from tidelog.protocol import TopicPartition
 
 __all__ = [
     "BROKER_REGISTRATION_VERSION",
