@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import (
     ControlRecordType,
     CorruptRecordError,
@@ -24,7 +25,6 @@ from tidelog.storage import layout
 from tidelog.storage.checkpoint import read_leader_epoch_checkpoint, write_offsets_checkpoint
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import RecordBatchTooLargeError, UnexpectedAppendOffsetError
-from tidelog.protocol import TopicPartition
 from tidelog.storage.leader_epoch_cache import EpochEndOffset, EpochEntry
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.partition_log import PartitionLog

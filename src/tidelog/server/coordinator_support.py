@@ -122,8 +122,11 @@ class KeyedTimers(Generic[K]):
             deadline = self._timer.next_expiration_ms()
             timeout = None if deadline is None else max(deadline - self._clock(), 0) / 1000
             self._wakeup.clear()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that arrives in the
+            # same turn as the wakeup, and the task would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
 
 
 def read_records(

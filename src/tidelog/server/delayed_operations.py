@@ -72,5 +72,8 @@ class AsyncPurgatory(Generic[Op]):
                 else max(self._next_deadline - self._clock.now_ms(), 0) / 1000
             )
             self._wakeup.clear()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that arrives in the
+            # same turn as the wakeup, and the task would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 from kazoo.client import KazooClient
 
+from tidelog.protocol import TopicPartition
 from tidelog.server.zk import (
     BadVersion,
     BrokerIdInUseError,
@@ -29,7 +30,6 @@ from tidelog.server.zk import (
     TopicExistsError,
     ZkSessionExpiredError,
 )
-from tidelog.protocol import TopicPartition
 from tidelog.testing import ZooKeeper
 
 T = TypeVar("T")

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidelog.protocol import TopicPartition
 from tidelog.server.zk import paths, zk_data
 from tidelog.server.zk.session import parse_connect_string
 from tidelog.server.zk.zk_data import (
@@ -24,7 +25,6 @@ from tidelog.server.zk.zk_data import (
     TopicAssignment,
     ZkDataError,
 )
-from tidelog.protocol import TopicPartition
 
 
 def _json(data: bytes) -> Any:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import logging
 
+from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from tidelog.protocol.records import ControlRecordType
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.txn_runtime import TransactionRuntime
-from tidelog.protocol import TopicPartition
 
 __all__ = ["WriteTxnMarkersHandler"]
 

@@ -46,6 +46,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
+from tidelog.protocol import TopicPartition
 from tidelog.server.zk import paths
 from tidelog.server.zk.errors import (
     BadVersion,
@@ -85,7 +86,6 @@ from tidelog.server.zk.zk_data import (
     encode_producer_id_block,
     encode_topic_assignment,
 )
-from tidelog.protocol import TopicPartition
 
 __all__ = [
     "INITIAL_CONTROLLER_EPOCH",

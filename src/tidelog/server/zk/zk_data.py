@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tidelog.replication.leader_and_isr import NO_LEADER, RECOVERED, RECOVERING, LeaderAndIsr
 from tidelog.protocol import TopicPartition
+from tidelog.replication.leader_and_isr import NO_LEADER, RECOVERED, RECOVERING, LeaderAndIsr
 
 __all__ = [
     "BROKER_REGISTRATION_VERSION",
