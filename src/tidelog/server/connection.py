@@ -25,14 +25,13 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Any
 
 from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.framing import NEED_DATA, FrameDecoder
-from tidelog.protocol.messages import ApiKey
+from tidelog.protocol.messages import ApiKey, RequestHeader
 
-from .dispatch import ANONYMOUS, NO_RESPONSE, Dispatcher, KafkaPrincipal, RequestContext
+from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse, RequestContext
 from .transport import Transport
 
 __all__ = ["Connection"]
@@ -65,7 +64,7 @@ class Connection:
         self._id = connection_id
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_request_bytes, writable_frames=True)
-        self._pending: collections.deque[tuple[Any, Any]] = collections.deque()
+        self._pending: collections.deque[tuple[RequestHeader, Answer]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -164,11 +163,11 @@ class Connection:
             principal=self.principal,
         )
         result = route.handler(ctx, body)
-        if result is NO_RESPONSE:
+        if isinstance(result, NoResponse):
             return
         self._enqueue(header, result)
 
-    def _enqueue(self, header: Any, result: Any) -> None:
+    def _enqueue(self, header: RequestHeader, result: Answer) -> None:
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
             result = asyncio.ensure_future(result)
         self._pending.append((header, result))

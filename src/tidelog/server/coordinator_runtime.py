@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from tidelog.coordinator.common import (
     CancelTimer,
@@ -47,14 +47,15 @@ from tidelog.coordinator.common import (
     ScheduleTimer,
 )
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.records import ControlRecordType, decode_control_record
-from tidelog.protocol.schema import Request
+from tidelog.protocol.records import ControlRecordType, Record, RecordBatchHeader, decode_control_record
+from tidelog.protocol.schema import Request, Response
 from tidelog.replication.partition import Partition
 from tidelog.storage.producer_state import AppendOrigin
 
 from .admin_manager import AdminManager
 from .clock import Clock
 from .coordinator_support import KeyedTimers, read_records, run_partition_loader
+from .dispatch import Answer
 from .metadata_cache import MetadataCache, TopicInfo
 from .replica_manager import ReplicaManager
 
@@ -67,7 +68,7 @@ K = TypeVar("K", bound=Hashable)
 
 @dataclass(slots=True)
 class _Parked:
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Response]
     request: Request
     api_version: int
 
@@ -227,7 +228,7 @@ class CoordinatorRuntime(Generic[K]):
         self._complete_loading(partition, count, started)
         self._on_load_ended(partition)
 
-    def _replay(self, partition: int, chunk: list[Any]) -> int:
+    def _replay(self, partition: int, chunk: list[tuple[RecordBatchHeader, list[Record]]]) -> int:
         """Replay one chunk of the partition's log; returns how many records it held."""
         replayed = 0
         for header, records in chunk:
@@ -282,12 +283,14 @@ class CoordinatorRuntime(Generic[K]):
         client_id: str = "",
         client_host: str = "",
         producer: tuple[int, int] | None = None,
-    ) -> Any:
+    ) -> Answer:
         """Serve one request: the response, or a future of it for a parked request."""
         result = self.coordinator.handle(
             request, api_version, now_ms=self._clock(), client_id=client_id, client_host=client_host
         )
-        return self.apply(result, request, api_version, producer)
+        answer = self.apply(result, request, api_version, producer)
+        assert answer is not None, f"the coordinator gave no response to {type(request).__name__}"
+        return answer
 
     def apply(
         self,
@@ -295,7 +298,7 @@ class CoordinatorRuntime(Generic[K]):
         request: Request | None = None,
         api_version: int = 0,
         producer: tuple[int, int] | None = None,
-    ) -> Any:
+    ) -> Answer | None:
         """Carry out ``result`` (see the module docstring); returns the request's answer. ``producer``:
         (producer id, epoch) whose transactional batch the records form (TxnOffsetCommit)."""
         failure: ErrorCode | None = None
@@ -307,14 +310,16 @@ class CoordinatorRuntime(Generic[K]):
             if error is not ErrorCode.NONE:
                 failure = self.coordinator.append_error_to_response_error(error)
                 failed.append(partition)
-        answer: Any = result.response
-        if isinstance(answer, DeferredResponse):
+        answer: Answer | None
+        if isinstance(result.response, DeferredResponse):
             assert request is not None
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._parked[answer.handle_id] = _Parked(future, request, api_version)
+            future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+            self._parked[result.response.handle_id] = _Parked(future, request, api_version)
             answer = future
-        elif failure is not None and request is not None and answer is not None:
+        elif failure is not None and request is not None and result.response is not None:
             answer = self.coordinator.error_response(request, api_version, failure)
+        else:
+            answer = result.response
         for handle, response in result.completions:
             parked = self._parked.pop(handle.handle_id, None)
             if parked is None or parked.future.done():

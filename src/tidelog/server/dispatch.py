@@ -14,24 +14,35 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import REQUEST_TYPES, ApiKey, ApiVersionsRequest, ApiVersionsResponse
+from tidelog.protocol.schema import Response
 
-__all__ = ["ANONYMOUS", "NO_RESPONSE", "Dispatcher", "Handler", "KafkaPrincipal", "RequestContext", "Route"]
+__all__ = [
+    "ANONYMOUS",
+    "NO_RESPONSE",
+    "Answer",
+    "NoResponse",
+    "Dispatcher",
+    "Handler",
+    "KafkaPrincipal",
+    "RequestContext",
+    "Route",
+]
 
 API_VERSIONS_RANGE: Final = (0, 4)
 
 
-class _NoResponse:
+class NoResponse:
     __slots__ = ()
 
     def __repr__(self) -> str:
         return "NO_RESPONSE"
 
 
-NO_RESPONSE: Final = _NoResponse()
+NO_RESPONSE: Final = NoResponse()
 """Returned by a handler whose request gets no response on the wire (Produce with acks=0)."""
 
 
@@ -68,7 +79,11 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
 
 
-Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any] | _NoResponse"]
+Answer: TypeAlias = Response | Awaitable[Response]
+"""What a handler answers with: the response, or an awaitable of it (a delayed operation, a parked request)."""
+
+Handler = Callable[[RequestContext, Any], "Answer | NoResponse"]
+"""A route's handler; its request parameter is the route's request type (Any here: routes differ)."""
 
 
 @dataclass(frozen=True, slots=True)

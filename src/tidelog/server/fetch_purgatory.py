@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+
+from tidelog.protocol.messages import FetchResponse
 
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
@@ -29,8 +30,8 @@ class DelayedFetch(DelayedOperation):
         self,
         delay_ms: int,
         enough: Callable[[], bool],
-        build: Callable[[], Any],
-        future: asyncio.Future[Any],
+        build: Callable[[], FetchResponse],
+        future: asyncio.Future[FetchResponse],
     ) -> None:
         super().__init__(delay_ms)
         self._enough = enough
@@ -63,9 +64,13 @@ class FetchPurgatory:
         self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
 
     def delay(
-        self, keys: Iterable[Hashable], max_wait_ms: int, enough: Callable[[], bool], build: Callable[[], Any]
-    ) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self,
+        keys: Iterable[Hashable],
+        max_wait_ms: int,
+        enough: Callable[[], bool],
+        build: Callable[[], FetchResponse],
+    ) -> asyncio.Future[FetchResponse]:
+        future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
         self._operations.delay(DelayedFetch(max_wait_ms, enough, build, future), keys)
         return future
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
 
 from tidelog.coordinator.common import GROUP_METADATA_TOPIC_NAME, CoordinatorRecord
 from tidelog.coordinator.group import (
@@ -44,7 +43,7 @@ from tidelog.server.admin_manager import AdminManager
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.coordinator_runtime import CoordinatorRuntime
-from tidelog.server.dispatch import RequestContext
+from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.producer_state import AppendOrigin
@@ -108,7 +107,7 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
 
     # -- requests --------------------------------------------------------------------------------------
 
-    def handle(self, ctx: RequestContext, request: Request) -> Any:
+    def handle(self, ctx: RequestContext, request: Request) -> Answer:
         """Serve a group coordinator request: the response, or a future of it for a parked request."""
         if isinstance(request, ConsumerGroupHeartbeatRequest | ConsumerGroupDescribeRequest):
             self._refresh_topics_image()
@@ -183,7 +182,7 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
             shard.replay_end_transaction_marker(producer_id, committed)
 
 
-def _summary(message: Any) -> str:
+def _summary(message: object) -> str:
     """A short description of a request or response for debug logs."""
     parts = []
     for name in (

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ProduceResponse
 from tidelog.replication.partition import Partition
 
 from .clock import Clock
@@ -40,7 +40,7 @@ class PendingAppend:
     topic: str
     index: int
     required_offset: int
-    result: Any
+    result: ProduceResponse.PartitionProduceResponse
     """The partition's response entry; its ``error_code`` is set when decided."""
     done: bool = False
 
@@ -53,8 +53,8 @@ class DelayedProduce(DelayedOperation):
         timeout_ms: int,
         pending: list[PendingAppend],
         partition_of: Callable[[str, int], Partition | None],
-        response: Any,
-        future: asyncio.Future[Any],
+        response: ProduceResponse,
+        future: asyncio.Future[ProduceResponse],
     ) -> None:
         super().__init__(timeout_ms)
         self._pending = pending
@@ -100,10 +100,10 @@ class ProducePurgatory:
         self._partition_of = partition_of
 
     def delay(
-        self, timeout_ms: int, pending: list[PendingAppend], response: Any
-    ) -> asyncio.Future[Any] | Any:
+        self, timeout_ms: int, pending: list[PendingAppend], response: ProduceResponse
+    ) -> ProduceResponse | asyncio.Future[ProduceResponse]:
         """The response now if every partition is already decided, else a future of it."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ProduceResponse] = asyncio.get_running_loop().create_future()
         operation = DelayedProduce(max(timeout_ms, 0), pending, self._partition_of, response, future)
         if self._operations.delay(operation, [(p.topic, p.index) for p in pending]):
             return response

@@ -23,10 +23,17 @@ import contextlib
 import errno
 import os
 import socket
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, TypeAlias
 
-__all__ = ["PlainTransport", "StreamTransport", "Transport", "copy_region"]
+from tidelog.storage.fetch_data import FileRegion
+
+from .regions import RegionList
+
+__all__ = ["Chunk", "PlainTransport", "StreamTransport", "Transport", "copy_region"]
+
+Chunk: TypeAlias = bytes | bytearray | memoryview | FileRegion | RegionList
+"""One piece of an encoded response: bytes, or record data as file regions."""
 
 _SENDFILE_CHUNK = 1 << 30
 _COPY_CHUNK = 1 << 18
@@ -37,15 +44,20 @@ class Transport(Protocol):
 
     async def recv(self, max_bytes: int) -> bytes: ...
 
-    async def send_chunks(self, chunks: list[Any]) -> None: ...
+    async def send_chunks(self, chunks: Sequence[object]) -> None: ...
 
     def shutdown_read(self) -> None: ...
 
     def close(self) -> None: ...
 
 
-def _regions(chunk: Any) -> Any:
-    return getattr(chunk, "regions", (chunk,))
+def _regions(chunk: object) -> Iterable[FileRegion]:
+    """The file regions of a chunk that is not bytes (a region, or a list of them)."""
+    if isinstance(chunk, RegionList):
+        return chunk.regions
+    if isinstance(chunk, FileRegion):
+        return (chunk,)
+    raise TypeError(f"a response chunk must be bytes or file regions, not {type(chunk).__name__}")
 
 
 class PlainTransport:
@@ -58,7 +70,7 @@ class PlainTransport:
     async def recv(self, max_bytes: int) -> bytes:
         return await self._loop.sock_recv(self._sock, max_bytes)
 
-    async def send_chunks(self, chunks: list[Any]) -> None:
+    async def send_chunks(self, chunks: Sequence[object]) -> None:
         for chunk in chunks:
             if isinstance(chunk, bytes | bytearray | memoryview):
                 await self._loop.sock_sendall(self._sock, chunk)
@@ -66,10 +78,9 @@ class PlainTransport:
                 for region in _regions(chunk):
                     await self._sendfile(region)
 
-    async def _sendfile(self, region: Any) -> None:
+    async def _sendfile(self, region: FileRegion) -> None:
         out_fd = self._sock.fileno()
-        source = region.file
-        in_fd = source if isinstance(source, int) else source.fileno()
+        in_fd = region.fileno()
         position = region.position
         remaining = region.nbytes
         while remaining > 0:
@@ -123,7 +134,7 @@ class StreamTransport:
     async def recv(self, max_bytes: int) -> bytes:
         return await self._reader.read(max_bytes)
 
-    async def send_chunks(self, chunks: list[Any]) -> None:
+    async def send_chunks(self, chunks: Sequence[object]) -> None:
         for chunk in chunks:
             if isinstance(chunk, bytes | bytearray | memoryview):
                 self._writer.write(chunk)
@@ -146,11 +157,10 @@ class StreamTransport:
             self._writer.close()
 
 
-def copy_region(region: Any, chunk_bytes: int = _COPY_CHUNK) -> Iterator[bytes]:
+def copy_region(region: FileRegion, chunk_bytes: int = _COPY_CHUNK) -> Iterator[bytes]:
     """The bytes of a file region, ``chunk_bytes`` at a time (for transports without sendfile); raises
     ``ConnectionError`` if the file is shorter than the region."""
-    source = region.file
-    fd = source if isinstance(source, int) else source.fileno()
+    fd = region.fileno()
     position = region.position
     remaining = region.nbytes
     while remaining > 0:

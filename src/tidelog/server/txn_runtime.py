@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
 
 from tidelog.coordinator.common import (
     TRANSACTION_STATE_TOPIC_NAME,
@@ -51,7 +50,7 @@ from tidelog.server.admin_manager import AdminManager
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.coordinator_runtime import CoordinatorRuntime
-from tidelog.server.dispatch import RequestContext
+from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.producer_id_floor import NONE_IN_USE, highest_in_transactions
@@ -195,7 +194,7 @@ class TransactionRuntime(CoordinatorRuntime[TxnTimerKey]):
 
     # -- requests --------------------------------------------------------------------------------------
 
-    def handle(self, ctx: RequestContext, request: Request) -> Any:
+    def handle(self, ctx: RequestContext, request: Request) -> Answer:
         """Serve a transaction coordinator request (InitProducerId with a transactional id,
         AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions)."""
         answer = self.handle_request(request, ctx.api_version)
@@ -311,7 +310,7 @@ class TransactionRuntime(CoordinatorRuntime[TxnTimerKey]):
         self._marker_retries.add(handle)
 
 
-def _summary(message: Any) -> str:
+def _summary(message: object) -> str:
     """A short description of a request or response for debug logs."""
     parts = []
     for name in ("transactional_id", "producer_id", "producer_epoch", "committed", "group_id", "error_code"):

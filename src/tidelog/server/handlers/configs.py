@@ -13,8 +13,6 @@ INVALID_CONFIG, each with a message naming the key.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AlterConfigsRequest,
@@ -27,6 +25,7 @@ from tidelog.protocol.messages import (
 from tidelog.server.admin_manager import AdminManager
 from tidelog.server.config import (
     BrokerConfig,
+    ConfigEntry,
     ConfigError,
     apply_incremental_alter,
     describe_broker_configs,
@@ -48,7 +47,7 @@ _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 
-def _entry(e: Any) -> Any:
+def _entry(e: ConfigEntry) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     return _Entry(
         name=e.name,
         value=e.value,

@@ -25,8 +25,8 @@ Invariants:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -61,7 +61,7 @@ class FetchHandler:
         self._metadata = metadata
         self._purgatory = purgatory
 
-    def handle(self, ctx: RequestContext, request: FetchRequest) -> Any:
+    def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
         wanted: list[_Wanted] = []
         for topic in request.topics:

@@ -14,7 +14,8 @@ Responses list the topics in request order.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -23,12 +24,14 @@ from tidelog.protocol.messages import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
 )
-from tidelog.protocol.schema import Request
-from tidelog.server.dispatch import RequestContext
+from tidelog.protocol.schema import Request, Response
+from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 
 __all__ = ["GroupsHandler", "then"]
+
+R = TypeVar("R", bound=Response)
 
 
 class GroupsHandler:
@@ -38,12 +41,12 @@ class GroupsHandler:
         self._groups = groups
         self._metadata = metadata
 
-    def handle(self, ctx: RequestContext, request: Request) -> Any:
+    def handle(self, ctx: RequestContext, request: Request) -> Answer:
         """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups,
         ConsumerGroupHeartbeat and ConsumerGroupDescribe."""
         return self._groups.handle(ctx, request)
 
-    def offset_commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
+    def offset_commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Answer:
         unknown: dict[tuple[str, int], None] = {}
         known_topics = []
         for topic in request.topics:
@@ -94,9 +97,9 @@ class GroupsHandler:
             retention_time_ms=request.retention_time_ms,
             topics=known_topics,
         )
-        return then(self._groups.handle(ctx, filtered), merge)
+        return then(self._groups.handle(ctx, filtered), OffsetCommitResponse, merge)
 
-    def offset_delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
+    def offset_delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Answer:
         unknown = {
             (topic.name, p.partition_index)
             for topic in request.topics
@@ -141,15 +144,22 @@ class GroupsHandler:
             return merged
 
         filtered = OffsetDeleteRequest(group_id=request.group_id, topics=known_topics)
-        return then(self._groups.handle(ctx, filtered), merge)
+        return then(self._groups.handle(ctx, filtered), OffsetDeleteResponse, merge)
 
 
-def then(answer: Any, merge: Any) -> Any:
-    """Apply ``merge`` to an answer that may be a future (it never is for these two APIs today)."""
-    if hasattr(answer, "__await__"):
+def then(answer: Answer, kind: type[R], merge: Callable[[R], Response]) -> Answer:
+    """Apply ``merge`` to an answer (a ``kind`` response) that may be a future (it never is for the APIs
+    that use this today)."""
 
-        async def merged() -> Any:
-            return merge(await answer)
+    def checked(response: Response) -> Response:
+        if not isinstance(response, kind):
+            raise TypeError(f"expected a {kind.__name__}, got a {type(response).__name__}")
+        return merge(response)
 
-        return merged()
-    return merge(answer)
+    if isinstance(answer, Response):
+        return checked(answer)
+
+    async def merged() -> Response:
+        return checked(await answer)
+
+    return merged()

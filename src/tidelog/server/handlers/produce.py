@@ -18,7 +18,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
 from tidelog.server.clock import Clock
-from tidelog.server.dispatch import NO_RESPONSE, RequestContext
+from tidelog.server.dispatch import NO_RESPONSE, Answer, NoResponse, RequestContext
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.produce_purgatory import PendingAppend
 from tidelog.server.replica_manager import ReplicaManager
@@ -59,7 +59,7 @@ class ProduceHandler:
         self._metadata = metadata
         self._clock = clock
 
-    def handle(self, ctx: RequestContext, request: ProduceRequest) -> object:
+    def handle(self, ctx: RequestContext, request: ProduceRequest) -> Answer | NoResponse:
         acks = request.acks
         now = self._clock.now_ms()
         responses = []

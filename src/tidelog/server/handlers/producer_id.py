@@ -22,7 +22,7 @@ import logging
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
-from tidelog.server.dispatch import RequestContext
+from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.producer_id_manager import ProducerIdManager, ProducerIdsNotReadyError
 from tidelog.server.txn_runtime import TransactionRuntime
 
@@ -38,10 +38,9 @@ class InitProducerIdHandler:
         self._producer_ids = producer_ids
         self._transactions = transactions
 
-    def handle(self, ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    def handle(self, ctx: RequestContext, request: InitProducerIdRequest) -> Answer:
         if request.transactional_id is not None:
-            response: InitProducerIdResponse = self._transactions.handle(ctx, request)
-            return response
+            return self._transactions.handle(ctx, request)
         try:
             producer_id = self._producer_ids.generate_producer_id()
         except ProducerIdsNotReadyError as exc:

@@ -22,12 +22,10 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from tidelog.protocol.schema import Request
-from tidelog.server.dispatch import RequestContext
+from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
@@ -95,11 +93,11 @@ class TransactionsHandler:
         self._replicas = replicas
         self._metadata = metadata
 
-    def handle(self, ctx: RequestContext, request: Request) -> Any:
+    def handle(self, ctx: RequestContext, request: Request) -> Answer:
         """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions."""
         return self._transactions.handle(ctx, request)
 
-    def txn_offset_commit(self, ctx: RequestContext, request: TxnOffsetCommitRequest) -> Any:
+    def txn_offset_commit(self, ctx: RequestContext, request: TxnOffsetCommitRequest) -> Answer:
         unknown = {
             (topic.name, p.partition_index)
             for topic in request.topics
@@ -151,4 +149,4 @@ class TransactionsHandler:
             result.throttle_time_ms = response.throttle_time_ms
             return result
 
-        return then(answer, merge)
+        return then(answer, TxnOffsetCommitResponse, merge)
