@@ -23,7 +23,7 @@ def make_broker(data: Path, *, topic: str | None = "t", **overrides: str) -> Bro
     config, _warnings = load_broker_config(None, {"log.dirs": str(data), **overrides})
     broker = Broker(config)
     if topic is not None and broker.metadata.topic(topic) is None:
-        broker.admin.create_topic(topic, 1, 1, {})
+        broker.admin.create_topic_now(topic, 1, 1, {})
     return broker
 
 

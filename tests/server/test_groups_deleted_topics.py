@@ -143,7 +143,7 @@ def test_deleted_topic_offsets_are_gone_for_good(fresh_broker: Broker) -> None:
 
 
 def create_in_process(broker: Any, name: str) -> None:
-    broker.admin.create_topic(name, 1, 1, {})
+    broker.admin.create_topic_now(name, 1, 1, {})
 
 
 def test_topic_deleted_while_the_partition_loads(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_topic_deleted_while_the_partition_loads(tmp_path: Path) -> None:
 
         again = make_broker(tmp_path)
         again.groups.start()  # every partition loading, nothing replayed yet
-        again.admin.delete_topic("t")
+        again.admin.delete_topic_now("t")
         create_in_process(again, "t")
         async with running(again):
             await until(lambda: not again.groups.coordinator.is_loading(partition_for("g", 50)))
@@ -188,7 +188,7 @@ def test_failed_tombstone_append_is_redone_after_the_reload(
                 return ErrorCode.KAFKA_STORAGE_ERROR, None, "disk on fire"
 
             monkeypatch.setattr(broker.replicas, "append", failing_append)
-            broker.admin.delete_topic("t")
+            broker.admin.delete_topic_now("t")
             assert calls == [OFFSETS_TOPIC]
             monkeypatch.setattr(broker.replicas, "append", real_append)
             await until(lambda: not broker.groups.coordinator.is_loading(partition_for("g", 50)))

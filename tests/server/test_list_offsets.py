@@ -17,7 +17,7 @@ def _broker(data: Path) -> Broker:
     config, _warnings = load_broker_config(None, {"log.dirs": str(data)})
     broker = Broker(config)
     for topic in ("damaged", "intact"):
-        broker.admin.create_topic(topic, 1, 1, {"segment.bytes": "400"})
+        broker.admin.create_topic_now(topic, 1, 1, {"segment.bytes": "400"})
         partition = broker.replicas.get(topic, 0)
         assert partition is not None
         for seq in range(8):

@@ -682,7 +682,7 @@ def verifier_for(topic: str) -> Callable[[str | None, int, int, str, int], Error
 
 def test_verified_transactional_produce_and_retriable_verification_errors(live: BrokerThread) -> None:
     topic = "txn-verified"
-    live.call(lambda: live.broker.admin.create_topic(topic, 1, 1, {}))
+    live.call(lambda: live.broker.admin.create_topic_now(topic, 1, 1, {}))
     wire = Wire(live.bootstrap)
     try:
         request = transactional_produce(topic, P1, 0, [b"a", b"b"], "tx")
@@ -740,7 +740,7 @@ def test_verified_transactional_produce_and_retriable_verification_errors(live: 
 
 def test_long_poll_read_committed_fetch_completes_when_the_marker_lands(live: BrokerThread) -> None:
     topic = "txn-long-poll"
-    live.call(lambda: live.broker.admin.create_topic(topic, 1, 1, {}))
+    live.call(lambda: live.broker.admin.create_topic_now(topic, 1, 1, {}))
     live.call(lambda: live.broker.replicas.set_transaction_verifier(verifier_for(topic)))
     wire = Wire(live.bootstrap)
     waiting = Wire(live.bootstrap)
@@ -768,7 +768,7 @@ def test_long_poll_read_committed_fetch_completes_when_the_marker_lands(live: Br
 @pytest.mark.parametrize("client", CLIENTS)
 def test_consumer_waits_behind_an_open_transaction(live: BrokerThread, client: str) -> None:
     topic = f"txn-wait-{client}"
-    live.call(lambda: live.broker.admin.create_topic(topic, 1, 1, {}))
+    live.call(lambda: live.broker.admin.create_topic_now(topic, 1, 1, {}))
     live.call(lambda: live.broker.replicas.set_transaction_verifier(verifier_for(topic)))
     before = encode_batch([SimpleRecord(key=None, value=b"before", timestamp=now_ms())])
     after = encode_batch([SimpleRecord(key=None, value=b"after", timestamp=now_ms())])

@@ -2,6 +2,11 @@
 grow topics, set topic config overrides and dynamic broker configs, and publish every change to the
 :class:`~tidelog.server.metadata_cache.MetadataCache` the handlers answer from.
 
+:class:`TopicAdmin` is what the handlers and coordinator runtimes use: this single-node
+:class:`AdminManager` and the cluster's :class:`~tidelog.server.cluster.zk_admin.ZkAdminManager` both
+implement it. Its operations are coroutines (a cluster waits for the metadata to show a change); here they
+complete at once through the synchronous ``*_now`` methods.
+
 Invariants:
 
 - The :class:`~tidelog.server.metadata_store.MetadataStore` is the truth of which topics exist: a change is
@@ -21,23 +26,98 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
+from tidelog.protocol.errors import ErrorCode
+from tidelog.replication.replica_assignment import (
+    AssignmentError,
+    assign_replicas_to_brokers,
+    check_assignment,
+)
 from tidelog.server.config import BrokerConfig, ConfigError, log_config_for_topic
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import InvalidConfigError
 from tidelog.storage.log_manager import LogManager
 
+from .admin_errors import AdminError
 from .dynamic_config import DynamicBrokerConfigs
 from .metadata_cache import MetadataCache, PartitionInfo, TopicInfo
 from .metadata_store import MetadataStore, TopicMetadata
 from .replica_manager import ReplicaManager
 
-__all__ = ["AdminManager", "TopicsDeletedListener"]
+__all__ = ["AdminManager", "TopicAdmin", "TopicsDeletedListener"]
 
 log = logging.getLogger("tidelog.admin")
 
 TopicsDeletedListener = Callable[[list[str]], None]
+
+
+class TopicAdmin(Protocol):
+    """Topic and config administration, on a single node or in a cluster."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def dynamic_configs(self) -> DynamicBrokerConfigs: ...
+
+    def add_topics_deleted_listener(self, listener: TopicsDeletedListener) -> None: ...
+
+    def log_config(self, topic_configs: Mapping[str, str]) -> LogConfig: ...
+
+    def check_new_topic(
+        self, num_partitions: int, replication_factor: int, assignments: Mapping[int, Sequence[int]] | None
+    ) -> None:
+        """Raise :class:`AdminError` if such a topic cannot be placed on the live brokers."""
+        ...
+
+    def ensure_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        is_internal: bool,
+    ) -> TopicInfo | None:
+        """The topic, created if missing; None while a cluster creates it in the background."""
+        ...
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        is_internal: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> TopicInfo | None:
+        """Create a topic; it once ready, None if ``timeout_ms`` ran out first. Raises :class:`AdminError`."""
+        ...
+
+    async def delete_topic(self, name: str, *, timeout_ms: int = 30_000) -> bool:
+        """Delete a topic; True once it is gone."""
+        ...
+
+    async def add_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        timeout_ms: int = 30_000,
+    ) -> bool:
+        """Grow a topic to ``count`` partitions; True once they are ready. Raises :class:`AdminError`."""
+        ...
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+    async def alter_broker_configs(
+        self, entity: str, configs: Mapping[str, str], *, validate_only: bool
+    ) -> None: ...
 
 
 class AdminManager:
@@ -127,7 +207,7 @@ class AdminManager:
 
     # -- topics ----------------------------------------------------------------------------------------
 
-    def create_topic(
+    def create_topic_now(
         self,
         name: str,
         num_partitions: int,
@@ -145,7 +225,7 @@ class AdminManager:
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         return self._publish(topic)
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    def delete_topic_now(self, name: str) -> TopicInfo:
         """Delete the topic, its partitions and every group's committed offsets of it. The offsets go
         first: a crash in between leaves the topic without offsets, never offsets that a topic created
         later with the same name would inherit."""
@@ -161,7 +241,7 @@ class AdminManager:
         log.info("deleted topic %s", name)
         return info
 
-    def add_partitions(self, name: str, count: int) -> TopicInfo:
+    def add_partitions_now(self, name: str, count: int) -> TopicInfo:
         topic = self._store.set_partitions(name, count)
         log_config = self.log_config(topic.configs)
         for index in range(count):
@@ -169,14 +249,16 @@ class AdminManager:
                 self._replicas.create(name, index, log_config)
         return self._publish(topic)
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+    def set_topic_configs_now(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         topic = self._store.set_configs(name, dict(configs))
         self._replicas.update_config(name, self.log_config(topic.configs))
         return self._publish(topic)
 
     # -- broker configs --------------------------------------------------------------------------------
 
-    def alter_broker_configs(self, entity: str, configs: Mapping[str, str], *, validate_only: bool) -> None:
+    def alter_broker_configs_now(
+        self, entity: str, configs: Mapping[str, str], *, validate_only: bool
+    ) -> None:
         """Make ``configs`` (validated) the dynamic layer ``entity`` (``""`` or this node's id): stored, then
         applied live to every partition log. Raises ``ConfigError`` and changes nothing if it cannot be."""
         config = self._configs.propose(entity, configs)
@@ -191,3 +273,89 @@ class AdminManager:
             self._replicas.update_config(name, log_config)
         level = "cluster default" if entity == "" else f"broker {entity}"
         log.info("dynamic broker configs (%s) are now %s", level, dict(configs) or "empty")
+
+    # -- TopicAdmin ------------------------------------------------------------------------------------
+
+    def check_new_topic(
+        self, num_partitions: int, replication_factor: int, assignments: Mapping[int, Sequence[int]] | None
+    ) -> None:
+        live = {self._node_id: None}
+        try:
+            if assignments:
+                check_assignment(assignments, sorted(live))
+            else:
+                assign_replicas_to_brokers(live, num_partitions, replication_factor)
+        except AssignmentError as exc:
+            code = (
+                ErrorCode.INVALID_REPLICATION_FACTOR
+                if exc.invalid_replication_factor
+                else ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                if assignments
+                else ErrorCode.INVALID_PARTITIONS
+            )
+            raise AdminError(code, str(exc)) from None
+
+    def ensure_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        is_internal: bool,
+    ) -> TopicInfo | None:
+        topic = self._cache.topic(name)
+        if topic is not None:
+            return topic
+        return self.create_topic_now(
+            name, num_partitions, replication_factor, configs, is_internal=is_internal
+        )
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        is_internal: bool = False,
+        timeout_ms: int = 30_000,  # noqa: ARG002 - TopicAdmin: a single node answers at once
+    ) -> TopicInfo | None:
+        if name in self._store:
+            raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        self.check_new_topic(num_partitions, replication_factor, assignments)
+        count = len(assignments) if assignments else num_partitions
+        return self.create_topic_now(name, count, replication_factor, configs, is_internal=is_internal)
+
+    async def delete_topic(self, name: str, *, timeout_ms: int = 30_000) -> bool:  # noqa: ARG002
+        self.delete_topic_now(name)
+        return True
+
+    async def add_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        timeout_ms: int = 30_000,  # noqa: ARG002 - TopicAdmin: a single node answers at once
+    ) -> bool:
+        topic = self._store.get(name)
+        if topic is None:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if assignments is not None:
+            added = {topic.num_partitions + i: tuple(r) for i, r in enumerate(assignments)}
+            try:
+                check_assignment(added, [self._node_id], first_partition=topic.num_partitions)
+            except AssignmentError as exc:
+                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+        self.add_partitions_now(name, count)
+        return True
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        self.set_topic_configs_now(name, configs)
+
+    async def alter_broker_configs(
+        self, entity: str, configs: Mapping[str, str], *, validate_only: bool
+    ) -> None:
+        self.alter_broker_configs_now(entity, configs, validate_only=validate_only)

@@ -52,7 +52,7 @@ from tidelog.protocol.schema import Request, Response
 from tidelog.replication.partition import Partition
 from tidelog.storage.producer_state import AppendOrigin
 
-from .admin_manager import AdminManager
+from .admin_manager import TopicAdmin
 from .clock import Clock
 from .coordinator_support import KeyedTimers, read_records, run_partition_loader
 from .dispatch import Answer
@@ -83,7 +83,7 @@ class CoordinatorRuntime(Generic[K]):
         self,
         coordinator: PartitionedCoordinator[K],
         *,
-        admin: AdminManager,
+        admin: TopicAdmin,
         metadata: MetadataCache,
         replicas: ReplicaManager,
         clock: Clock,
@@ -122,17 +122,19 @@ class CoordinatorRuntime(Generic[K]):
     def partition_for(self, key: str) -> int:
         return self.coordinator.partition_for(key)
 
-    def ensure_topic(self) -> TopicInfo:
-        """Create the internal topic if it does not exist (its partitions, empty, are loaded at once)."""
-        topic = self._metadata.topic(self.topic)
-        if topic is not None:
-            return topic
-        topic = self._admin.create_topic(
+    def ensure_topic(self) -> TopicInfo | None:
+        """The internal topic, created if it does not exist (None while a cluster creates it). A single
+        node's new, empty partitions are loaded at once; in a cluster each loads when its leadership
+        arrives."""
+        topic = self._admin.ensure_topic(
             self.topic, self.num_partitions, self._replication_factor, self._topic_configs, is_internal=True
         )
+        if topic is None or self._replicas.cluster_mode:
+            return topic
         for partition in range(topic.num_partitions):
-            if partition in self.coordinator.owned_partitions:  # the topic was deleted under us
-                self.apply(self.coordinator.unload(partition))
+            replica = self._replicas.get(self.topic, partition)
+            if replica is None or not replica.is_leader or partition in self.coordinator.owned_partitions:
+                continue
             self._begin_loading(partition)
             self._load_now(partition)
         return topic

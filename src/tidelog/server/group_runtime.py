@@ -39,7 +39,7 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.records import Compression, SimpleRecord, encode_batch
 from tidelog.protocol.schema import Request
-from tidelog.server.admin_manager import AdminManager
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.coordinator_runtime import CoordinatorRuntime
@@ -83,7 +83,7 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
     coordinator: GroupCoordinator
 
     def __init__(
-        self, *, admin: AdminManager, metadata: MetadataCache, replicas: ReplicaManager, clock: Clock
+        self, *, admin: TopicAdmin, metadata: MetadataCache, replicas: ReplicaManager, clock: Clock
     ) -> None:
         config = admin.config
         existing = metadata.topic(OFFSETS_TOPIC)
@@ -101,7 +101,7 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
         self._topics_image: tuple[tuple[tuple[str, object, int], ...], TopicsImage] | None = None
         admin.add_topics_deleted_listener(self.on_topics_deleted)
 
-    def ensure_offsets_topic(self) -> TopicInfo:
+    def ensure_offsets_topic(self) -> TopicInfo | None:
         """Create ``__consumer_offsets`` if it does not exist (its empty partitions are loaded at once)."""
         return self.ensure_topic()
 

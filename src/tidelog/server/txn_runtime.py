@@ -46,7 +46,7 @@ from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import ControlRecordType, SimpleRecord, encode_batch
 from tidelog.protocol.schema import Request
-from tidelog.server.admin_manager import AdminManager
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.coordinator_runtime import CoordinatorRuntime
@@ -105,7 +105,7 @@ class TransactionRuntime(CoordinatorRuntime[TxnTimerKey]):
     def __init__(
         self,
         *,
-        admin: AdminManager,
+        admin: TopicAdmin,
         metadata: MetadataCache,
         replicas: ReplicaManager,
         producer_ids: ProducerIdManager,
@@ -139,7 +139,7 @@ class TransactionRuntime(CoordinatorRuntime[TxnTimerKey]):
     def state_topic_exists(self) -> bool:
         return TRANSACTION_STATE_TOPIC in self._metadata
 
-    def ensure_state_topic(self) -> TopicInfo:
+    def ensure_state_topic(self) -> TopicInfo | None:
         """Create ``__transaction_state`` if it does not exist (its empty partitions are loaded at once)."""
         return self.ensure_topic()
 

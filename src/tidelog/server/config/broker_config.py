@@ -82,6 +82,11 @@ class BrokerConfig:
     delete_topic_enable: bool
     auto_leader_rebalance_enable: bool
     unclean_leader_election_enable: bool
+    leader_imbalance_per_broker_percentage: int
+    leader_imbalance_check_interval_seconds: int
+    controlled_shutdown_enable: bool
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
     min_insync_replicas: int
     compression_type: str
     message_max_bytes: int

@@ -13,7 +13,7 @@ dispatcher's own route.
 from __future__ import annotations
 
 from tidelog.protocol.messages import ApiKey
-from tidelog.server.admin_manager import AdminManager
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import Route
 from tidelog.server.fetch_purgatory import FetchPurgatory
@@ -50,7 +50,7 @@ def build_routes(
     *,
     replicas: ReplicaManager,
     metadata: MetadataCache,
-    admin: AdminManager,
+    admin: TopicAdmin,
     groups: GroupRuntime,
     transactions: TransactionRuntime,
     producer_ids: ProducerIdManager,

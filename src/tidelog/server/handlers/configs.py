@@ -22,7 +22,7 @@ from tidelog.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from tidelog.server.admin_manager import AdminManager
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.config import (
     BrokerConfig,
     ConfigEntry,
@@ -64,7 +64,7 @@ def _entry(e: ConfigEntry) -> DescribeConfigsResponse.DescribeConfigsResourceRes
 class ConfigsHandler:
     """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs through the admin manager."""
 
-    def __init__(self, admin: AdminManager, metadata: MetadataCache) -> None:
+    def __init__(self, admin: TopicAdmin, metadata: MetadataCache) -> None:
         self._admin = admin
         self._metadata = metadata
 
@@ -130,7 +130,7 @@ class ConfigsHandler:
             return self._check_broker(name)
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
-    def alter_configs(self, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    async def alter_configs(self, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
         response = AlterConfigsResponse()
         for resource in request.resources:
             result = AlterConfigsResponse.AlterConfigsResourceResponse(
@@ -142,7 +142,7 @@ class ConfigsHandler:
                 given = {c.name: c.value for c in resource.configs}
                 try:
                     if resource.resource_type == BROKER:
-                        self._admin.alter_broker_configs(
+                        await self._admin.alter_broker_configs(
                             resource.resource_name,
                             validate_broker_configs(given),
                             validate_only=request.validate_only,
@@ -150,14 +150,14 @@ class ConfigsHandler:
                     else:
                         configs = validate_topic_configs(given, self._admin.config)
                         if not request.validate_only:
-                            self._admin.set_topic_configs(resource.resource_name, configs)
+                            await self._admin.set_topic_configs(resource.resource_name, configs)
                 except ConfigError as exc:
                     problem = (exc.error_code, str(exc))
             if problem is not None:
                 result.error_code, result.error_message = problem
         return response
 
-    def incremental_alter_configs(
+    async def incremental_alter_configs(
         self, ctx: RequestContext, request: IncrementalAlterConfigsRequest
     ) -> IncrementalAlterConfigsResponse:
         response = IncrementalAlterConfigsResponse()
@@ -174,13 +174,15 @@ class ConfigsHandler:
                     if resource.resource_type == BROKER:
                         current = self._admin.dynamic_configs.layer(name)
                         layer = apply_incremental_broker_alter(current, operations, self._below(name))
-                        self._admin.alter_broker_configs(name, layer, validate_only=request.validate_only)
+                        await self._admin.alter_broker_configs(
+                            name, layer, validate_only=request.validate_only
+                        )
                     else:
                         topic = self._metadata.topic(name)
                         assert topic is not None
                         configs = apply_incremental_alter(self._admin.config, topic.configs, operations)
                         if not request.validate_only:
-                            self._admin.set_topic_configs(name, configs)
+                            await self._admin.set_topic_configs(name, configs)
                 except ConfigError as exc:
                     problem = (exc.error_code, str(exc))
             if problem is not None:

@@ -36,7 +36,7 @@ _Answer = tuple[ErrorCode, str | None, int, str, int]
 class CoordinatorLookup:
     """How keys of one type map to a partition of its coordinator's internal topic."""
 
-    ensure_topic: Callable[[], TopicInfo]
+    ensure_topic: Callable[[], TopicInfo | None]
     partition_for: Callable[[str], int]
 
 
@@ -54,7 +54,7 @@ class FindCoordinatorHandler:
                 return ErrorCode.INVALID_REQUEST, "Share groups are not enabled on this broker.", -1, "", -1
             return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}", -1, "", -1
         topic = lookup.ensure_topic()
-        partition = topic.partition(lookup.partition_for(key))
+        partition = topic.partition(lookup.partition_for(key)) if topic is not None else None
         broker = self._metadata.broker(partition.leader) if partition is not None else None
         endpoint = broker.endpoint(ctx.listener_name) if broker is not None else None
         if partition is None or endpoint is None:

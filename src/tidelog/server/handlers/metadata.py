@@ -21,7 +21,7 @@ from tidelog.protocol.messages import (
     MetadataRequest,
     MetadataResponse,
 )
-from tidelog.server.admin_manager import AdminManager
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 
@@ -42,7 +42,7 @@ def _controller_id(metadata: MetadataCache, listed: set[int]) -> int:
 class MetadataHandler:
     """Metadata from the cache; auto-creation through the admin manager."""
 
-    def __init__(self, metadata: MetadataCache, admin: AdminManager) -> None:
+    def __init__(self, metadata: MetadataCache, admin: TopicAdmin) -> None:
         self._metadata = metadata
         self._admin = admin
 
@@ -82,6 +82,15 @@ class MetadataHandler:
                     error = topic_name_error(wanted.name)
                     if error is None and allow and self._admin.config.auto_create_topics_enable:
                         topic = auto_create_topic(self._admin, wanted.name)
+                        if topic is None:  # a cluster creates it: clients retry until it has leaders
+                            response.topics.append(
+                                MetadataResponse.MetadataResponseTopic(
+                                    error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                                    name=wanted.name,
+                                    topic_id=_ZERO_UUID,
+                                )
+                            )
+                            continue
                     if topic is None:
                         code = (
                             ErrorCode.INVALID_TOPIC_EXCEPTION

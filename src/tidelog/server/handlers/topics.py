@@ -2,8 +2,10 @@
 
 Invariants: a topic name is valid as Kafka defines it (1-249 chars of [a-zA-Z0-9._-], not "." or "..");
 every error is reported per topic with Kafka's code and a message naming the problem; ``validate_only``
-changes nothing; partitions can only be added, never removed; on a single node the only replication
-factor is 1 (or -1, the broker default).
+changes nothing; partitions can only be added, never removed; a replication factor above the live
+brokers is INVALID_REPLICATION_FACTOR, an assignment naming a broker that is not alive
+INVALID_REPLICA_ASSIGNMENT. In a cluster the answer waits (up to the request's ``timeout_ms``) until the
+metadata shows the change (REQUEST_TIMED_OUT after that: the change stands, as in Kafka).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from tidelog.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from tidelog.server.admin_manager import AdminManager
+from tidelog.server.admin_errors import AdminError
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.config import ConfigError, describe_topic_configs, validate_topic_configs
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
@@ -45,18 +48,22 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
-def auto_create_topic(admin: AdminManager, name: str) -> TopicInfo:
-    return admin.create_topic(name, admin.config.num_partitions, admin.config.default_replication_factor, {})
+def auto_create_topic(admin: TopicAdmin, name: str) -> TopicInfo | None:
+    """Create ``name`` with the broker's defaults (Metadata's auto-creation); None while a cluster creates it."""
+    config = admin.config
+    return admin.ensure_topic(
+        name, config.num_partitions, config.default_replication_factor, {}, is_internal=False
+    )
 
 
 class TopicsHandler:
-    """CreateTopics, DeleteTopics and CreatePartitions through the admin manager."""
+    """CreateTopics, DeleteTopics and CreatePartitions through the topic admin (single node or cluster)."""
 
-    def __init__(self, admin: AdminManager, metadata: MetadataCache) -> None:
+    def __init__(self, admin: TopicAdmin, metadata: MetadataCache) -> None:
         self._admin = admin
         self._metadata = metadata
 
-    def create_topics(self, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    async def create_topics(self, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
         response = CreateTopicsResponse()
         seen: set[str] = set()
         for wanted in request.topics:
@@ -71,18 +78,40 @@ class TopicsHandler:
                 result.error_code, result.error_message = error
                 result.topic_config_error_code = ErrorCode.NONE
                 continue
-            num_partitions = (
-                self._admin.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+            config = self._admin.config
+            num_partitions = config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+            replication = (
+                config.default_replication_factor
+                if wanted.replication_factor == -1
+                else wanted.replication_factor
             )
-            if wanted.assignments:
-                num_partitions = len(wanted.assignments)
-            replication = 1 if wanted.replication_factor == -1 else wanted.replication_factor
+            assignments = {a.partition_index: tuple(a.broker_ids) for a in wanted.assignments} or None
+            if assignments:
+                num_partitions = len(assignments)
+                replication = len(next(iter(assignments.values())))
             configs = {c.name: c.value for c in wanted.configs if c.value is not None}
             result.num_partitions = num_partitions
             result.replication_factor = replication
-            if not request.validate_only:
-                topic = self._admin.create_topic(wanted.name, num_partitions, replication, configs)
-                result.topic_id = topic.topic_id
+            try:
+                if request.validate_only:
+                    self._admin.check_new_topic(num_partitions, replication, assignments)
+                else:
+                    topic = await self._admin.create_topic(
+                        wanted.name,
+                        num_partitions,
+                        replication,
+                        configs,
+                        assignments=assignments,
+                        timeout_ms=request.timeout_ms,
+                    )
+                    if topic is not None:
+                        result.topic_id = topic.topic_id
+                    elif request.timeout_ms > 0:
+                        result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                        result.error_message = f"Topic '{wanted.name}' was created but is not ready yet."
+            except AdminError as exc:
+                result.error_code, result.error_message = exc.error_code, exc.message
+                continue
             if ctx.api_version >= 5:
                 result.configs = [
                     CreateTopicsResponse.CreatableTopicConfigs(
@@ -92,7 +121,7 @@ class TopicsHandler:
                         config_source=int(d.source),
                         is_sensitive=d.is_sensitive,
                     )
-                    for d in describe_topic_configs(self._admin.config, configs)
+                    for d in describe_topic_configs(config, configs)
                 ]
         return response
 
@@ -108,12 +137,6 @@ class TopicsHandler:
                     ErrorCode.INVALID_REQUEST,
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
                 )
-            for assignment in wanted.assignments:
-                if list(assignment.broker_ids) != [self._metadata.node_id]:
-                    return (
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Replica assignment {list(assignment.broker_ids)} names brokers other than {self._metadata.node_id}",
-                    )
         else:
             if (
                 wanted.num_partitions == 0
@@ -123,18 +146,13 @@ class TopicsHandler:
                 return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             if wanted.replication_factor == 0 or wanted.replication_factor < -1:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-            if wanted.replication_factor > 1:
-                return (
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Replication factor: {wanted.replication_factor} larger than available brokers: 1.",
-                )
         try:
             validate_topic_configs({c.name: c.value for c in wanted.configs}, self._admin.config)
         except ConfigError as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
         return None
 
-    def delete_topics(self, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    async def delete_topics(self, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         response = DeleteTopicsResponse()
         wanted: list[tuple[str | None, uuid.UUID | None]]
         if ctx.api_version >= 6:
@@ -169,10 +187,12 @@ class TopicsHandler:
                     f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
                 )
                 continue
-            self._admin.delete_topic(topic.name)
+            if not await self._admin.delete_topic(topic.name, timeout_ms=request.timeout_ms):
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = f"Topic '{topic.name}' is marked for deletion but not deleted yet."
         return response
 
-    def create_partitions(
+    async def create_partitions(
         self, ctx: RequestContext, request: CreatePartitionsRequest
     ) -> CreatePartitionsResponse:
         response = CreatePartitionsResponse()
@@ -195,6 +215,7 @@ class TopicsHandler:
                 result.error_code = ErrorCode.INVALID_PARTITIONS
                 result.error_message = f"Too many partitions: {wanted.count}"
                 continue
+            assignments = None
             if wanted.assignments is not None:
                 if len(wanted.assignments) != wanted.count - topic.num_partitions:
                     result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
@@ -202,10 +223,17 @@ class TopicsHandler:
                         "The number of assignments must equal the number of partitions added."
                     )
                     continue
-                if any(list(a.broker_ids) != [self._metadata.node_id] for a in wanted.assignments):
-                    result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                    result.error_message = f"Only broker {self._metadata.node_id} exists."
-                    continue
-            if not request.validate_only:
-                self._admin.add_partitions(wanted.name, wanted.count)
+                assignments = [tuple(a.broker_ids) for a in wanted.assignments]
+            if request.validate_only:
+                continue
+            try:
+                if not await self._admin.add_partitions(
+                    wanted.name, wanted.count, assignments=assignments, timeout_ms=request.timeout_ms
+                ):
+                    result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                    result.error_message = (
+                        f"The partitions of '{wanted.name}' were added but are not ready yet."
+                    )
+            except AdminError as exc:
+                result.error_code, result.error_message = exc.error_code, exc.message
         return response

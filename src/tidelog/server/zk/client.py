@@ -379,6 +379,30 @@ class KafkaZkClient:
         if failure is not None:
             raise ZkError(f"writing the assignment of topic {assignment.topic!r} failed: {failure!r}")
 
+    async def add_topic_partitions(self, topic: str, added: Mapping[int, Sequence[int]]) -> TopicAssignment:
+        """Add partitions to ``/brokers/topics/T`` (Kafka's ``AdminZkClient.addPartitions``: not a controller
+        write), conditional on the version read: a concurrent change raises :class:`ZkError` instead of
+        being overwritten. Returns the new assignment."""
+        found = await self.session.get(paths.topic_path(topic))
+        if found is None:
+            raise ZkError(f"topic {topic!r} does not exist")
+        current = decode_topic_assignment(topic, found[0])
+        clash = sorted(set(added) & set(current.partitions))
+        if clash:
+            raise ZkError(f"topic {topic!r} already has partitions {clash}")
+        updated = TopicAssignment(
+            topic,
+            current.topic_id,
+            {**current.partitions, **{p: ReplicaAssignment(tuple(r)) for p, r in added.items()}},
+        )
+        try:
+            await self.session.set(
+                paths.topic_path(topic), encode_topic_assignment(updated), int(found[1].version)
+            )
+        except BadVersionError:
+            raise ZkError(f"topic {topic!r} changed while partitions were added; try again") from None
+        return updated
+
     async def get_all_topics(self) -> set[str]:
         return set(await self.session.get_children(paths.TOPICS) or [])
 
