@@ -42,8 +42,9 @@ from tidelog.server.config.listeners import advertised_endpoint
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 
-from .admin_manager import AdminManager
+from .admin_manager import AdminManager, TopicAdmin
 from .clock import SYSTEM_CLOCK, Clock
+from .cluster.member import ClusterMember
 from .connection import Connection
 from .dispatch import Dispatcher
 from .dynamic_config import DynamicBrokerConfigs
@@ -55,10 +56,11 @@ from .log_flush_task import LogFlushTask
 from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
 from .metadata_store import MetadataStore
 from .producer_id_floor import highest_in_logs
-from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
+from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .replica_manager import ReplicaManager
 from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
+from .zk.client import KafkaZkClient
 
 __all__ = ["Broker"]
 
@@ -68,13 +70,16 @@ log = logging.getLogger("tidelog.broker")
 class Broker:
     """A single tidelog broker process: the one place its parts are built and wired together."""
 
-    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK, zk: KafkaZkClient | None = None
+    ) -> None:
+        """A single node, or with ``zk`` (connected, its cluster id in ``config.cluster_id``) a cluster member."""
         self.clock = clock
         self.node_id = config.node_id
         log_dirs = [Path(d) for d in config.log_dirs]
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_configs = DynamicBrokerConfigs(config, log_dirs[0])
-        self.metadata_store = MetadataStore(log_dirs[0])
+        self.metadata_store = MetadataStore(log_dirs[0]) if zk is None else None
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(self.dynamic_configs.config, {}),
@@ -85,18 +90,44 @@ class Broker:
         )
         self.cluster_id = self.logs.cluster_id
         self.metadata = MetadataCache(self.node_id, self.cluster_id)
-        self.metadata.set_controller(self.node_id)
-        self.producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
-        self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
-        self.replicas = ReplicaManager(self.logs, clock, node_id=self.node_id, metadata=self.metadata)
-        self.fetch_purgatory = self.replicas.fetch_purgatory
-        self.admin = AdminManager(
+        self.replicas = ReplicaManager(
+            self.logs,
+            clock,
             node_id=self.node_id,
-            store=self.metadata_store,
-            configs=self.dynamic_configs,
-            replicas=self.replicas,
-            cache=self.metadata,
+            metadata=self.metadata,
+            cluster_mode=zk is not None,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
+        self.fetch_purgatory = self.replicas.fetch_purgatory
+        self.admin: TopicAdmin
+        self.producer_ids: ProducerIds
+        self.cluster: ClusterMember | None = None
+        if zk is None:
+            assert self.metadata_store is not None
+            self.metadata.set_controller(self.node_id)
+            producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
+            self.producer_ids = producer_ids
+            local_admin = AdminManager(
+                node_id=self.node_id,
+                store=self.metadata_store,
+                configs=self.dynamic_configs,
+                replicas=self.replicas,
+                cache=self.metadata,
+            )
+            self.admin = local_admin
+        else:
+            self.cluster = ClusterMember(
+                zk,
+                node_id=self.node_id,
+                configs=self.dynamic_configs,
+                metadata=self.metadata,
+                replicas=self.replicas,
+                logs=self.logs,
+                advertised=self._advertised_endpoints,
+            )
+            self.admin = self.cluster.admin
+            self.producer_ids = self.cluster.producer_ids
+        self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
         self.log_cleaner = LogCleanerTask(
             self.logs,
             cleaner_config(config),
@@ -104,7 +135,8 @@ class Broker:
             after_swap=self.logs.checkpoint_recovery_points,
         )
         self.log_flusher = LogFlushTask(lambda: [plog for _tp, plog in self.logs], clock_ms=clock.now_ms)
-        self.admin.load(self.logs)
+        if zk is None:
+            local_admin.load(self.logs)
         self.groups = GroupRuntime(
             admin=self.admin, metadata=self.metadata, replicas=self.replicas, clock=clock
         )
@@ -136,7 +168,8 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._connection_ids = itertools.count(1)
         self._stopping = False
-        self._publish_self()
+        if zk is None:
+            self._publish_self()
 
     @property
     def config(self) -> BrokerConfig:
@@ -144,17 +177,24 @@ class Broker:
         return self.dynamic_configs.config
 
     def _stored_topic_log_config(self, name: str) -> LogConfig | None:
-        topic = self.metadata_store.get(name)
+        """A topic's log config at recovery: from the local store on a single node; in a cluster the
+        defaults until the cluster's configs are read (the watcher applies them before anything is served)."""
+        topic = self.metadata_store.get(name) if self.metadata_store is not None else None
         return None if topic is None else log_config_for_topic(self.dynamic_configs.config, topic.configs)
 
-    def _publish_self(self) -> None:
-        """This broker's entry in the metadata cache: its advertised endpoint on every client listener."""
+    def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
+        """(listener, host, port, security protocol) of every client listener, as clients are told them."""
         endpoints = []
         for listener in self.config.broker_listeners:
             host, port = self.advertised_host_port(listener.name)
             protocol = self.config.listener_security_protocol_map.get(listener.name, listener.name)
-            endpoints.append(Endpoint(listener.name, host, port, protocol))
-        self.metadata.put_broker(BrokerInfo(self.node_id, tuple(endpoints), rack=self.config.broker_rack))
+            endpoints.append((listener.name, host, port, protocol))
+        return endpoints
+
+    def _publish_self(self) -> None:
+        """A single node's entry in the metadata cache: its advertised endpoint on every client listener."""
+        endpoints = tuple(Endpoint(*e) for e in self._advertised_endpoints())
+        self.metadata.put_broker(BrokerInfo(self.node_id, endpoints, rack=self.config.broker_rack))
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -163,7 +203,8 @@ class Broker:
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port
-        self._publish_self()
+        if self.cluster is None:
+            self._publish_self()
         self.groups.start()
         self.transactions.start()
         self._background = [
@@ -192,6 +233,8 @@ class Broker:
                     self._every(lambda: self.config.log_cleaner_backoff_ms, self.log_cleaner.run_once)
                 )
             )
+        if self.cluster is not None:
+            await self.cluster.start()
         for bound in self.bound_listeners:
             log.info(
                 "listening on %s:%s for %s, advertised as %s:%s (node %s, cluster %s)",
@@ -310,5 +353,7 @@ class Broker:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.cluster is not None:
+            await self.cluster.stop()
         self.logs.shutdown(self.clock.now_ms())
         log.info("shut down cleanly")

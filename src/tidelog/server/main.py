@@ -11,6 +11,7 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +21,10 @@ import time
 from pathlib import Path
 
 from tidelog.server.config import BrokerConfig
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.errors import ZkError
 from tidelog.storage.errors import StorageError
+from tidelog.storage.meta_properties import new_cluster_id
 
 __all__ = ["configure_logging", "run_broker"]
 
@@ -68,23 +72,51 @@ def run_broker(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
     return uvloop.run(_main(config, ready_file))
 
 
+async def _connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, BrokerConfig]:
+    """Cluster mode: the ZooKeeper session, and the config with the cluster's id (created by the first broker
+    of a new cluster, as Kafka does)."""
+    connect = config.zookeeper_connect
+    assert connect is not None
+    zk = await KafkaZkClient.connect(
+        connect,
+        session_timeout_ms=config.zookeeper_session_timeout_ms,
+        connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+    )
+    await zk.create_top_level_paths()
+    cluster_id = await zk.create_or_get_cluster_id(new_cluster_id())
+    if config.cluster_id is not None and config.cluster_id != cluster_id:
+        await zk.close()
+        raise ValueError(
+            f"cluster.id {config.cluster_id} does not match the cluster's id {cluster_id} in ZooKeeper"
+        )
+    log.info("connected to ZooKeeper at %s: cluster %s", connect, cluster_id)
+    return zk, dataclasses.replace(config, cluster_id=cluster_id)
+
+
 async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
     from tidelog.server.broker import Broker
 
     loop = asyncio.get_running_loop()
+    zk: KafkaZkClient | None = None
     try:
-        broker = Broker(config)
-    except (RuntimeError, OSError, ValueError, StorageError) as exc:
+        if config.zookeeper_connect:
+            zk, config = await _connect_zookeeper(config)
+        broker = Broker(config, zk=zk)
+    except (RuntimeError, OSError, ValueError, StorageError, ZkError) as exc:
         log.error("cannot start broker: %s", exc)
+        if zk is not None:
+            await zk.close()
         return 1
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except OSError as exc:
+    except (OSError, ZkError) as exc:
         log.error("cannot start broker: %s", exc)  # a ListenerBindError names the listener
         broker.logs.shutdown()
+        if zk is not None:
+            await zk.close()
         return 1
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
@@ -96,4 +128,6 @@ async def _main(config: BrokerConfig, ready_file: Path | None) -> int:
         loop.remove_signal_handler(sig)
         loop.add_signal_handler(sig, lambda: None)
     await broker.stop()
+    if zk is not None:
+        await zk.close()
     return 0

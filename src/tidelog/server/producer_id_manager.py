@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from tidelog.server.json_checksum import json_crc32c
 from tidelog.storage.checkpoint import atomic_write
@@ -59,6 +59,7 @@ __all__ = [
     "PRODUCER_ID_BLOCK_SIZE",
     "ProducerIdBlockError",
     "ProducerIdManager",
+    "ProducerIds",
     "ProducerIdsNotReadyError",
 ]
 
@@ -84,6 +85,22 @@ def _checksum(record: dict[str, object]) -> int:
 class ProducerIdsNotReadyError(OSError):
     """No id can be handed out yet: a source of the floor is still loading. An ``OSError`` because every
     caller already answers "cannot reserve ids" with the retriable COORDINATOR_LOAD_IN_PROGRESS."""
+
+
+class ProducerIds(Protocol):
+    """What hands out producer ids: this file-backed manager on a single node, ZooKeeper's blocks in a
+    cluster (:class:`~tidelog.server.cluster.zk_producer_ids.ZkProducerIdManager`)."""
+
+    @property
+    def holds(self) -> frozenset[str]: ...
+
+    def generate_producer_id(self) -> int: ...
+
+    def raise_floor(self, in_use: int, where: str) -> bool: ...
+
+    def hold(self, key: str) -> None: ...
+
+    def release(self, key: str, in_use: int, where: str) -> None: ...
 
 
 class ProducerIdManager:

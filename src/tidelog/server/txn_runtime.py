@@ -54,7 +54,7 @@ from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.producer_id_floor import NONE_IN_USE, highest_in_transactions
-from tidelog.server.producer_id_manager import ProducerIdManager
+from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.producer_state import AppendOrigin
 
@@ -108,7 +108,7 @@ class TransactionRuntime(CoordinatorRuntime[TxnTimerKey]):
         admin: TopicAdmin,
         metadata: MetadataCache,
         replicas: ReplicaManager,
-        producer_ids: ProducerIdManager,
+        producer_ids: ProducerIds,
         groups: GroupRuntime,
         clock: Clock,
     ) -> None:

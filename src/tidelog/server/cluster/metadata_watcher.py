@@ -243,6 +243,7 @@ class MetadataWatcher:
         topic = self._topics.setdefault(name, _Topic())
         topic.assignment = await self._zk.get_topic_assignment(name)
         topic.configs = await self._zk.get_topic_config(name)
+        self._replicas.update_config(name, self._log_config(topic.configs))
         if topic.assignment is not None:
             tps = [TopicPartition(name, index) for index in topic.assignment.partitions]
             states = await self._zk.get_partition_states(tps)

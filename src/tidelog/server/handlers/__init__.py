@@ -19,7 +19,7 @@ from tidelog.server.dispatch import Route
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
-from tidelog.server.producer_id_manager import ProducerIdManager
+from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.txn_runtime import TransactionRuntime
 
@@ -53,7 +53,7 @@ def build_routes(
     admin: TopicAdmin,
     groups: GroupRuntime,
     transactions: TransactionRuntime,
-    producer_ids: ProducerIdManager,
+    producer_ids: ProducerIds,
     fetch_purgatory: FetchPurgatory,
     clock: Clock,
 ) -> list[Route]:

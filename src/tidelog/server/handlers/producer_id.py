@@ -23,7 +23,7 @@ import logging
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from tidelog.server.dispatch import Answer, RequestContext
-from tidelog.server.producer_id_manager import ProducerIdManager, ProducerIdsNotReadyError
+from tidelog.server.producer_id_manager import ProducerIds, ProducerIdsNotReadyError
 from tidelog.server.txn_runtime import TransactionRuntime
 
 __all__ = ["InitProducerIdHandler"]
@@ -34,7 +34,7 @@ log = logging.getLogger("tidelog.producer_id")
 class InitProducerIdHandler:
     """InitProducerId: new ids from the producer id manager, transactional ids to the transaction runtime."""
 
-    def __init__(self, producer_ids: ProducerIdManager, transactions: TransactionRuntime) -> None:
+    def __init__(self, producer_ids: ProducerIds, transactions: TransactionRuntime) -> None:
         self._producer_ids = producer_ids
         self._transactions = transactions
 
