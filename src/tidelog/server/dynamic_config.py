@@ -178,6 +178,29 @@ class DynamicBrokerConfigs:
         self._layers = layers
         self.config = config
 
+    def replace_layers(
+        self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]
+    ) -> BrokerConfig:
+        """Cluster mode: the layers as ZooKeeper stores them (``/config/brokers/<default>`` and this broker's),
+        each key validated (an invalid one is warned about and left out); nothing is written here, ZooKeeper
+        is the store. Returns the new effective config."""
+        layers: dict[str, dict[str, str]] = {}
+        for entity, configs in ((CLUSTER_DEFAULT, cluster_default), (self.node, this_broker)):
+            layers[entity] = {}
+            for name, value in configs.items():
+                try:
+                    layers[entity].update(validate_broker_configs({name: value}))
+                except ConfigError as exc:
+                    log.warning("ignoring dynamic broker config %s=%s from ZooKeeper: %s", name, value, exc)
+        try:
+            config = self._compose(layers)
+        except ConfigError as exc:
+            log.warning("dynamic broker configs from ZooKeeper are not applied: %s", exc)
+            return self.config
+        self._layers = layers
+        self.config = config
+        return config
+
     def _compose(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
         return self.static.with_dynamic(layers.get(CLUSTER_DEFAULT, {}), layers.get(self.node, {}))
 

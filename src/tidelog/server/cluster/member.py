@@ -72,7 +72,13 @@ class ClusterMember:
         for tp, _log in logs:
             replicas.load(tp.topic, tp.partition)  # offline until the cluster's state of it is applied
         self.watcher = MetadataWatcher(
-            zk, node_id=node_id, metadata=metadata, replicas=replicas, logs=logs, log_config=self.log_config
+            zk,
+            node_id=node_id,
+            metadata=metadata,
+            replicas=replicas,
+            logs=logs,
+            log_config=self.log_config,
+            broker_configs=configs,
         )
         self.admin = ZkAdminManager(zk, metadata=metadata, watcher=self.watcher, configs=configs)
         self.producer_ids = ZkProducerIdManager(zk, node_id=node_id)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from tidelog.coordinator.common import INTERNAL_TOPICS
 from tidelog.protocol import TopicPartition
 from tidelog.replication.leader_and_isr import LeaderAndIsr
+from tidelog.server.dynamic_config import DynamicBrokerConfigs
 from tidelog.server.metadata_cache import BrokerInfo, Endpoint, MetadataCache, PartitionInfo, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.zk.client import KafkaZkClient, LiveBroker
@@ -41,6 +42,8 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 
 __all__ = ["MetadataWatcher"]
+
+_DEFAULT_BROKER_ENTITY = "brokers/<default>"
 
 log = logging.getLogger("tidelog.cluster.metadata")
 
@@ -68,6 +71,7 @@ class MetadataWatcher:
         replicas: ReplicaManager,
         logs: LogManager,
         log_config: Callable[[dict[str, str]], LogConfig],
+        broker_configs: DynamicBrokerConfigs | None = None,
     ) -> None:
         self._zk = zk
         self._node_id = node_id
@@ -75,6 +79,7 @@ class MetadataWatcher:
         self._replicas = replicas
         self._logs = logs
         self._log_config = log_config
+        self._broker_configs = broker_configs
         self._events: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
         self._topics: dict[str, _Topic] = {}
         self._brokers: dict[int, LiveBroker] = {}
@@ -107,6 +112,7 @@ class MetadataWatcher:
 
     async def start(self) -> None:
         """Read everything, set the watches, and return once the cache holds ZooKeeper's state."""
+        await self._load_broker_configs()
         brokers = await self._zk.get_live_brokers()
         self._brokers = dict(brokers)
         self._publish_brokers()
@@ -309,6 +315,9 @@ class MetadataWatcher:
                 continue
             self._last_config_change = number
             entity = await self._zk.get_config_change_notification(sequence)
+            if entity is not None and entity in (_DEFAULT_BROKER_ENTITY, f"brokers/{self._node_id}"):
+                await self._load_broker_configs()
+                continue
             if entity is None or not entity.startswith("topics/"):
                 continue
             name = entity.split("/", 1)[1]
@@ -319,6 +328,21 @@ class MetadataWatcher:
             self._replicas.update_config(name, self._log_config(topic.configs))
             self._publish_topic(name)
             log.info("topic %s configs are now %s", name, topic.configs or "the defaults")
+
+    async def _load_broker_configs(self) -> None:
+        """The dynamic broker configs of ZooKeeper (the cluster default and this broker's), applied to every
+        partition log (topics without an override take the new defaults)."""
+        if self._broker_configs is None:
+            return
+        before = self._broker_configs.config
+        config = self._broker_configs.replace_layers(
+            await self._zk.get_entity_config("brokers", "<default>"),
+            await self._zk.get_entity_config("brokers", str(self._node_id)),
+        )
+        if config is before:
+            return
+        for name, topic in self._topics.items():
+            self._replicas.update_config(name, self._log_config(topic.configs))
 
     # -- applying --------------------------------------------------------------------------------------
 
