@@ -109,7 +109,7 @@ def test_preferred_replica_imbalance_is_per_broker_above_the_percentage() -> Non
     ctx.leadership[TopicPartition("u", 0)] = state(2, (2, 1))  # broker 1 leads 3 of its 4 preferred
     assert ctx.preferred_replica_imbalance(25) == []  # 1/4 is not above 25 %
     assert ctx.preferred_replica_imbalance(24) == [TopicPartition("u", 0)]
-    ctx.leadership[TopicPartition("u", 0)] = state(2, (2,))  # the preferred replica is not in the ISR
+    ctx.remove_live_brokers([1])  # the preferred replica is not live
     assert ctx.preferred_replica_imbalance(0) == []
 
 
@@ -126,4 +126,9 @@ def test_removing_a_topic_forgets_its_states_and_deletion() -> None:
     ctx.leadership[T0] = state(1, (1,))
     ctx.topics_to_delete.add("t")
     ctx.remove_topic("t")
-    assert (ctx.all_topics, ctx.leadership, ctx.topics_to_delete, ctx.topic_ids) == (frozenset(), {}, set(), {})
+    assert (ctx.all_topics, ctx.leadership, ctx.topics_to_delete, ctx.topic_ids) == (
+        frozenset(),
+        {},
+        set(),
+        {},
+    )

@@ -236,8 +236,9 @@ class ControllerContext:
     def preferred_replica_imbalance(self, imbalance_percentage: int) -> list[TopicPartition]:
         """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for each broker, the partitions whose preferred
         (first assigned) replica it is; if the fraction of them it does not lead is above
-        ``imbalance_percentage`` %, those whose preferred replica is live and in the (cached) ISR are
-        candidates for a preferred election. Partitions being deleted are left out."""
+        ``imbalance_percentage`` %, those it does not lead are candidates for a preferred election if it is
+        live. Whether it is in the ISR is left to :meth:`decide_preferred` on the state read then: the
+        cached ISR misses the leaders' own ISR expansions. Partitions being deleted are left out."""
         by_preferred: dict[int, list[TopicPartition]] = {}
         for tp in self.partitions():
             replicas = self.replicas(tp)
@@ -251,12 +252,8 @@ class ControllerContext:
                 for tp in partitions
                 if (state := self.leadership.get(tp)) is not None and state.leader != broker_id
             ]
-            if len(not_led) / len(partitions) <= imbalance_percentage / 100:
-                continue
-            for tp in not_led:
-                state = self.leadership[tp]
-                if broker_id in live and broker_id in state.isr:
-                    candidates.append(tp)
+            if broker_id in live and len(not_led) / len(partitions) > imbalance_percentage / 100:
+                candidates += not_led
         return candidates
 
     def leader_of(self, tp: TopicPartition) -> int:
