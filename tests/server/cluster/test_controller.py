@@ -712,6 +712,13 @@ def test_preferred_leaders_are_restored_by_the_periodic_rebalance(connect: str, 
             # The leader lets broker 1 back in the ISR: the rebalance makes it the leader again.
             expanded = await c.brokers[2].update_isr(tp("t", 0), moved.with_isr((2, 3, 1)))
             assert not isinstance(expanded, BadVersion)
+            await c.brokers[2].propagate_isr_changes([tp("t", 0)])  # a Kafka leader's announcement
+
+            async def notification_cleared() -> bool:
+                return await c.admin.get_isr_change_notifications() == []
+
+            await eventually(notification_cleared, "the ISR change notification is deleted")
+            assert controller.context.leadership[tp("t", 0)].isr == (2, 3, 1)
             back = await c.wait_state(tp("t", 0), lambda s: s.leader == 1, "leader 1")
             assert brief(back) == (1, (2, 3, 1), 2)
             assert brief(await c.state(tp("t", 1))) == (2, (2, 3), 1)  # 1 is not its preferred leader

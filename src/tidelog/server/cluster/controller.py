@@ -37,10 +37,11 @@ Invariants:
 - Every decision is logged at INFO in Kafka's words
   (``Partition t-0 elected leader 2 with ISR [2,3] at leader epoch 5 (offline partition election)``).
 
-Not done (Kafka's controller does them): partition reassignment (``/admin/reassign_partitions``,
-``adding_replicas`` / ``removing_replicas`` are carried, never acted on), ``/isr_change_notification``
-(the controller never trusts its cached ISR, it re-reads), log-directory failures, KIP-704's RECOVERING
-state after an unclean election (written as RECOVERED, as before Kafka 3.2), feature versioning.
+Not done (Kafka's controller does them): partition reassignment (``/admin/reassign_partitions``;
+``adding_replicas`` / ``removing_replicas`` are carried, never acted on), log-directory failures,
+KIP-704's RECOVERING state after an unclean election (written as RECOVERED, as before Kafka 3.2), feature
+versioning. ``/isr_change_notification`` is read and cleared, but only to refresh the view: leaders need
+not write it, since the controller never decides on a cached ISR.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from .controller_events import (
     ControllerEventManager,
     ElectionType,
     Expire,
+    IsrChangeNotification,
     NotControllerError,
     PartitionModifications,
     Reelect,
@@ -297,6 +299,8 @@ class Controller:
                 await self._process_partition_modifications(topic)
             case TopicDeletion():
                 await self._process_topic_deletion()
+            case IsrChangeNotification():
+                await self._process_isr_change_notification()
             case ConfigChange():
                 if self.is_active:
                     await self._elect_offline(
@@ -416,6 +420,7 @@ class Controller:
             self.zk.watch_topics(lambda _topics: put(TopicChange())),
             self.zk.watch_topic_deletions(lambda _topics: put(TopicDeletion())),
             self.zk.watch_config_change_notifications(lambda _changes: put(ConfigChange())),
+            self.zk.watch_isr_change_notifications(lambda _changes: put(IsrChangeNotification())),
         ]
         brokers = await self.zk.get_live_brokers()
         context.add_live_brokers({broker_id: b.broker_epoch for broker_id, b in brokers.items()})
@@ -751,6 +756,20 @@ class Controller:
         # A topic created again under the same name right away may leave /brokers/topics' children
         # looking unchanged to its watch: look again.
         self._events.put(TopicChange())
+
+    async def _process_isr_change_notification(self) -> None:
+        """Kafka's ``processIsrChangeNotification``: leaders that announce their ISR writes in
+        ``/isr_change_notification`` get the view's states refreshed; the notifications are deleted. (The
+        controller never decides on a cached ISR, so this only keeps the view and ZooKeeper tidy.)"""
+        if not self.is_active:
+            return
+        sequence_numbers = await self.zk.get_isr_change_notifications()
+        if not sequence_numbers:
+            return
+        changed = await self.zk.get_partitions_from_isr_change_notifications(sequence_numbers)
+        known = [tp for tp in changed if tp in self.context.leadership]
+        self.context.leadership.update(await self.zk.get_partition_states(known))
+        await self.zk.delete_isr_change_notifications(sequence_numbers, self._writable())
 
     # ---- controlled shutdown ----
 

@@ -41,6 +41,7 @@ __all__ = [
     "ControllerEventManager",
     "ElectionType",
     "Expire",
+    "IsrChangeNotification",
     "NotControllerError",
     "PartitionModifications",
     "Reelect",
@@ -130,6 +131,11 @@ class TopicDeletion:
 
 
 @dataclass(frozen=True)
+class IsrChangeNotification:
+    """``/isr_change_notification`` has children: leaders changed ISRs (the view's ISRs are refreshed)."""
+
+
+@dataclass(frozen=True)
 class ConfigChange:
     """A config change notification: unclean leader election may have been enabled somewhere."""
 
@@ -167,6 +173,7 @@ ControllerEvent = (
     | TopicChange
     | PartitionModifications
     | TopicDeletion
+    | IsrChangeNotification
     | ConfigChange
     | AutoPreferredReplicaLeaderElection
     | ControlledShutdown
