@@ -460,7 +460,10 @@ class Controller:
 
     def _watch_brokers(self, registered: Collection[int]) -> None:
         """A data watch per registered broker: a broker that registers again from a new session (a bounce)
-        may leave ``/brokers/ids``' children unchanged, its znode's creation is not."""
+        may leave ``/brokers/ids``' children unchanged, its znode's creation is not. (None once resigned:
+        a handler that resumes after its controller resigned sets no watch that nothing would cancel.)"""
+        if not self.is_active:
+            return
         for broker_id in list(self._broker_watches):
             if broker_id not in registered:
                 self._broker_watches.pop(broker_id).cancel()
@@ -479,7 +482,7 @@ class Controller:
         return changed
 
     def _watch_topic(self, topic: str) -> None:
-        if topic in self._topic_watches:
+        if topic in self._topic_watches or not self.is_active:
             return
 
         def changed(found: tuple[bytes, ZnodeStat] | None) -> None:
