@@ -8,9 +8,11 @@ from tidelog.replication.leader_and_isr import (
     NO_LEADER,
     LeaderAndIsr,
     controlled_shutdown_election,
+    initial_leader_and_isr,
     offline_partition_election,
     preferred_replica_election,
     remove_replica_from_isr,
+    remove_replicas_from_isr,
 )
 
 
@@ -68,3 +70,23 @@ def test_removing_replicas_never_empties_the_isr() -> None:
     last = remove_replica_from_isr(state(2, (2,)), 2)
     assert (last.leader, last.isr) == (NO_LEADER, (2,))
     assert not last.has_leader
+
+
+def test_initial_state_leads_with_the_first_live_replica_and_an_isr_of_the_live_ones() -> None:
+    first = initial_leader_and_isr((3, 1, 2), {1, 2, 3}, controller_epoch=7)
+    assert first == LeaderAndIsr(leader=3, leader_epoch=0, isr=(3, 1, 2), controller_epoch=7)
+    partial = initial_leader_and_isr((3, 1, 2), {1, 2}, controller_epoch=7)
+    assert partial is not None
+    assert (partial.leader, partial.isr) == (1, (1, 2))
+    assert initial_leader_and_isr((3, 1, 2), {4}, controller_epoch=7) is None
+
+
+def test_removing_several_replicas_is_one_leader_epoch_and_never_empties_the_isr() -> None:
+    followers = remove_replicas_from_isr(state(1, (1, 2, 3)), {2, 3})
+    assert followers is not None
+    assert (followers.leader, followers.isr, followers.leader_epoch) == (1, (1,), 5)
+    everyone = remove_replicas_from_isr(state(1, (1, 2, 3)), {1, 2, 3})
+    assert everyone is not None
+    assert (everyone.leader, everyone.isr, everyone.leader_epoch) == (NO_LEADER, (3,), 5)
+    assert remove_replicas_from_isr(state(1, (1, 2)), {4}) is None  # not in the ISR: nothing to write
+    assert remove_replicas_from_isr(state(NO_LEADER, (2,)), {2}) is None  # already offline, ISR kept

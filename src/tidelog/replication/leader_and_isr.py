@@ -27,9 +27,11 @@ __all__ = [
     "RECOVERING",
     "LeaderAndIsr",
     "controlled_shutdown_election",
+    "initial_leader_and_isr",
     "offline_partition_election",
     "preferred_replica_election",
     "remove_replica_from_isr",
+    "remove_replicas_from_isr",
 ]
 
 NO_LEADER = -1
@@ -65,6 +67,18 @@ class LeaderAndIsr:
     def with_isr(self, isr: Sequence[int]) -> LeaderAndIsr:
         """An ISR change by the leader: same leader and leader epoch."""
         return replace(self, isr=tuple(isr))
+
+
+def initial_leader_and_isr(
+    assignment: Sequence[int], live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | None:
+    """A new partition's first state (Kafka's NewPartition -> OnlinePartition): the leader is the first live
+    replica in assignment order, the ISR every live replica in assignment order, leader epoch 0. None when
+    no assigned replica is alive (the partition waits for one)."""
+    isr = tuple(replica for replica in assignment if replica in live)
+    if not isr:
+        return None
+    return LeaderAndIsr(leader=isr[0], leader_epoch=0, isr=isr, controller_epoch=controller_epoch)
 
 
 def offline_partition_election(
@@ -120,4 +134,21 @@ def remove_replica_from_isr(current: LeaderAndIsr, replica: int) -> LeaderAndIsr
     leader the partition is left without one. Always a new leader epoch, as Kafka's controller does."""
     leader = NO_LEADER if replica == current.leader else current.leader
     isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica)
+    return current.new_leader_and_isr(leader, isr)
+
+
+def remove_replicas_from_isr(current: LeaderAndIsr, replicas: Collection[int]) -> LeaderAndIsr | None:
+    """:func:`remove_replica_from_isr` for several replicas at once (taken out in ISR order), in one new
+    leader epoch; None when none of them is in the ISR (nothing to write). When every ISR member goes, the
+    last one stays, without a leader."""
+    leader, isr = current.leader, current.isr
+    for replica in current.isr:
+        if replica not in replicas:
+            continue
+        if replica == leader:
+            leader = NO_LEADER
+        if len(isr) > 1:
+            isr = tuple(r for r in isr if r != replica)
+    if (leader, isr) == (current.leader, current.isr):
+        return None
     return current.new_leader_and_isr(leader, isr)

@@ -81,6 +81,8 @@ class BrokerConfig:
     auto_create_topics_enable: bool
     delete_topic_enable: bool
     auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
     unclean_leader_election_enable: bool
     leader_imbalance_per_broker_percentage: int
     leader_imbalance_check_interval_seconds: int

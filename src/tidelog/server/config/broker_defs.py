@@ -80,6 +80,8 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("auto.create.topics.enable", B, "true", "Create a topic on first Metadata/produce for it."),
         ConfigDef("delete.topic.enable", B, "true", "Allow DeleteTopics."),
         ConfigDef("auto.leader.rebalance.enable", B, "true", "Move leadership back to preferred replicas periodically."),
+        ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "How often the controller checks for leader imbalance.", at_least(1)),
+        ConfigDef("leader.imbalance.per.broker.percentage", I, "10", "Share of its preferred partitions a broker may not lead before the controller rebalances them.", at_least(0)),
         ConfigDef("unclean.leader.election.enable", B, "false", "Allow out-of-sync replicas to become leader (data loss)."),
         ConfigDef("leader.imbalance.per.broker.percentage", I, "10", "Share of a broker's preferred partitions it may not lead before leadership is rebalanced.", at_least(0)),
         ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "How often the controller checks the leader imbalance.", at_least(1)),

@@ -42,6 +42,7 @@ from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
 )
@@ -97,6 +98,7 @@ __all__ = [
 
 INITIAL_CONTROLLER_EPOCH = 0  # Kafka's KafkaController.InitialControllerEpoch
 _MAX_PRODUCER_ID = 2**63 - 1
+_MAX_MULTI_DELETES = 1000  # ~100 bytes each: well under ZooKeeper's 1 MB request limit (jute.maxbuffer)
 
 
 @dataclass(frozen=True)
@@ -413,12 +415,23 @@ class KafkaZkClient:
         )
 
     async def delete_topic_znode(self, topic: str, controller: ControllerEpoch) -> None:
-        """Delete ``/brokers/topics/T`` and everything under it (fenced, deepest first)."""
-        for path in reversed(await self._subtree(paths.topic_path(topic))):
-            results = await self._fenced(controller, _delete(path))
-            failure = _failure(results)
-            if failure is not None and not isinstance(failure, NoNodeError):
-                raise ZkError(f"deleting {path} failed: {failure!r}")
+        """Delete ``/brokers/topics/T`` and everything under it, deepest first, in one fenced multi: watchers
+        see the topic and its partition states go at once, never a topic without states. (A topic with
+        more than ``_MAX_MULTI_DELETES`` znodes goes in several multis, its partitions first, the topic
+        znode with the last one.) A znode that vanished or appeared meanwhile makes it re-read and retry."""
+        while True:
+            doomed = list(reversed(await self._subtree(paths.topic_path(topic))))
+            if not doomed:
+                return
+            chunk = doomed[:_MAX_MULTI_DELETES]
+
+            def build(tx: TransactionRequest, chunk: list[str] = chunk) -> None:
+                for path in chunk:
+                    tx.delete(path)
+
+            failure = _failure(await self._fenced(controller, build))
+            if failure is not None and not isinstance(failure, NoNodeError | NotEmptyError):
+                raise ZkError(f"deleting topic znode {paths.topic_path(topic)} failed: {failure!r}")
 
     async def _subtree(self, root: str) -> list[str]:
         """``root`` and its descendants, parents before children."""
