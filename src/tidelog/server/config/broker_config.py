@@ -84,8 +84,6 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int
     leader_imbalance_per_broker_percentage: int
     unclean_leader_election_enable: bool
-    leader_imbalance_per_broker_percentage: int
-    leader_imbalance_check_interval_seconds: int
     controlled_shutdown_enable: bool
     controlled_shutdown_max_retries: int
     controlled_shutdown_retry_backoff_ms: int

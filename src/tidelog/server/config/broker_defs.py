@@ -83,8 +83,6 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "How often the controller checks for leader imbalance.", at_least(1)),
         ConfigDef("leader.imbalance.per.broker.percentage", I, "10", "Share of its preferred partitions a broker may not lead before the controller rebalances them.", at_least(0)),
         ConfigDef("unclean.leader.election.enable", B, "false", "Allow out-of-sync replicas to become leader (data loss)."),
-        ConfigDef("leader.imbalance.per.broker.percentage", I, "10", "Share of a broker's preferred partitions it may not lead before leadership is rebalanced.", at_least(0)),
-        ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "How often the controller checks the leader imbalance.", at_least(1)),
         ConfigDef("controlled.shutdown.enable", B, "true", "Move leaderships off a broker before it stops (cluster mode)."),
         ConfigDef("controlled.shutdown.max.retries", I, "3", "Controlled shutdown attempts before stopping anyway.", at_least(0)),
         ConfigDef("controlled.shutdown.retry.backoff.ms", L, "5000", "Pause between controlled shutdown attempts.", at_least(0)),
