@@ -158,6 +158,7 @@ class Broker:
                 producer_ids=self.producer_ids,
                 fetch_purgatory=self.fetch_purgatory,
                 clock=clock,
+                controller=lambda: self.cluster.controller if self.cluster is not None else None,
             )
         )
         self.host = ""
@@ -333,7 +334,10 @@ class Broker:
                 connection.close()
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Graceful shutdown: stop accepting, drain, close, flush, checkpoint, mark clean."""
+        """Graceful shutdown: (in a cluster, move leaderships away first,) stop accepting, drain, close,
+        flush, checkpoint, mark clean."""
+        if self.cluster is not None and self.config.controlled_shutdown_enable:
+            await self.cluster.controlled_shutdown()
         self._stopping = True
         for bound in self.bound_listeners:
             bound.sock.close()

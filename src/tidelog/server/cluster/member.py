@@ -1,6 +1,7 @@
 """The cluster-mode parts of one broker, built and wired in one place (the single-node broker has none of
 them): the metadata watcher, the ZooKeeper topic admin, producer ids from ZooKeeper, the broker's
-registration, the ISR writer and the periodic ISR check.
+registration, the controller, the inter-broker client, the ISR writer, the periodic ISR check and the
+controlled shutdown.
 
 Invariants (the start-up order is what keeps them):
 
@@ -16,6 +17,10 @@ Invariants (the start-up order is what keeps them):
    delivers the newer state and the leader decides again. Without a session nothing is written at all.
 5. Fencing (session expiry): every partition stops leading at once; on the new session the broker registers
    again (a new broker epoch), re-reads every partition state and only then serves again.
+6. The controller campaigns only once this broker is registered; a stopping broker first asks the
+   controller to move its leaderships away (ControlledShutdown, ``controlled.shutdown.max.retries`` times,
+   ``controlled.shutdown.retry.backoff.ms`` apart) until it leads nothing another replica could lead, then
+   resigns as controller, then stops.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import time
 from collections.abc import Callable
 
 from tidelog.protocol import TopicPartition
+from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
+from tidelog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 from tidelog.replication.leader_and_isr import LeaderAndIsr
 from tidelog.server.config import BrokerConfig, log_config_for_topic
 from tidelog.server.dynamic_config import DynamicBrokerConfigs
@@ -38,6 +45,9 @@ from tidelog.server.zk.zk_data import BrokerRegistration, Endpoint
 from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 
+from .broker_client import BrokerClient
+from .client_errors import BrokerClientError
+from .controller import Controller, ControllerConfig
 from .membership import BrokerMembership
 from .metadata_watcher import MetadataWatcher
 from .zk_admin import ZkAdminManager
@@ -90,6 +100,12 @@ class ClusterMember:
             wait_for_id_s=2 * self.config.zookeeper_session_timeout_ms / 1000 + 5,
         )
         replicas.set_isr_writer(self._write_isr)
+        self.controller = Controller(zk, node_id, config=ControllerConfig.from_broker_config(self.config))
+        self.client = BrokerClient(
+            node_id,
+            self.endpoint_for,
+            request_timeout_ms=self.config.replica_socket_timeout_ms,
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -99,6 +115,17 @@ class ClusterMember:
     @property
     def broker_epoch(self) -> int:
         return self.membership.epoch
+
+    def endpoint_for(self, node_id: int) -> tuple[str, int] | None:
+        """Where this broker reaches broker ``node_id``: its endpoint on ``inter.broker.listener.name``
+        (else the listener named by ``security.inter.broker.protocol``, else its first one)."""
+        broker = self._metadata.broker(node_id)
+        if broker is None:
+            return None
+        config = self.config
+        endpoint = broker.endpoint(config.inter_broker_listener_name or config.security_inter_broker_protocol)
+        endpoint = endpoint or broker.endpoint()
+        return None if endpoint is None else (endpoint.host, endpoint.port)
 
     def log_config(self, topic_configs: dict[str, str]) -> LogConfig:
         return log_config_for_topic(self.config, topic_configs)
@@ -118,8 +145,52 @@ class ClusterMember:
         await self.producer_ids.start()
         await self.watcher.start()
         await self.membership.register()
+        await self.controller.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._check_isrs()))
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away (Kafka's ``controlledShutdown``)."""
+        config = self.config
+        for attempt in range(config.controlled_shutdown_max_retries + 1):
+            if attempt:
+                await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            try:
+                remaining = await self._request_controlled_shutdown()
+            except (BrokerClientError, KafkaProtocolError) as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                continue
+            movable = {tp for tp in remaining if len(self._assignment(tp)) > 1}
+            if not movable:
+                log.info(
+                    "controlled shutdown done: leading %d partitions with no other replica", len(remaining)
+                )
+                return
+            log.info("controlled shutdown: still leading %d partitions others could lead", len(movable))
+        log.warning("controlled shutdown did not complete; stopping anyway")
+
+    def _assignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        partition = self._metadata.partition(tp.topic, tp.partition)
+        return () if partition is None else partition.replicas
+
+    async def _request_controlled_shutdown(self) -> set[TopicPartition]:
+        if self.controller.is_active:
+            return await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
+        controller_id = self._metadata.controller_id
+        if controller_id < 0:
+            raise KafkaProtocolError("no controller is known", ErrorCode.NOT_CONTROLLER)
+        response = await self.client.send(
+            controller_id,
+            ControlledShutdownRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch),
+            3,
+            expect=ControlledShutdownResponse,
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaProtocolError(
+                f"the controller answered {ErrorCode(response.error_code).name}",
+                ErrorCode(response.error_code),
+            )
+        return {TopicPartition(p.topic_name, p.partition_index) for p in response.remaining_partitions}
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -127,8 +198,10 @@ class ClusterMember:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.controller.stop()
         await self.membership.stop()
         await self.watcher.stop()
+        await self.client.close_all()
 
     async def _check_isrs(self) -> None:
         """Kafka's ``isr-expiration`` task: every ``replica.lag.time.max.ms / 2``."""

@@ -12,9 +12,12 @@ dispatcher's own route.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tidelog.protocol.messages import ApiKey
 from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
+from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import Route
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.group_runtime import GroupRuntime
@@ -24,6 +27,7 @@ from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .configs import ConfigsHandler
+from .controlled_shutdown import ControlledShutdownHandler
 from .delete_records import DeleteRecordsHandler
 from .describe_producers import DescribeProducersHandler
 from .fetch import FetchHandler
@@ -56,6 +60,7 @@ def build_routes(
     producer_ids: ProducerIds,
     fetch_purgatory: FetchPurgatory,
     clock: Clock,
+    controller: Callable[[], Controller | None] = lambda: None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators."""
     produce = ProduceHandler(replicas, metadata, clock)
@@ -109,4 +114,5 @@ def build_routes(
         Route(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn_apis.handle),
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
         Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
+        Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller).handle),
     ]
