@@ -90,7 +90,25 @@ async def _connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, Broke
             f"cluster.id {config.cluster_id} does not match the cluster's id {cluster_id} in ZooKeeper"
         )
     log.info("connected to ZooKeeper at %s: cluster %s", connect, cluster_id)
+    session_file = os.environ.get(SESSION_FILE_ENV)
+    if session_file:
+        _write_session_file(zk, Path(session_file))
+        zk.session.on_new_session(lambda _new: _write_session_file(zk, Path(session_file)))
     return zk, dataclasses.replace(config, cluster_id=cluster_id)
+
+
+SESSION_FILE_ENV = "TIDELOG_ZK_SESSION_FILE"
+"""Tests only (``tidelog.testing.Cluster.expire_session``): a file where the broker keeps its ZooKeeper
+session's id and password, so a test can expire that session as a network partition would."""
+
+
+def _write_session_file(zk: KafkaZkClient, path: Path) -> None:
+    client_id = zk.session.client_id
+    if client_id is None:
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{client_id[0]:x} {client_id[1].hex()}\n", encoding="ascii")
+    os.replace(tmp, path)
 
 
 async def _main(config: BrokerConfig, ready_file: Path | None) -> int:

@@ -11,12 +11,26 @@ With pytest, the plugin (installed with tidelog) provides the ``tidelog_broker``
 test), ``tidelog_broker_session`` (one per test session) and ``tidelog_broker_factory`` (several brokers);
 override the ``tidelog_broker_config`` fixture to configure them.
 
-For cluster tests, :class:`ZooKeeper` (and the ``zookeeper`` fixture) runs a real standalone ZooKeeper from
-Debian's package: kill, restart, pause, and expire a client's session; :mod:`tidelog.testing.netns` puts
-test hosts in network namespaces and cuts and heals the network between them (root, iproute2, nftables).
+For failover tests, :class:`Cluster` (``tidelog.testing.cluster(brokers=3)``, the ``tidelog_cluster``
+fixture) runs a throwaway ZooKeeper and N brokers: ``kill(broker_id)``, ``restart``, ``pause``,
+``expire_session``, and with ``network=True`` ``cut`` / ``isolate`` / ``heal`` between any two members.
+:class:`ZooKeeper` (the ``tidelog_zookeeper`` fixture) runs a real standalone ZooKeeper from Debian's
+package; :mod:`tidelog.testing.netns` puts test hosts in network namespaces and cuts and heals the network
+between them (root, iproute2, nftables).
 """
 
 from tidelog.testing._broker import Broker, BrokerError, broker
+from tidelog.testing._cluster import Cluster, ClusterError, cluster
 from tidelog.testing._zookeeper import ZooKeeper, ZooKeeperError, zookeeper
 
-__all__ = ["Broker", "BrokerError", "ZooKeeper", "ZooKeeperError", "broker", "zookeeper"]
+__all__ = [
+    "Broker",
+    "BrokerError",
+    "Cluster",
+    "ClusterError",
+    "ZooKeeper",
+    "ZooKeeperError",
+    "broker",
+    "cluster",
+    "zookeeper",
+]

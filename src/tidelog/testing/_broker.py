@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -67,6 +67,7 @@ class Broker:
         python: str | None = None,
         env: Mapping[str, str] | None = None,
         run_dir: Path | str | None = None,
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self.config = {key: _config_text(value) for key, value in (config or {}).items()}
         for key in _RESERVED_KEYS:
@@ -80,6 +81,7 @@ class Broker:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.python = python or sys.executable
+        self.command_prefix = list(command_prefix)
         self.env = dict(env) if env is not None else None
         self._owns_run_dir = run_dir is None
         self._run_dir = (
@@ -128,7 +130,7 @@ class Broker:
         return self._process.returncode if self._process is not None else None
 
     def command(self, port: int) -> list[str]:
-        args = [self.python, "-m", "tidelog", "broker"]
+        args = [*self.command_prefix, self.python, "-m", "tidelog", "broker"]
         settings = {
             "listeners": f"PLAINTEXT://{self.host}:{port}",
             "log.dirs": str(self.data_dir),

@@ -8,6 +8,8 @@ Only fixtures, no hooks: nothing happens unless a test asks for one of them.
   in one test; all are stopped at the end of the test.
 - ``tidelog_broker_config`` / ``tidelog_broker_session_config``: the broker configs (Kafka names) the two
   broker fixtures use; override them in a ``conftest.py`` or test module.
+- ``tidelog_cluster``: ZooKeeper and three brokers (``tidelog_cluster_config`` configures them), with
+  ``kill``, ``restart``, ``pause``, ``expire_session`` (:class:`tidelog.testing.Cluster`).
 - ``tidelog_zookeeper``: a fresh standalone ZooKeeper per test (Debian's jar, data in the test's ``tmp_path``);
   ``.connect_string`` is Kafka's ``zookeeper.connect``. A machine without java or the jar fails the test
   with the install hint (``scripts/setup.sh test``).
@@ -25,6 +27,7 @@ from typing import TypedDict, Unpack
 import pytest
 
 from tidelog.testing._broker import Broker, ConfigValue
+from tidelog.testing._cluster import Cluster
 from tidelog.testing._zookeeper import ZooKeeper
 
 __all__ = [
@@ -33,6 +36,8 @@ __all__ = [
     "tidelog_broker_factory",
     "tidelog_broker_session",
     "tidelog_broker_session_config",
+    "tidelog_cluster",
+    "tidelog_cluster_config",
     "tidelog_zookeeper",
 ]
 
@@ -103,4 +108,17 @@ def tidelog_broker_factory(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
 def tidelog_zookeeper(tmp_path: Path) -> Iterator[ZooKeeper]:
     """A running standalone ZooKeeper for this test; ``.connect_string`` is where clients connect."""
     with ZooKeeper(data_dir=tmp_path / "zookeeper-data", run_dir=tmp_path / "zookeeper-run") as running:
+        yield running
+
+
+@pytest.fixture
+def tidelog_cluster_config() -> dict[str, ConfigValue]:
+    """Broker configs for every broker of ``tidelog_cluster`` (override this fixture to change them)."""
+    return {}
+
+
+@pytest.fixture
+def tidelog_cluster(tmp_path: Path, tidelog_cluster_config: dict[str, ConfigValue]) -> Iterator[Cluster]:
+    """A running 3-broker cluster (ZooKeeper and brokers 1-3) for this test, with its fault injection."""
+    with Cluster(3, config=tidelog_cluster_config, data_dir=tmp_path / "cluster") as running:
         yield running
