@@ -1,5 +1,5 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``configs``, ``pipeline``, ``zookeeper``.
+``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -11,6 +11,7 @@ import click
 
 from tidelog import __version__
 from tidelog.cli.broker import broker_command
+from tidelog.cli.cluster import cluster_group
 from tidelog.cli.configs import configs_group
 from tidelog.cli.consume import consume_command
 from tidelog.cli.groups import groups_group
@@ -41,6 +42,7 @@ cli.add_command(transactions_group)
 cli.add_command(configs_group)
 cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
+cli.add_command(cluster_group)
 
 
 def main() -> None:

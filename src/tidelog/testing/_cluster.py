@@ -63,7 +63,10 @@ class Cluster:
         stop_timeout: float = 30.0,
         python: str | None = None,
         env: Mapping[str, str] | None = None,
+        zookeeper_port: int = 0,
+        broker_ports: Mapping[int, int] | None = None,
     ) -> None:
+        """``zookeeper_port`` / ``broker_ports`` (broker id -> port): fixed ports on 127.0.0.1 (0: a free one)."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._owns_dir = data_dir is None
@@ -82,6 +85,8 @@ class Cluster:
         self._stop_timeout = stop_timeout
         self._python = python
         self._env = dict(env) if env is not None else dict(os.environ)
+        self._zookeeper_port = zookeeper_port
+        self._broker_ports = dict(broker_ports or {})
         self.zookeeper: ZooKeeper | None = None
         self.brokers: dict[int, Broker] = {}
 
@@ -128,7 +133,7 @@ class Cluster:
             data_dir=self.directory / "zookeeper",
             run_dir=self.directory / "zookeeper-run",
             host=host,
-            port=0 if self.network is None else 2181,
+            port=self._zookeeper_port if self.network is None else 2181,
             command_prefix=prefix,
             max_session_timeout_ms=max(120_000, self.zookeeper_session_timeout_ms),
         )
@@ -151,7 +156,7 @@ class Cluster:
             data_dir=self.directory / f"broker-{broker_id}",
             run_dir=run_dir,
             host=host,
-            port=0 if self.network is None else 9092,
+            port=self._broker_ports.get(broker_id, 0) if self.network is None else 9092,
             startup_timeout=self._startup_timeout,
             stop_timeout=self._stop_timeout,
             python=self._python,
