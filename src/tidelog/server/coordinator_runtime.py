@@ -34,8 +34,9 @@ Invariants:
   completions with the coordinator's mapped error (``append_error_to_response_error``), drops the
   after-commit effects (the records that decided them may not stay in the log), and unloads the partition
   and loads it again from its log if this broker still leads it (in a cluster after a short backoff, so a
-  partition whose ISR stays too small is not replayed in a loop). Unloading a partition answers every
-  result still waiting on it with NOT_COORDINATOR (its effects dropped).
+  partition whose ISR stays too small is not replayed in a loop); a result that only waited behind
+  earlier records and has no effects there reloads nothing. Unloading a partition answers every result
+  still waiting on it with NOT_COORDINATOR (its effects dropped).
 - Timers live on a timing wheel driven by one clock task: scheduling a key replaces its earlier timer; a
   timer fires through ``on_timeout`` in the clock task only, never inside another coordinator call, and
   never before its deadline.
@@ -291,6 +292,9 @@ class CoordinatorRuntime(Generic[K]):
 
     def _queue_load(self, partition: int) -> None:
         self._begin_loading(partition)
+        self._enqueue_load(partition)
+
+    def _enqueue_load(self, partition: int) -> None:
         self._to_load.append(partition)
         self._load_wakeup.set()
 
@@ -372,26 +376,27 @@ class CoordinatorRuntime(Generic[K]):
 
     def _reload(self, partition: int) -> None:
         """After a failed append or commit the coordinator may be ahead of its log, and the effects it
-        dropped must be decided again: unload the partition, load it again if this broker still leads it
-        (in a cluster after :data:`RELOAD_BACKOFF_S`)."""
+        dropped must be decided again: unload the partition and, if this broker still leads it, load it
+        again. It is loading at once (its keys get COORDINATOR_LOAD_IN_PROGRESS, deleted topics are
+        remembered for it); in a cluster its log is replayed only after :data:`RELOAD_BACKOFF_S`."""
         if partition in self.coordinator.owned_partitions:
             self._unload(partition)
-        if self._stopped:
+        replica = self._replicas.get(self.topic, partition)
+        if self._stopped or replica is None or not replica.is_leader:
             return
         if not self._replicas.cluster_mode:
-            self._reload_now(partition)
-            return
-        if partition not in self._reloads:
-            loop = asyncio.get_running_loop()
-            self._reloads[partition] = loop.call_later(RELOAD_BACKOFF_S, self._reload_now, partition)
-
-    def _reload_now(self, partition: int) -> None:
-        self._reloads.pop(partition, None)
-        if self._stopped or partition in self.coordinator.owned_partitions:
-            return  # a new leader epoch loaded it meanwhile
-        replica = self._replicas.get(self.topic, partition)
-        if replica is not None and replica.is_leader:
             self._queue_load(partition)
+            return
+        self._begin_loading(partition)
+        generation = self._loads[partition]
+
+        def replay() -> None:
+            self._reloads.pop(partition, None)
+            if self._loads.get(partition) == generation:  # not unloaded (or loading again) meanwhile
+                self._enqueue_load(partition)
+
+        loop = asyncio.get_running_loop()
+        self._reloads[partition] = loop.call_later(RELOAD_BACKOFF_S, replay)
 
     # -- requests and results --------------------------------------------------------------------------
 
@@ -567,8 +572,12 @@ class CoordinatorRuntime(Generic[K]):
                     failure.name,
                 )
             self._release(pending, failure)
+            effects = self._effect_partitions(pending.result)
             for partition in failed:
-                self._reload(partition)
+                # Reload where memory may be ahead of the log or dropped effects must be decided again; a
+                # read that only waited behind other records changed nothing.
+                if partition in pending.appended or partition in effects:
+                    self._reload(partition)
         except Exception:
             log.exception("releasing a result of %s failed", self.topic)
 
