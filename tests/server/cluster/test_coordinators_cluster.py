@@ -415,12 +415,15 @@ def test_markers_wait_for_the_prepare_record_to_be_committed(tmp_path: Path) -> 
         assert cluster.call(status) == ("PrepareCommit", [("COMMIT", 0)])  # reloaded, not committed yet
         cluster.replicate(TXN_STATE, 0, follower=2)
         wait_for(
-            lambda: cluster.call(status) == ("PrepareCommit", [("COMMIT", 0), ("COMMIT", 1)]),
+            lambda: cluster.call(lambda: markers(data)) == [("COMMIT", 0), ("COMMIT", 1)],
             "the reloaded transaction's marker",
         )
-        # its CompleteCommit waits for the follower too, then the transaction is complete
-        cluster.replicate(TXN_STATE, 0, follower=2)
+        # its CompleteCommit (appended once the marker is in) waits for the follower too
+        state_log = cluster[1].partition(TXN_STATE)
         wait_for(lambda: cluster.call(status)[0] == "CompleteCommit", "CompleteCommit")
+        assert cluster.call(lambda: state_log.high_watermark < state_log.log_end_offset)
+        cluster.replicate(TXN_STATE, 0, follower=2)
+        assert cluster.call(lambda: state_log.high_watermark == state_log.log_end_offset)
         assert cluster.call(lambda: data.last_stable_offset) == 4
 
 
