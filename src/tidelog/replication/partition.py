@@ -416,11 +416,7 @@ class Partition:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
             )
         config = self._log.config
-        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"the ISR of {self.topic}-{self.index} is {sorted(self.isr)}, smaller than min.insync.replicas"
-                f" {config.min_insync_replicas}"
-            )
+        self._check_min_isr(required_acks)
         validate_batches(
             records, max_batch_bytes=config.max_message_bytes, from_client=origin is AppendOrigin.CLIENT
         )
@@ -430,6 +426,15 @@ class Partition:
         self.maybe_increment_high_watermark(now_ms)
         return info
 
+    def _check_min_isr(self, required_acks: int) -> None:
+        """acks=-1 needs an ISR of at least ``min.insync.replicas`` before anything is written."""
+        min_isr = self._log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"the ISR of {self.topic}-{self.index} is {sorted(self.isr)}, smaller than min.insync.replicas"
+                f" {min_isr}"
+            )
+
     def append_control_marker(
         self,
         kind: ControlRecordType,
@@ -438,13 +443,16 @@ class Partition:
         producer_epoch: int,
         coordinator_epoch: int,
         now_ms: int,
+        required_acks: int = 1,
     ) -> LogAppendInfo:
-        """Write a COMMIT/ABORT marker as leader (WriteTxnMarkers); raises the storage's typed errors."""
+        """Write a COMMIT/ABORT marker as leader (WriteTxnMarkers); raises the storage's typed errors.
+        ``required_acks`` -1 checks ``min.insync.replicas`` first (Kafka writes markers with acks=-1)."""
         if not self.is_leader:
             raise KafkaProtocolError(
                 f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}",
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
             )
+        self._check_min_isr(required_acks)
         info = self._log.append_control_marker(
             kind,
             producer_id=producer_id,

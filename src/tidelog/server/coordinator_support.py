@@ -7,9 +7,12 @@ Invariants:
   fires; a timer fires in :meth:`KeyedTimers.run` only (never inside the call that scheduled it), never
   before its deadline, and at most once; the callback gets ``max(now, deadline)``. An exception in the
   callback is logged and does not stop the clock.
-- :func:`read_records`: yields the batches of a partition from its log start up to its high watermark *as
+- :func:`read_records`: yields the batches of a partition from its log start up to its log end offset *as
   it is when the reader gets there* (records appended while a load is under way, such as transaction
-  markers, are read too), in log order, one read of ``buffer_bytes`` at a time. Each batch is checked
+  markers, are read too), in log order, one read of ``buffer_bytes`` at a time. The log end, not the high
+  watermark: a new leader's whole log becomes committed (its followers truncate to it), and a record an
+  old leader acknowledged may be above the high watermark a follower knew when it was elected (Kafka's
+  loaders read to the log end too). On a single node the two are the same. Each batch is checked
   whole (CRC32C included) before its records are decoded: a damaged one (bit rot in a segment that start-up
   trusted, being below the recovery point) is skipped with a warning naming its offsets, so the state it
   held is lost but the partition's other keys load; it never fails the load, nor replays garbage.
@@ -132,14 +135,12 @@ class KeyedTimers(Generic[K]):
 def read_records(
     partition: Partition, buffer_bytes: int
 ) -> Iterator[list[tuple[RecordBatchHeader, list[Record]]]]:
-    """The partition's batches (header and decoded records) from its log start to its current high
-    watermark, one list per read of ``buffer_bytes``; records below a read's start offset (the head of a
+    """The partition's batches (header and decoded records) from its log start to its current log end
+    offset, one list per read of ``buffer_bytes``; records below a read's start offset (the head of a
     batch that straddles it) are left out."""
     offset = partition.log_start_offset
-    while offset < partition.high_watermark:
-        data = partition.read(
-            offset, buffer_bytes, isolation=FetchIsolation.HIGH_WATERMARK, min_one_batch=True
-        )
+    while offset < partition.log_end_offset:
+        data = partition.read(offset, buffer_bytes, isolation=FetchIsolation.LOG_END, min_one_batch=True)
         if not data.regions:
             break
         buf = data.read_bytes()

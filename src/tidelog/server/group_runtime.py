@@ -16,6 +16,9 @@ parks JoinGroup/SyncGroup and fires its timers. What is the group coordinator's 
   metadata cache's topics, rebuilt only when a topic was created, deleted or grew partitions.
 - A deleted topic's committed offsets are tombstoned in every group at once
   (:meth:`GroupRuntime.on_topics_deleted`); partitions still loading do it when loaded.
+- In a cluster its records are answered once committed, within ``offsets.commit.timeout.ms`` (Kafka's
+  write timeout of the group coordinator); a marker written on one of its partitions counts as written
+  by it, so what is answered after the marker waits for the marker's commit too.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from tidelog.protocol.schema import Request
 from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
-from tidelog.server.coordinator_runtime import CoordinatorRuntime
+from tidelog.server.coordinator_runtime import CoordinatorRuntime, KeyFields
 from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
@@ -80,6 +83,9 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
     """Runs one broker's :class:`GroupCoordinator` over its ``__consumer_offsets`` partitions."""
 
     what = "groups"
+    key_fields = KeyFields(
+        single=("group_id",), lists=("groups", "groups_names", "group_ids"), item_field="group_id"
+    )
     coordinator: GroupCoordinator
 
     def __init__(
@@ -96,6 +102,8 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
             clock=clock,
             load_buffer_bytes=config.offsets_load_buffer_size,
             topic_configs=offsets_topic_configs(config),
+            replication_factor=config.offsets_topic_replication_factor,
+            commit_timeout_ms=config.offsets_commit_timeout_ms,
         )
         self._compression = Compression(config.offsets_topic_compression_codec)
         self._topics_image: tuple[tuple[tuple[str, object, int], ...], TopicsImage] | None = None
@@ -173,13 +181,17 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
         if any(self.coordinator.is_loading(partition) for partition in result.records):
             self.apply(self.coordinator.on_topics_deleted(topics))
 
-    def on_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
-        """The transaction coordinator wrote a COMMIT/ABORT marker of ``producer_id`` on
-        ``__consumer_offsets-partition``: its pending offsets become committed or are dropped. A loading
-        shard reads the marker from the log itself."""
+    def on_transaction_marker(
+        self, partition: int, producer_id: int, committed: bool, end_offset: int | None = None
+    ) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` was written on ``__consumer_offsets-partition`` (ending
+        before ``end_offset``): its pending offsets become committed or are dropped. A loading shard reads
+        the marker from the log itself."""
         shard = self.coordinator.shard(partition)
         if shard is not None and not shard.loading:
             shard.replay_end_transaction_marker(producer_id, committed)
+            if end_offset is not None:
+                self._note_written(partition, end_offset)
 
 
 def _summary(message: object) -> str:

@@ -14,6 +14,9 @@ Invariants:
 - Partitions whose append failed are answered with their error at once and never waited for.
 - The answer (a future the connection awaits) is set exactly once, when the last partition is decided;
   a high-watermark move or leadership change of a partition checks the produces watching it.
+- The same wait serves every acks=-1 append of the broker's own: a coordinator's records (answered once
+  committed) and the transaction markers WriteTxnMarkers writes. What is answered is the caller's: any
+  object, with a :class:`AppendStatus` per partition whose ``error_code`` is filled in.
 """
 
 from __future__ import annotations
@@ -21,16 +24,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import ProduceResponse
 from tidelog.replication.partition import Partition
 
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
 from .purgatory import DelayedOperation
 
-__all__ = ["DelayedProduce", "PendingAppend", "ProducePurgatory"]
+__all__ = ["AppendStatus", "DelayedProduce", "PendingAppend", "ProducePurgatory"]
+
+R = TypeVar("R")
+
+
+class AppendStatus(Protocol):
+    """Where one partition's outcome is written: a produce response's partition entry, a marker result."""
+
+    error_code: int
 
 
 @dataclass(slots=True)
@@ -40,12 +51,12 @@ class PendingAppend:
     topic: str
     index: int
     required_offset: int
-    result: ProduceResponse.PartitionProduceResponse
+    result: AppendStatus
     """The partition's response entry; its ``error_code`` is set when decided."""
     done: bool = False
 
 
-class DelayedProduce(DelayedOperation):
+class DelayedProduce(DelayedOperation, Generic[R]):
     """An acks=all produce waiting for its partitions' high watermarks."""
 
     def __init__(
@@ -53,8 +64,8 @@ class DelayedProduce(DelayedOperation):
         timeout_ms: int,
         pending: list[PendingAppend],
         partition_of: Callable[[str, int], Partition | None],
-        response: ProduceResponse,
-        future: asyncio.Future[ProduceResponse],
+        response: R,
+        future: asyncio.Future[R],
     ) -> None:
         super().__init__(timeout_ms)
         self._pending = pending
@@ -96,14 +107,13 @@ class ProducePurgatory:
     """Delayed acks=all produces keyed by (topic, partition)."""
 
     def __init__(self, clock: Clock, partition_of: Callable[[str, int], Partition | None]) -> None:
-        self._operations: AsyncPurgatory[DelayedProduce] = AsyncPurgatory("Produce", clock)
+        self._operations: AsyncPurgatory[DelayedOperation] = AsyncPurgatory("Produce", clock)
         self._partition_of = partition_of
 
-    def delay(
-        self, timeout_ms: int, pending: list[PendingAppend], response: ProduceResponse
-    ) -> ProduceResponse | asyncio.Future[ProduceResponse]:
-        """The response now if every partition is already decided, else a future of it."""
-        future: asyncio.Future[ProduceResponse] = asyncio.get_running_loop().create_future()
+    def delay(self, timeout_ms: int, pending: list[PendingAppend], response: R) -> R | asyncio.Future[R]:
+        """``response`` now if every partition is already decided, else a future of it (set once the last
+        one is). A caller that no longer wants the answer cancels the future."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         operation = DelayedProduce(max(timeout_ms, 0), pending, self._partition_of, response, future)
         if self._operations.delay(operation, [(p.topic, p.index) for p in pending]):
             return response

@@ -351,11 +351,14 @@ class ReplicaManager:
         producer_epoch: int,
         coordinator_epoch: int,
         now_ms: int,
+        required_acks: int = 1,
     ) -> AppendResult:
         """Write a transaction marker to one partition (what WriteTxnMarkers does per partition):
         INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED for an older
-        coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR. Long-poll
-        fetches of the partition are checked afterwards (the LSO may move)."""
+        coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR; with
+        ``required_acks`` -1 NOT_ENOUGH_REPLICAS for an ISR below ``min.insync.replicas`` (waiting for the high
+        watermark is the caller's, as for :meth:`append`). Long-poll fetches of the partition are checked
+        afterwards (the LSO may move)."""
         partition = self.leader_partition(topic, index)
         if isinstance(partition, ErrorCode):
             return partition, None, None
@@ -366,6 +369,7 @@ class ReplicaManager:
                 producer_epoch=producer_epoch,
                 coordinator_epoch=coordinator_epoch,
                 now_ms=now_ms,
+                required_acks=required_acks,
             )
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)

@@ -17,7 +17,10 @@ Invariants:
   nothing can write transactional data that no coordinator will ever end (which would hold the last
   stable offset forever).
 * Verification and append happen in one synchronous step of the event loop, so no marker can land in
-  between (Kafka needs its VerificationGuard for that; a single-threaded broker does not).
+  between (Kafka needs its VerificationGuard for that; a single-threaded broker does not). That is why, in
+  a cluster, a partition leader verifies only against a coordinator on its own broker: the transaction
+  runtime's verifier answers NONE for a transactional id coordinated elsewhere (Kafka 3.5's behaviour;
+  see :mod:`tidelog.server.txn_runtime`).
 * The answer to the producer is Kafka 3.9's (``ReplicaManager.appendRecords`` / ``KafkaApis``):
   a partition not in the transaction is ``TRANSACTION_ABORTABLE`` for Produce v11+ and
   ``INVALID_TXN_STATE`` "Partition was not added to the transaction" before; the coordinator's retriable

@@ -158,6 +158,7 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int
     transaction_state_log_load_buffer_size: int
     transaction_max_timeout_ms: int
+    request_timeout_ms: int
     transactional_id_expiration_ms: int
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int
     transaction_remove_expired_transaction_cleanup_interval_ms: int

@@ -148,8 +148,8 @@ class GroupsHandler:
 
 
 def then(answer: Answer, kind: type[R], merge: Callable[[R], Response]) -> Answer:
-    """Apply ``merge`` to an answer (a ``kind`` response) that may be a future (it never is for the APIs
-    that use this today)."""
+    """Apply ``merge`` to an answer (a ``kind`` response) that may be a future (in a cluster, when the
+    coordinator's records wait for their commit)."""
 
     def checked(response: Response) -> Response:
         if not isinstance(response, kind):

@@ -9,7 +9,8 @@ A partition's payload must be exactly one record batch (Kafka's rule for Produce
 else INVALID_RECORD: so the verified producer of a transactional payload is the only producer in it.
 A partition's transactional batches are appended only after the transaction coordinator verified that the
 partition is in the producer's transaction (KIP-890, :mod:`tidelog.server.txn_verification`), in the
-same synchronous step as the append.
+same synchronous step as the append; in a cluster only where this broker is the transactional id's
+coordinator, elsewhere the batch is taken as Kafka 3.5 takes it (:mod:`tidelog.server.txn_runtime`).
 """
 
 from __future__ import annotations
