@@ -148,6 +148,8 @@ class Broker:
             groups=self.groups,
             clock=clock,
         )
+        if self.cluster is not None:
+            self.transactions.set_broker_client(self.cluster.client)
         self.dispatcher = Dispatcher(
             build_routes(
                 replicas=self.replicas,

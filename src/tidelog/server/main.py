@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from tidelog.coordinator.common import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from tidelog.server.config import BrokerConfig
 from tidelog.server.zk.client import KafkaZkClient
 from tidelog.server.zk.errors import ZkError
@@ -90,6 +91,14 @@ async def _connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, Broke
             f"cluster.id {config.cluster_id} does not match the cluster's id {cluster_id} in ZooKeeper"
         )
     log.info("connected to ZooKeeper at %s: cluster %s", connect, cluster_id)
+    # An internal topic another broker created keeps its partition count whatever this config says: the
+    # coordinators map keys onto the count the topic has (Kafka reads it from ZooKeeper too).
+    offsets = await zk.get_topic_assignment(GROUP_METADATA_TOPIC_NAME)
+    if offsets is not None:
+        config = dataclasses.replace(config, offsets_topic_num_partitions=len(offsets.partitions))
+    transactions = await zk.get_topic_assignment(TRANSACTION_STATE_TOPIC_NAME)
+    if transactions is not None:
+        config = dataclasses.replace(config, transaction_state_log_num_partitions=len(transactions.partitions))
     session_file = os.environ.get(SESSION_FILE_ENV)
     if session_file:
         _write_session_file(zk, Path(session_file))
