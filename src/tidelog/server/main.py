@@ -98,7 +98,9 @@ async def _connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, Broke
         config = dataclasses.replace(config, offsets_topic_num_partitions=len(offsets.partitions))
     transactions = await zk.get_topic_assignment(TRANSACTION_STATE_TOPIC_NAME)
     if transactions is not None:
-        config = dataclasses.replace(config, transaction_state_log_num_partitions=len(transactions.partitions))
+        config = dataclasses.replace(
+            config, transaction_state_log_num_partitions=len(transactions.partitions)
+        )
     session_file = os.environ.get(SESSION_FILE_ENV)
     if session_file:
         _write_session_file(zk, Path(session_file))

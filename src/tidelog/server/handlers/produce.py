@@ -20,6 +20,7 @@ from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import NO_RESPONSE, Answer, NoResponse, RequestContext
+from tidelog.server.handlers.leader_hint import LeaderHints
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.produce_purgatory import PendingAppend
 from tidelog.server.replica_manager import ReplicaManager
@@ -65,6 +66,7 @@ class ProduceHandler:
         now = self._clock.now_ms()
         responses = []
         waiting: list[PendingAppend] = []
+        hints = LeaderHints(self._metadata, ctx.listener_name)
         for topic_data in request.topic_data:
             name = topic_data.name
             topic = self._metadata.topic(name)
@@ -105,6 +107,11 @@ class ProduceHandler:
                 )
                 result.error_code = error
                 result.error_message = message
+                hint = hints.hint(name, data.index, error) if ctx.api_version >= 10 else None
+                if hint is not None:
+                    result.current_leader = ProduceResponse.LeaderIdAndEpoch(
+                        leader_id=hint.leader_id, leader_epoch=hint.leader_epoch
+                    )
                 if info is not None:
                     result.base_offset = info.first_offset
                     result.log_append_time_ms = info.log_append_time
@@ -114,7 +121,13 @@ class ProduceHandler:
             responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
         if acks == 0:
             return NO_RESPONSE
-        response = ProduceResponse(responses=responses)
+        response = ProduceResponse(
+            responses=responses,
+            node_endpoints=[
+                ProduceResponse.NodeEndpoint(node_id=node, host=host, port=port, rack=rack)
+                for node, (host, port, rack) in sorted(hints.endpoints.items())
+            ],
+        )
         if waiting:
             return self._replicas.produce_purgatory.delay(request.timeout_ms, waiting, response)
         return response
