@@ -3,7 +3,8 @@ the test playing the controller (inprocess_cluster.py): every scenario ends with
 batch, byte for byte.
 
 - A follower catches up from empty over many fetch rounds (Fetch v16: topic ids, ReplicaState), its
-  leader epochs as the leader's.
+  leader epochs as the leader's, and joins the ISR (its broker epoch reached the leader); without topic
+  ids it fetches by name (v12); with ``num.replica.fetchers`` 3 its partitions spread over three fetchers.
 - acks=all through confluent-kafka: answered only after the follower fetched the record (the high
   watermark waits for it); once the ISR is the leader alone, answered without the follower.
 - Long poll: a fetch parked at the leader (``replica.fetch.wait.max.ms`` of a minute) is answered by the
@@ -13,6 +14,9 @@ batch, byte for byte.
 - DeleteRecords on the leader moves the follower's log start offset.
 - A follower below the leader's log start (empty, or whose last epoch the leader deleted) starts over
   there (OFFSET_OUT_OF_RANGE, ListOffsets as a replica).
+- A fenced partition (the leader at a newer epoch) waits for its next state; a corrupt batch from the
+  leader delays its partition only (the others carry on) until it reads whole; a deleted follower replica
+  leaves its fetcher and its log is never written.
 - The leader stopped while followers' fetches are parked: they back off and retry without failing, and
   replicate from the new leader once elected.
 - Transactions: commit and abort markers replicate; a read_committed read of the follower's log sees
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -44,15 +49,18 @@ from tidelog.protocol.messages import (
     ProduceResponse,
 )
 from tidelog.protocol.records import (
+    RECORD_BATCH_HEADER_SIZE,
     ControlRecordType,
     SimpleRecord,
     decode_batch,
     decode_control_record,
     encode_batch,
+    iter_batch_headers,
 )
+from tidelog.replication.leader_and_isr import LeaderAndIsr
 from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.server.cluster.broker_client import BrokerClient
-from tidelog.server.cluster.replica_fetcher import FetchStatus, ReplicaFetcherConfig
+from tidelog.server.cluster.replica_fetcher import FetchStatus, ReplicaFetcherConfig, fetcher_id
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -65,11 +73,11 @@ def batch(*values: bytes) -> bytes:
     return encode_batch([SimpleRecord(value=v, timestamp=NOW_MS) for v in values])
 
 
-def append(cluster: InProcessCluster, node_id: int, *values: bytes) -> int:
+def append(cluster: InProcessCluster, node_id: int, *values: bytes, topic: str = T) -> int:
     """One batch of ``values`` appended on the leader ``node_id`` as a produce with acks=1 is; returns its
     base offset."""
     replicas = cluster[node_id].broker.replicas
-    error, info, message = replicas.append(T, 0, batch(*values), now_ms=NOW_MS)
+    error, info, message = replicas.append(topic, 0, batch(*values), now_ms=NOW_MS)
     assert error == ErrorCode.NONE, message
     assert info is not None
     return info.first_offset
@@ -122,6 +130,13 @@ def test_a_follower_catches_up_from_empty_byte_identical_to_the_leader(tmp_path:
             topic_id = cluster.create_topic(T, (1, 2))
             cluster.elect(T, leader=1, leader_epoch=0, isr=(1,))
             leader, follower = cluster[1].partition(T), cluster[2].partition(T)
+            proposals: list[LeaderAndIsr] = []
+
+            async def write_isr(topic: str, index: int, proposal: LeaderAndIsr) -> LeaderAndIsr:
+                proposals.append(proposal)  # ZooKeeper accepts it: the next partition epoch
+                return dataclasses.replace(proposal, partition_epoch=proposal.partition_epoch + 1)
+
+            cluster[1].broker.replicas.set_isr_writer(write_isr)
             for i in range(120):
                 append(cluster, 1, *(b"v%d-%d-" % (i, j) + bytes(100) for j in range(3)))
             assert (leader.log_end_offset, follower.log_end_offset) == (360, 0)
@@ -150,6 +165,10 @@ def test_a_follower_catches_up_from_empty_byte_identical_to_the_leader(tmp_path:
             assert (state.last_fetched_epoch, state.high_watermark, state.error) == (0, 360, None)
             assert cluster[1].fetchers.fetcher_for(2) is None  # the leader fetches nothing
             assert cluster[2].fetchers.leaders == [1]
+            # ReplicaState carried broker 2's epoch: caught up in its current life, it joined the ISR (KIP-903)
+            assert leader.follower_states()[2].broker_epoch == cluster[2].info.epoch
+            assert [p.isr for p in proposals] == [(1, 2)]
+            assert leader.isr == {1, 2}
 
     asyncio.run(scenario())
 
@@ -255,6 +274,39 @@ def test_a_fetch_parked_at_the_leader_is_answered_by_the_next_append(tmp_path: P
             assert view is not None
             assert view.requests <= parked_request + 1  # the parked request brought it (then one more parks)
             assert values(follower) == [b"x"]
+
+    asyncio.run(scenario())
+
+
+def test_followers_fetch_by_topic_name_when_they_know_no_topic_id_and_spread_over_fetchers(
+    tmp_path: Path,
+) -> None:
+    """Fetch v12 (Kafka's fallback for a topic without an id) and ``num.replica.fetchers`` 3: every
+    partition in one of broker 1's three fetchers, shown together."""
+    config = ReplicaFetcherConfig(num_fetchers=3, backoff_ms=50)
+    topics = [f"topic-{i}" for i in range(6)]
+    assert len({fetcher_id(TopicPartition(topic, 0), 3) for topic in topics}) == 3
+
+    async def scenario() -> None:
+        async with inprocess_cluster(
+            tmp_path, (1, 2), fetcher_config=config, start_fetchers=False
+        ) as cluster:
+            for topic in topics:
+                cluster.create_topic(topic, (1, 2))
+                cluster.elect(topic, leader=1, leader_epoch=0, isr=(1,))
+                append(cluster, 1, topic.encode(), topic=topic)
+                append(cluster, 1, b"again", topic=topic)
+                cluster[2].broker.metadata.remove_topic(topic)  # broker 2 has not seen the topic's id yet
+            cluster[2].fetchers.start()
+            pairs = [(cluster[1].partition(topic), cluster[2].partition(topic)) for topic in topics]
+            await until(lambda: all(in_sync(leader, follower) for leader, follower in pairs))
+            for leader, follower in pairs:
+                assert batches(follower) == batches(leader)
+            view = cluster[2].fetchers.fetcher_for(1)
+            assert view is not None
+            assert view.fetch_version == 12
+            assert sorted(view.partitions) == [TopicPartition(topic, 0) for topic in topics]
+            assert {state.topic_id for state in view.partitions.values()} == {None}
 
     asyncio.run(scenario())
 
@@ -439,6 +491,120 @@ def test_a_follower_fetch_whose_last_epoch_the_leader_cannot_place_is_offset_out
             assert answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
             assert (answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset) == (-1, -1)
             assert not answer.records
+
+    asyncio.run(scenario())
+
+
+def test_a_fenced_partition_waits_for_its_next_state(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with inprocess_cluster(tmp_path, (1, 2)) as cluster:
+            cluster.create_topic(T, (1, 2))
+            cluster.elect(T, leader=1, leader_epoch=0, isr=(1, 2))
+            leader, follower = cluster[1].partition(T), cluster[2].partition(T)
+            append(cluster, 1, b"a0")
+            await until(lambda: in_sync(leader, follower))
+
+            cluster.elect(
+                T, leader=1, leader_epoch=1, isr=(1, 2), partition_epoch=1, on=(1,)
+            )  # the leader first
+
+            def fenced() -> bool:
+                view = cluster[2].fetchers.fetcher_for(1)
+                assert view is not None
+                return view.partitions[TP].status is FetchStatus.FAILED
+
+            await until(fenced)
+            view = cluster[2].fetchers.fetcher_for(1)
+            assert view is not None
+            state = view.partitions[TP]
+            assert (state.error, state.current_leader_epoch, state.fetch_offset) == (
+                "FENCED_LEADER_EPOCH",
+                0,
+                1,
+            )
+            append(cluster, 1, b"a1")  # epoch 1
+
+            cluster.elect(
+                T, leader=1, leader_epoch=1, isr=(1, 2), partition_epoch=1, on=(2,)
+            )  # then the follower
+            await until(lambda: in_sync(leader, follower))
+            view = cluster[2].fetchers.fetcher_for(1)
+            assert view is not None
+            state = view.partitions[TP]
+            assert (state.status, state.current_leader_epoch, state.error) == (FetchStatus.FETCHING, 1, None)
+            assert batches(follower) == batches(leader)
+            assert epochs(cluster, 2) == [(0, 0), (1, 1)]
+
+    asyncio.run(scenario())
+
+
+def test_a_corrupt_batch_from_the_leader_delays_its_partition_only_until_it_reads_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with inprocess_cluster(tmp_path, (1, 2), start_fetchers=False) as cluster:
+            for topic in (T, "u"):
+                cluster.create_topic(topic, (1, 2))
+                cluster.elect(topic, leader=1, leader_epoch=0, isr=(1,))
+            for value in (b"u0", b"u1", b"u2"):
+                append(cluster, 1, value, topic="u")
+            append(cluster, 1, b"t0")
+            segment = cluster[1].broker.logs.get("u", 0).segments[0].log_path  # type: ignore[union-attr]
+            position, header = list(iter_batch_headers(segment.read_bytes()))[1]
+            assert header.base_offset == 1
+            flip = position + RECORD_BATCH_HEADER_SIZE + 1  # bit rot in u's second batch: only its CRC tells
+            _flip_bit(segment, flip)
+
+            cluster[2].fetchers.start()
+            t_leader, t_follower = cluster[1].partition(T), cluster[2].partition(T)
+            u_leader, u_follower = cluster[1].partition("u"), cluster[2].partition("u")
+
+            def u_rejected() -> bool:
+                view = cluster[2].fetchers.partition_view(TopicPartition("u", 0))
+                return view is not None and (view.error or "").startswith("CorruptRecordError")
+
+            await until(lambda: in_sync(t_leader, t_follower) and u_rejected())
+            assert u_follower.log_end_offset == 0  # nothing of a response partition's batches if one is bad
+            append(cluster, 1, b"t1")
+            await until(lambda: t_follower.log_end_offset == 2)  # t carries on meanwhile
+            assert u_rejected()
+
+            _flip_bit(segment, flip)  # the leader's file reads whole again
+            await until(lambda: in_sync(u_leader, u_follower))
+            assert batches(u_follower) == batches(u_leader)
+            assert values(t_follower) == [b"t0", b"t1"]
+            errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+            assert errors
+            assert all("u-0: the leader's batches at offset 0 cannot be appended" in m for m in errors)
+
+    asyncio.run(scenario())
+
+
+def _flip_bit(path: Path, position: int) -> None:
+    with path.open("r+b") as file:
+        file.seek(position)
+        byte = file.read(1)[0]
+        file.seek(position)
+        file.write(bytes([byte ^ 0x01]))
+
+
+def test_a_deleted_follower_replica_leaves_its_fetcher_and_is_never_written(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with inprocess_cluster(tmp_path, (1, 2)) as cluster:
+            cluster.create_topic(T, (1, 2))
+            cluster.elect(T, leader=1, leader_epoch=0, isr=(1, 2))
+            leader, follower = cluster[1].partition(T), cluster[2].partition(T)
+            append(cluster, 1, b"a0")
+            await until(lambda: in_sync(leader, follower))
+            purgatory = cluster[1].broker.replicas.fetch_purgatory
+            await until(lambda: purgatory.delayed == 1)
+
+            cluster[2].broker.replicas.delete(T, 0)  # the topic is deleted on broker 2 (no leadership change)
+            append(cluster, 1, b"a1")  # answers the parked fetch with data for the deleted replica
+            await until(lambda: cluster[2].fetchers.fetcher_for(1) is None)
+            assert cluster[2].broker.replicas.get(T, 0) is None
+            assert follower.log_end_offset == 1
+            assert cluster[2].fetchers.leaders == []
 
     asyncio.run(scenario())
 

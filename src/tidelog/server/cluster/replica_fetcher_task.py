@@ -13,8 +13,9 @@ Invariants:
   topic id is not known yet); v13+ names topics by id, v15+ carries ``ReplicaState`` (this broker's id and
   epoch) instead of ``replica_id``.
 - A partition's answer is applied only if, at that moment, the fetcher still holds the same state for it
-  (not removed, moved to another leader or re-added at another leader epoch meanwhile), not failed, and
-  the replica's log end offset is still the offset fetched. Between partitions the task yields to the
+  (not removed, moved to another leader or re-added at another leader epoch meanwhile), not failed, the
+  replica's log end offset is still the offset fetched, and the replica manager still hosts that replica
+  as a follower of this leader (a deleted replica's log is never written; it leaves the fetcher). Between partitions the task yields to the
   event loop, so a large answer does not hold it.
 - NONE: the records (the response frame's bytes, not copied) are appended as follower, then the high
   watermark becomes min(leader's, own log end offset) and the log start offset rises to the leader's (at
@@ -394,12 +395,13 @@ class ReplicaFetcher:
                     await asyncio.sleep(0)  # a large answer must not hold the event loop
                 first = False
                 state = request.state
-                if (
-                    self._partitions.get(tp) is not state
-                    or state.failed
-                    or state.partition.log_end_offset != request.fetch_offset
-                ):
-                    continue  # removed, moved, re-added or truncated while the request was out
+                if self._partitions.get(tp) is not state or state.failed:
+                    continue  # removed, moved or re-added while the request was out
+                if not self._still_follows(tp, state):  # deleted, or led here, without a word to the manager
+                    self._on_stale(tp)
+                    continue
+                if state.partition.log_end_offset != request.fetch_offset:
+                    continue  # truncated meanwhile
                 try:
                     await self._apply(tp, state, request, data, version)
                 except Exception:
