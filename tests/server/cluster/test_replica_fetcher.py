@@ -1,6 +1,6 @@
-"""ReplicaFetcherManager (server/cluster/replica_fetcher.py) between real tidelog brokers in one event loop,
-the test playing the controller (inprocess_cluster.py): every scenario ends with replicas compared batch by
-batch, byte for byte.
+"""ReplicaFetcherManager (server/cluster/replica_fetcher.py) between real tidelog brokers in one event loop
+(asyncio's, and uvloop's where marked), the test playing the controller (inprocess_cluster.py): every
+scenario ends with replicas compared batch by batch, byte for byte.
 
 - A follower catches up from empty over many fetch rounds (Fetch v16: topic ids, ReplicaState), its
   leader epochs as the leader's, and joins the ISR (its broker epoch reached the leader); without topic
@@ -10,7 +10,8 @@ batch, byte for byte.
 - Long poll: a fetch parked at the leader (``replica.fetch.wait.max.ms`` of a minute) is answered by the
   next append, not by its timeout.
 - Leader change: the old leader, with records the new leader never had, becomes a follower at the next
-  epoch and truncates them (DivergingEpoch), ending identical to the new leader.
+  epoch and truncates them (DivergingEpoch), ending identical to the new leader; a follower with an epoch
+  the leader never had truncates in two rounds (KIP-279).
 - DeleteRecords on the leader moves the follower's log start offset.
 - A follower below the leader's log start (empty, or whose last epoch the leader deleted) starts over
   there (OFFSET_OUT_OF_RANGE, ListOffsets as a replica).
@@ -30,11 +31,13 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
+import uvloop
 from tests.server.cluster.inprocess_cluster import InProcessCluster, batches, in_sync, inprocess_cluster
 from tests.server.inprocess import until
 
@@ -63,6 +66,11 @@ from tidelog.server.cluster.broker_client import BrokerClient
 from tidelog.server.cluster.replica_fetcher import FetchStatus, ReplicaFetcherConfig, fetcher_id
 
 pytestmark = [pytest.mark.timeout(120)]
+
+LOOPS: dict[str, Callable[[Coroutine[Any, Any, None]], None]] = {
+    "asyncio": asyncio.run,
+    "uvloop": uvloop.run,  # the broker's loop
+}
 
 T = "t"
 TP = TopicPartition(T, 0)
@@ -120,7 +128,8 @@ async def wire_client(cluster: InProcessCluster) -> AsyncIterator[BrokerClient]:
 # -- catching up ----------------------------------------------------------------------------------------
 
 
-def test_a_follower_catches_up_from_empty_byte_identical_to_the_leader(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_follower_catches_up_from_empty_byte_identical_to_the_leader(tmp_path: Path, loop: str) -> None:
     config = ReplicaFetcherConfig(fetch_max_bytes=2048, backoff_ms=50)  # many rounds, several segments
 
     async def scenario() -> None:
@@ -170,7 +179,7 @@ def test_a_follower_catches_up_from_empty_byte_identical_to_the_leader(tmp_path:
             assert [p.isr for p in proposals] == [(1, 2)]
             assert leader.isr == {1, 2}
 
-    asyncio.run(scenario())
+    LOOPS[loop](scenario())
 
 
 # -- acks=all and long polls ------------------------------------------------------------------------------
@@ -348,6 +357,43 @@ def test_an_old_leader_truncates_what_the_new_leader_never_had_and_ends_identica
             truncations = [m for m in fetcher_messages(caplog) if "diverged" in m]
             assert len(truncations) == 1
             assert "(its epoch 0 ends at 3); truncating from 5 to 3" in truncations[0]
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_with_an_epoch_the_leader_never_had_truncates_in_two_rounds_kip_279(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Leader 1 has epochs 0, 1 and 3; broker 2 led epoch 2 alone and missed epoch 1. The leader's end of
+    epoch 2 is its end of epoch 1, which broker 2 does not know: it truncates to its own end of epoch 0 and
+    asks again (from epoch 0), then fetches the rest."""
+    caplog.set_level(logging.INFO, logger="tidelog.replica_fetcher")
+
+    async def scenario() -> None:
+        async with inprocess_cluster(tmp_path, (1, 2)) as cluster:
+            cluster.create_topic(T, (1, 2))
+            cluster.elect(T, leader=1, leader_epoch=0, isr=(1, 2))
+            leader, follower = cluster[1].partition(T), cluster[2].partition(T)
+            append(cluster, 1, b"a0")
+            await until(lambda: in_sync(leader, follower))
+            cluster[2].fetchers.remove_partitions([TP])
+
+            cluster.elect(T, leader=1, leader_epoch=1, isr=(1,), partition_epoch=1, on=(1,))
+            append(cluster, 1, b"b0")  # offset 1, epoch 1: broker 2 never sees it
+            cluster.elect(T, leader=2, leader_epoch=2, isr=(2,), partition_epoch=2, on=(2,))
+            append(cluster, 2, b"c0", b"c1")  # offsets 1-2, epoch 2: only broker 2 has it
+            cluster.elect(T, leader=1, leader_epoch=3, isr=(1,), partition_epoch=3, on=(1,))
+            append(cluster, 1, b"d0")  # offset 2, epoch 3
+            assert epochs(cluster, 1) == [(0, 0), (1, 1), (3, 2)]
+            assert epochs(cluster, 2) == [(0, 0), (2, 1)]
+
+            cluster.elect(T, leader=1, leader_epoch=3, isr=(1,), partition_epoch=3, on=(2,))
+            await until(lambda: in_sync(leader, follower) and batches(follower) == batches(leader))
+            assert values(follower) == [b"a0", b"b0", b"d0"]
+            assert epochs(cluster, 2) == [(0, 0), (1, 1), (3, 2)]
+            truncations = [m for m in fetcher_messages(caplog) if "diverged" in m]
+            assert len(truncations) == 1
+            assert "(its epoch 1 ends at 2); truncating from 3 to 1 and asking again" in truncations[0]
 
     asyncio.run(scenario())
 
@@ -612,8 +658,9 @@ def test_a_deleted_follower_replica_leaves_its_fetcher_and_is_never_written(tmp_
 # -- a dead leader ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("loop", sorted(LOOPS))
 def test_followers_of_a_stopped_leader_back_off_and_resume_from_the_new_leader(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, loop: str
 ) -> None:
     caplog.set_level(logging.INFO, logger="tidelog.replica_fetcher")
 
@@ -653,7 +700,7 @@ def test_followers_of_a_stopped_leader_back_off_and_resume_from_the_new_leader(
             assert values(third) == [b"a0", b"a1", b"a2", b"b0", b"b1"]
             assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
-    asyncio.run(scenario())
+    LOOPS[loop](scenario())
 
 
 # -- transactions -----------------------------------------------------------------------------------------
