@@ -655,6 +655,36 @@ def test_a_deleted_follower_replica_leaves_its_fetcher_and_is_never_written(tmp_
     asyncio.run(scenario())
 
 
+def test_remove_all_then_resync_takes_back_followers_whose_state_did_not_change(tmp_path: Path) -> None:
+    """As for a broker whose ZooKeeper session expired: its fetchers stop; the state applied again is the
+    same (no leadership change is announced), so resync brings the followers back."""
+
+    async def scenario() -> None:
+        async with inprocess_cluster(tmp_path, (1, 2)) as cluster:
+            cluster.create_topic(T, (1, 2))
+            cluster.elect(T, leader=1, leader_epoch=0, isr=(1, 2))
+            leader, follower = cluster[1].partition(T), cluster[2].partition(T)
+            append(cluster, 1, b"a0")
+            await until(lambda: in_sync(leader, follower))
+            fetchers = cluster[2].fetchers
+
+            fetchers.remove_all()
+            assert fetchers.leaders == []
+            append(cluster, 1, b"a1")
+            cluster.elect(T, leader=1, leader_epoch=0, isr=(1, 2), on=(2,))  # the same state again
+            assert fetchers.leaders == []
+            fetchers.resync()
+            assert fetchers.leaders == [1]
+            await until(lambda: in_sync(leader, follower))
+            assert values(follower) == [b"a0", b"a1"]
+
+            cluster.elect(T, leader=2, leader_epoch=1, isr=(2,), partition_epoch=1, on=(2,))
+            fetchers.resync()  # a leader is fetched by nobody
+            assert fetchers.leaders == []
+
+    asyncio.run(scenario())
+
+
 # -- a dead leader ----------------------------------------------------------------------------------------
 
 

@@ -20,8 +20,12 @@ Invariants:
   of a fetcher its partitions cannot change under it, and a fetcher checks, before applying an answer,
   that the partition is still its own at the epoch it asked with.
 - A deleted replica (the replica manager no longer hosts that object) or one that no longer follows the
-  fetcher's leader is dropped by its fetcher before the next request (:meth:`remove_partitions` does it at
-  once).
+  fetcher's leader is dropped by its fetcher before its next request or answer is applied
+  (:meth:`remove_partitions` does it at once).
+- A fenced broker (ZooKeeper session lost) may keep fetching: leaders fence by epoch, and its fetch states
+  carry the broker epoch read at each request. :meth:`remove_all` stops everything if wanted; after the
+  cluster's state was applied again, :meth:`resync` takes in every follower whose state did not change
+  (those are not announced as leadership changes).
 """
 
 from __future__ import annotations
