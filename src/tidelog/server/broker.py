@@ -124,6 +124,7 @@ class Broker:
                 replicas=self.replicas,
                 logs=self.logs,
                 advertised=self._advertised_endpoints,
+                clock=clock,
             )
             self.admin = self.cluster.admin
             self.producer_ids = self.cluster.producer_ids
@@ -347,6 +348,8 @@ class Broker:
             task.cancel()
         for connection in list(self._connections.values()):
             connection.stop_reading()
+        if self.cluster is not None:
+            await self.cluster.stop_replication()
         self.replicas.shutdown()
         self.transactions.shutdown()
         self.groups.shutdown()

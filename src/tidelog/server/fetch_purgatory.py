@@ -78,6 +78,11 @@ class FetchPurgatory:
         """Data or the high watermark or last stable offset of ``key`` moved: check its waiting fetches."""
         self._operations.check(key)
 
+    @property
+    def delayed(self) -> int:
+        """Fetches waiting now (logs, metrics, tests)."""
+        return self._operations.delayed
+
     def complete_all(self) -> None:
         """Shutdown: answer every waiting fetch now with what is there."""
         self._operations.complete_all()

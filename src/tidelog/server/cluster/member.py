@@ -35,6 +35,7 @@ from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 from tidelog.replication.leader_and_isr import LeaderAndIsr
+from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig, log_config_for_topic
 from tidelog.server.dynamic_config import DynamicBrokerConfigs
 from tidelog.server.metadata_cache import MetadataCache
@@ -48,8 +49,11 @@ from tidelog.storage.log_manager import LogManager
 from .broker_client import BrokerClient
 from .client_errors import BrokerClientError
 from .controller import Controller, ControllerConfig
+from .fetcher_config import ReplicaFetcherConfig
+from .inter_broker import inter_broker_listener_name
 from .membership import BrokerMembership
 from .metadata_watcher import MetadataWatcher
+from .replica_fetcher import ReplicaFetcherManager
 from .zk_admin import ZkAdminManager
 from .zk_producer_ids import ZkProducerIdManager
 
@@ -71,6 +75,7 @@ class ClusterMember:
         replicas: ReplicaManager,
         logs: LogManager,
         advertised: Callable[[], list[tuple[str, str, int, str]]],
+        clock: Clock,
     ) -> None:
         self.zk = zk
         self.node_id = node_id
@@ -106,6 +111,15 @@ class ClusterMember:
             self.endpoint_for,
             request_timeout_ms=self.config.replica_socket_timeout_ms,
         )
+        self.fetchers = ReplicaFetcherManager(
+            replicas,
+            self.client,
+            metadata=metadata,
+            node_id=node_id,
+            broker_epoch=lambda: self.membership.epoch,
+            clock=clock,
+            config=ReplicaFetcherConfig.from_broker_config(self.config),
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -122,9 +136,7 @@ class ClusterMember:
         broker = self._metadata.broker(node_id)
         if broker is None:
             return None
-        config = self.config
-        endpoint = broker.endpoint(config.inter_broker_listener_name or config.security_inter_broker_protocol)
-        endpoint = endpoint or broker.endpoint()
+        endpoint = broker.endpoint(inter_broker_listener_name(self.config)) or broker.endpoint()
         return None if endpoint is None else (endpoint.host, endpoint.port)
 
     def log_config(self, topic_configs: dict[str, str]) -> LogConfig:
@@ -144,6 +156,7 @@ class ClusterMember:
         """Read the cluster, take this broker's roles, then register (see the module docstring)."""
         await self.producer_ids.start()
         await self.watcher.start()
+        self.fetchers.start()
         await self.membership.register()
         await self.controller.start()
         loop = asyncio.get_running_loop()
@@ -191,6 +204,10 @@ class ClusterMember:
                 ErrorCode(response.error_code),
             )
         return {TopicPartition(p.topic_name, p.partition_index) for p in response.remaining_partitions}
+
+    async def stop_replication(self) -> None:
+        """Stop fetching from the leaders (the broker is stopping)."""
+        await self.fetchers.shutdown()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -246,3 +263,4 @@ class ClusterMember:
         log.info("registered again with broker epoch %d: reading the cluster's state", epoch)
         self._replicas.unfence()
         await self.watcher.resync()
+        self.fetchers.resync()

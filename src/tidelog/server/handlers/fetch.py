@@ -17,7 +17,9 @@ Invariants:
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
   ISR), unless its log diverged: then the answer carries ``DivergingEpoch`` (the leader's end of the
-  follower's last fetched epoch, KIP-320/595) and no records, at once.
+  follower's last fetched epoch, KIP-320/595) and no records, at once; when this log has no end for that
+  epoch (it knows no epoch that old), OFFSET_OUT_OF_RANGE instead (an epoch of -1 is no DivergingEpoch to a
+  follower), and the follower asks for this log's bounds.
 - Fetch sessions (KIP-227) are declined: the answer's ``session_id`` is 0, and clients keep sending full
   requests.
 """
@@ -181,9 +183,14 @@ class FetchHandler:
                     result.aborted_transactions = []
                 divergence = diverged.get((topic.name, p.partition))
                 if divergence is not None:
-                    result.diverging_epoch = FetchResponse.EpochEndOffset(
-                        epoch=divergence.epoch, end_offset=divergence.end_offset
-                    )
+                    if divergence.epoch < 0 or divergence.end_offset < 0:
+                        # no end known for the follower's epoch (Kafka's readRecords): the follower asks
+                        # for this log's bounds with ListOffsets instead
+                        result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    else:
+                        result.diverging_epoch = FetchResponse.EpochEndOffset(
+                            epoch=divergence.epoch, end_offset=divergence.end_offset
+                        )
                     has_error = True  # answered now: the follower truncates before it fetches again
                     continue
                 limit = min(p.partition_max_bytes, max_bytes - total)

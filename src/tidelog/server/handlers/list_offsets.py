@@ -1,8 +1,9 @@
 """ListOffsets (key 2): earliest, latest, by timestamp (through the time index) and max timestamp.
 
 Special timestamps as Kafka defines them: -1 latest (the high watermark, or the last stable offset under
-read_committed), -2 earliest (log start offset), -3 the record with the largest timestamp, -4 earliest
-local (same as earliest: no tiered storage). v0 answers in the old ``old_style_offsets`` list form.
+read_committed; the log end offset when ``replica_id`` is not -1, as Kafka answers its followers), -2
+earliest (log start offset), -3 the record with the largest timestamp, -4 earliest local (same as
+earliest: no tiered storage). v0 answers in the old ``old_style_offsets`` list form.
 A lookup by timestamp finds nothing at or above the latest offset the caller may read (Kafka's
 ``lastFetchableOffset``: the last stable offset under read_committed, else the high watermark).
 A lookup the log cannot answer (a damaged batch where the records must be read) is that partition's error
@@ -28,6 +29,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 _READ_COMMITTED = 1
+_CONSUMER_REPLICA_ID = -1  # any other id (a replica, -2 debugging) reads to the log end, as in Kafka
 
 
 class ListOffsetsHandler:
@@ -61,7 +63,10 @@ class ListOffsetsHandler:
                     FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
                 )
                 if timestamp == LATEST:
-                    offset = fetchable
+                    # a replica (a follower handling OFFSET_OUT_OF_RANGE) is answered with the log end
+                    offset = (
+                        partition.log_end_offset if request.replica_id != _CONSUMER_REPLICA_ID else fetchable
+                    )
                 elif timestamp in (EARLIEST, EARLIEST_LOCAL):
                     offset = partition.log_start_offset
                 elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
