@@ -59,7 +59,13 @@ def up_command(
     from tidelog.testing._broker import BrokerError
     from tidelog.testing._zookeeper import ZooKeeperError
 
-    config: dict[str, str | int] = {"default.replication.factor": min(brokers, 3)}
+    replicas = min(brokers, 3)
+    config: dict[str, str | int] = {
+        "default.replication.factor": replicas,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min(replicas, 2),
+    }
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

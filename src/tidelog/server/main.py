@@ -93,6 +93,7 @@ async def _connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, Broke
     log.info("connected to ZooKeeper at %s: cluster %s", connect, cluster_id)
     # An internal topic another broker created keeps its partition count whatever this config says: the
     # coordinators map keys onto the count the topic has (Kafka reads it from ZooKeeper too).
+    config = cluster_defaults(config)
     offsets = await zk.get_topic_assignment(GROUP_METADATA_TOPIC_NAME)
     if offsets is not None:
         config = dataclasses.replace(config, offsets_topic_num_partitions=len(offsets.partitions))
@@ -106,6 +107,20 @@ async def _connect_zookeeper(config: BrokerConfig) -> tuple[KafkaZkClient, Broke
         _write_session_file(zk, Path(session_file))
         zk.session.on_new_session(lambda _new: _write_session_file(zk, Path(session_file)))
     return zk, dataclasses.replace(config, cluster_id=cluster_id)
+
+
+def cluster_defaults(config: BrokerConfig) -> BrokerConfig:
+    """``config`` with Kafka's defaults for the internal topics' replication (3 replicas,
+    ``transaction.state.log.min.isr`` 2), which a single node cannot have (its defaults are 1), for the keys
+    that were not configured."""
+    given = config.originals
+    if "offsets.topic.replication.factor" not in given:
+        config = dataclasses.replace(config, offsets_topic_replication_factor=3)
+    if "transaction.state.log.replication.factor" not in given:
+        config = dataclasses.replace(config, transaction_state_log_replication_factor=3)
+    if "transaction.state.log.min.isr" not in given:
+        config = dataclasses.replace(config, transaction_state_log_min_isr=2)
+    return config
 
 
 SESSION_FILE_ENV = "TIDELOG_ZK_SESSION_FILE"

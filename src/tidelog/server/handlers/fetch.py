@@ -35,6 +35,7 @@ from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.handlers.leader_hint import LeaderHints
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
@@ -86,7 +87,12 @@ class FetchHandler:
         max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
 
         def build() -> tuple[FetchResponse, int, bool]:
-            return self._read(wanted, version, isolation, max(max_bytes, 0), diverged, replica_id)
+            response, nbytes, has_error = self._read(
+                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id
+            )
+            if has_error and version >= 12:
+                self._leader_hints(response, version, ctx.listener_name)
+            return response, nbytes, has_error
 
         response, nbytes, has_error = build()
         if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
@@ -132,6 +138,27 @@ class FetchHandler:
                     broker_epoch=broker_epoch,
                 )
         return diverged
+
+    def _leader_hints(self, response: FetchResponse, version: int, listener: str | None) -> None:
+        """KIP-951: name the current leader where a partition answers NOT_LEADER_OR_FOLLOWER or
+        FENCED_LEADER_EPOCH (and, from v16, its endpoint)."""
+        hints = LeaderHints(self._metadata, listener)
+        for topic in response.responses:
+            for result in topic.partitions:
+                hint = (
+                    hints.hint(topic.topic, result.partition_index, result.error_code)
+                    if topic.topic
+                    else None
+                )
+                if hint is not None:
+                    result.current_leader = FetchResponse.LeaderIdAndEpoch(
+                        leader_id=hint.leader_id, leader_epoch=hint.leader_epoch
+                    )
+        if version >= 16:
+            response.node_endpoints = [
+                FetchResponse.NodeEndpoint(node_id=node, host=host, port=port, rack=rack)
+                for node, (host, port, rack) in sorted(hints.endpoints.items())
+            ]
 
     def _read(
         self,
