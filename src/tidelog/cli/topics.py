@@ -39,6 +39,8 @@ class _PartitionRow(TypedDict):
     leader: int
     replicas: list[int]
     isr: list[int]
+    offline_replicas: list[int]
+    status: str
     log_start_offset: NotRequired[_Offset]
     log_end_offset: NotRequired[_Offset]
 
@@ -206,18 +208,46 @@ def _topic_overrides(client: ClientOptions, admin: AdminClient, topic: str) -> d
     }
 
 
+def _status(leader: int, replicas: list[int], isr: list[int]) -> str:
+    """``offline`` (no leader), ``under-replicated`` (the ISR lacks a replica) or ``ok``, as
+    kafka-topics.sh --unavailable-partitions / --under-replicated-partitions tell them."""
+    if leader < 0:
+        return "offline"
+    if len(isr) < len(replicas):
+        return "under-replicated"
+    return "ok"
+
+
 @topics_group.command("describe")
 @click.argument("topics", nargs=-1)
 @click.option("--offsets/--no-offsets", default=True, show_default=True, help="Show log start/end offsets.")
 @click.option(
+    "--under-replicated-partitions",
+    "under_replicated",
+    is_flag=True,
+    help="Only partitions whose ISR lacks a replica (offline ones included).",
+)
+@click.option(
+    "--unavailable-partitions", "unavailable", is_flag=True, help="Only partitions without a leader."
+)
+@click.option(
     "--format", "-f", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 @client_options
-def describe_command(client: ClientOptions, topics: tuple[str, ...], offsets: bool, fmt: str) -> None:
-    """Describe TOPICS (all non-internal topics if none given): partitions, leaders, replicas, configs."""
+def describe_command(
+    client: ClientOptions,
+    topics: tuple[str, ...],
+    offsets: bool,
+    under_replicated: bool,
+    unavailable: bool,
+    fmt: str,
+) -> None:
+    """Describe TOPICS (all non-internal topics if none given): partitions, leaders, replicas, ISR, offline
+    replicas and each partition's status (ok, under-replicated, offline), configs."""
     admin = client.admin()
+    metadata = client.cluster_metadata(admin)
+    live = set(metadata.brokers)
     if not topics:
-        metadata = client.cluster_metadata(admin)
         topics = tuple(sorted(name for name in metadata.topics if not name.startswith("__")))
     described: list[_TopicRow] = []
     for topic in topics:
@@ -227,11 +257,17 @@ def describe_command(client: ClientOptions, topics: tuple[str, ...], offsets: bo
         overrides = _topic_overrides(client, admin, topic)
         rows: list[_PartitionRow] = []
         for partition in partitions:
+            replicas, isr = list(partition.replicas), list(partition.isrs)
+            status = _status(partition.leader, replicas, isr)
+            if (unavailable and status != "offline") or (under_replicated and status == "ok"):
+                continue
             entry: _PartitionRow = {
                 "partition": partition.id,
                 "leader": partition.leader,
-                "replicas": list(partition.replicas),
-                "isr": list(partition.isrs),
+                "replicas": replicas,
+                "isr": isr,
+                "offline_replicas": [r for r in replicas if r not in live],
+                "status": status,
             }
             if offsets:
                 entry["log_start_offset"], entry["log_end_offset"] = marks[partition.id]
@@ -249,7 +285,9 @@ def describe_command(client: ClientOptions, topics: tuple[str, ...], offsets: bo
             f"Topic: {item['topic']}  PartitionCount: {len(parts)}  ReplicationFactor: {replication}  "
             f"Configs: {config_text}"
         )
-        columns = ["Partition", "Leader", "Replicas", "ISR"] + (["Log start", "Log end"] if offsets else [])
+        columns = ["Partition", "Leader", "Replicas", "ISR", "Offline", "Status"] + (
+            ["Log start", "Log end"] if offsets else []
+        )
         table = make_table(*columns, title=title, title_justify="left")
         for p in parts:
             row = [
@@ -257,6 +295,8 @@ def describe_command(client: ClientOptions, topics: tuple[str, ...], offsets: bo
                 str(p["leader"]),
                 ",".join(map(str, p["replicas"])),
                 ",".join(map(str, p["isr"])),
+                ",".join(map(str, p["offline_replicas"])) or "-",
+                p["status"],
             ]
             if offsets:
                 row += [str(p["log_start_offset"]), str(p["log_end_offset"])]
