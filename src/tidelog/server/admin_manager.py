@@ -178,7 +178,16 @@ class AdminManager:
             config = self.log_config(topic.configs)
             for index in range(topic.num_partitions):
                 if self._replicas.load(topic.name, index) is None:
-                    self._replicas.create(topic.name, index, config)
+                    self._replicas.create(topic.name, index, config, topic_id=topic.topic_id)
+                elif self._replicas.holds_other_topic(topic.name, index, topic.topic_id):
+                    log.warning(
+                        "%s-%d names another topic id than the topic metadata; serving it anyway (a single "
+                        "node's metadata is its only record of topics)",
+                        topic.name,
+                        index,
+                    )
+                else:
+                    self._replicas.record_topic_id(topic.name, index, topic.topic_id)
             self._publish(topic)
 
     def _publish(self, topic: TopicMetadata) -> TopicInfo:
@@ -221,7 +230,7 @@ class AdminManager:
         )
         log_config = self.log_config(topic.configs)
         for index in range(num_partitions):
-            self._replicas.create(name, index, log_config)
+            self._replicas.create(name, index, log_config, topic_id=topic.topic_id)
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         return self._publish(topic)
 
@@ -246,7 +255,7 @@ class AdminManager:
         log_config = self.log_config(topic.configs)
         for index in range(count):
             if self._replicas.get(name, index) is None:
-                self._replicas.create(name, index, log_config)
+                self._replicas.create(name, index, log_config, topic_id=topic.topic_id)
         return self._publish(topic)
 
     def set_topic_configs_now(self, name: str, configs: Mapping[str, str]) -> TopicInfo:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
@@ -105,9 +106,23 @@ class ReplicaManager:
             return None
         return self._host(topic, index, Partition(topic, index, existing, local_broker_id=self._node_id))
 
-    def create(self, topic: str, index: int, config: LogConfig) -> Partition:
-        log = self._logs.create(topic, index, config)
+    def create(
+        self, topic: str, index: int, config: LogConfig, *, topic_id: uuid.UUID | None = None
+    ) -> Partition:
+        log = self._logs.create(topic, index, config, topic_id=topic_id)
         return self._host(topic, index, Partition(topic, index, log, local_broker_id=self._node_id))
+
+    def holds_other_topic(self, topic: str, index: int, topic_id: uuid.UUID) -> bool:
+        """Whether the log of ``topic-index`` on disk records another topic id than ``topic_id`` (it was left
+        by a topic of that name deleted while this broker was down)."""
+        recorded = self._logs.topic_id(topic, index)
+        return recorded is not None and recorded != topic_id
+
+    def record_topic_id(self, topic: str, index: int, topic_id: uuid.UUID) -> None:
+        """Record ``topic_id`` in the hosted log of ``topic-index`` if it records none yet (a log written
+        before ids were kept); check :meth:`holds_other_topic` first."""
+        if self._logs.get(topic, index) is not None:
+            self._logs.create(topic, index, topic_id=topic_id)
 
     def _host(self, topic: str, index: int, partition: Partition) -> Partition:
         if not self.cluster_mode:
@@ -165,15 +180,25 @@ class ReplicaManager:
         assignment: tuple[int, ...],
         state: LeaderAndIsr,
         config: LogConfig,
+        topic_id: uuid.UUID | None = None,
     ) -> Partition | None:
         """The cluster's state of ``topic-index``: host it (creating its log) if this broker is assigned,
         and lead or follow as ``state`` says. A state older than the partition's is ignored. Returns the
         partition, or None when this broker is not assigned."""
         if self._node_id not in assignment:
             return None
+        if topic_id is not None and self.holds_other_topic(topic, index, topic_id):
+            log.warning(
+                "%s-%d on disk belongs to an earlier topic of that name (deleted, created again): replacing it",
+                topic,
+                index,
+            )
+            self.delete(topic, index)
         partition = self._partitions.get((topic, index))
         if partition is None:
-            partition = self.load(topic, index) or self.create(topic, index, config)
+            partition = self.load(topic, index) or self.create(topic, index, config, topic_id=topic_id)
+        if topic_id is not None:
+            self.record_topic_id(topic, index, topic_id)  # a log from before ids were kept gets it
         if self.fenced:
             return partition
         now = self._clock.now_ms()

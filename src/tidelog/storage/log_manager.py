@@ -42,6 +42,7 @@ from tidelog.storage.errors import CheckpointError, LogDirError
 from tidelog.storage.file_handles import OpenSegmentLimiter
 from tidelog.storage.meta_properties import ensure_meta_properties, new_cluster_id, read_meta_properties
 from tidelog.storage.partition_log import PartitionLog
+from tidelog.storage.partition_metadata import read_topic_id, write_topic_id
 
 __all__ = ["LogManager"]
 
@@ -221,16 +222,26 @@ class LogManager:
         return min(self._log_dirs, key=lambda d: counts[d])
 
     def create(
-        self, topic: str, partition: int, config: LogConfig | None = None, *, now_ms: int | None = None
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        now_ms: int | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> PartitionLog:
         """The log of ``topic``/``partition``, created (empty, in the dir with fewest logs) if absent
-        (Kafka's ``getOrCreateLog``: an existing log is returned unchanged)."""
+        (Kafka's ``getOrCreateLog``: an existing log is returned unchanged). ``topic_id`` is recorded in its
+        ``partition.metadata`` (:class:`~tidelog.storage.partition_metadata.InconsistentTopicIdError` if the
+        existing log belongs to another topic id)."""
         layout.validate_topic_name(topic)
         if partition < 0:
             raise ValueError(f"negative partition {partition}")
         tp = TopicPartition(topic, partition)
         existing = self._logs.get(tp)
         if existing is not None:
+            if topic_id is not None:
+                write_topic_id(existing.dir, topic_id)
             return existing
         if now_ms is not None:
             self._clock_ms = max(self._clock_ms, now_ms)
@@ -242,9 +253,16 @@ class LogManager:
             clean_shutdown=False,
             limiter=self._limiter,
         )
+        if topic_id is not None:
+            write_topic_id(log.dir, topic_id)
         fsync_dir(log_dir)
         self._logs[tp] = log
         return log
+
+    def topic_id(self, topic: str, partition: int) -> uuid.UUID | None:
+        """The topic id the log of ``topic``/``partition`` records (None: none recorded, or no such log)."""
+        log = self._logs.get(TopicPartition(topic, partition))
+        return None if log is None else read_topic_id(log.dir)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``, remove it. Returns

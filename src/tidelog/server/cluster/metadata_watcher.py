@@ -362,7 +362,12 @@ class MetadataWatcher:
         if self._node_id not in assignment:
             return
         self._replicas.apply_partition_state(
-            name, index, assignment=assignment, state=state, config=self._log_config(topic.configs)
+            name,
+            index,
+            assignment=assignment,
+            state=state,
+            config=self._log_config(topic.configs),
+            topic_id=topic.assignment.topic_id,
         )
 
     def _publish_topic(self, name: str) -> None:
@@ -407,11 +412,28 @@ class MetadataWatcher:
         log.info("topic %s deleted: its local replicas are gone", name)
 
     def _delete_unknown_logs(self) -> None:
-        for tp, _log in self._logs:
-            if tp.topic not in self._topics:
-                log.warning(
-                    "deleting %s: topic %s is not in the cluster (deleted while this broker was down)",
-                    tp,
-                    tp.topic,
-                )
+        """Delete the logs ZooKeeper no longer assigns here: of a topic deleted while this broker was down,
+        of a topic of that name created again since (another topic id), of a partition moved elsewhere.
+        Kafka's controller sends such a returning broker StopReplica(delete); tidelog's brokers read it."""
+        for tp, _log in list(self._logs):
+            reason = self._unknown_log_reason(tp)
+            if reason is not None:
+                log.warning("deleting the log of %s: %s", tp, reason)
                 self._replicas.delete(tp.topic, tp.partition)
+
+    def _unknown_log_reason(self, tp: TopicPartition) -> str | None:
+        topic = self._topics.get(tp.topic)
+        if topic is None:
+            return "the topic is not in the cluster (deleted while this broker was down)"
+        assignment = topic.assignment
+        if assignment is None:
+            return None  # its assignment is unreadable for now: keep the log, decide when it is read
+        if tp.partition not in assignment.partitions or self._node_id not in assignment.replicas(
+            tp.partition
+        ):
+            return "this broker is not among the partition's replicas (reassigned or recreated elsewhere)"
+        if assignment.topic_id is not None and self._replicas.holds_other_topic(
+            tp.topic, tp.partition, assignment.topic_id
+        ):
+            return "it belongs to an earlier topic of that name (deleted and created again)"
+        return None
