@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import statistics
 import sys
 import threading
@@ -210,6 +211,8 @@ def main() -> None:
     parser.add_argument("--session-timeouts", default="6000,18000")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/tidelog-cluster-bench"))
     args = parser.parse_args()
+    # SIGTERM (a timeout, a CI cancel) unwinds like ^C, so the with-blocks stop the brokers and ZooKeeper
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     results: dict[str, Any] = {}

@@ -270,6 +270,9 @@ class Broker:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.05)
                 continue
+            if self._stopping:  # accepted in the same loop turn as stop(): nobody would serve or close it
+                client.close()
+                return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection_id = next(self._connection_ids)
