@@ -31,7 +31,8 @@ BASE_MS = 1_700_000_000_000
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     base = tmp_path_factory.mktemp("groups-cli")
     with Broker(
-        {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000},
+        # log.retention.ms -1: the messages are stamped in 2023 (BASE_MS); a retention check would delete them.
+        {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000, "log.retention.ms": -1},
         data_dir=base / "data",
         run_dir=base / "run",
     ) as running:

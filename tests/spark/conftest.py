@@ -25,7 +25,11 @@ from tidelog.testing import Broker
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     base = tmp_path_factory.mktemp("spark-broker")
-    broker = Broker({"num.partitions": 1}, data_dir=base / "data", run_dir=base / "run")
+    # The tests produce event-time fixtures dated in the past (2023, 2026-01-01): with Kafka's default
+    # retention (7 days) the broker's periodic retention check would delete them mid-test.
+    broker = Broker(
+        {"num.partitions": 1, "log.retention.ms": -1}, data_dir=base / "data", run_dir=base / "run"
+    )
     broker.start()
     try:
         yield broker
