@@ -1,6 +1,6 @@
 """The cluster's controller (Kafka 3.3's ZooKeeper-mode ``KafkaController``): one broker, elected through
 ``/controller``, decides every partition's leader and writes it to the partition's state znode, where
-the brokers watch it (see CLUSTER.md: decisions are delivered by ZooKeeper, not by controller RPCs).
+the brokers watch it (see ARCHITECTURE.md, *Cluster mode*: decisions are delivered by ZooKeeper, not by controller RPCs).
 
 Every broker runs a :class:`Controller`; it campaigns whenever ``/controller`` is absent. The winner of an
 epoch (:meth:`KafkaZkClient.elect_controller`: exactly one per epoch) loads the cluster from ZooKeeper

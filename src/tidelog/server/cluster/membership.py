@@ -10,8 +10,9 @@ Invariants:
 - A registration that finds ``/brokers/ids/N`` held by another session is retried until that session ends
   (a previous life of this broker killed less than a session timeout ago) or the wait runs out, which
   stops the start with a message naming the id: two live brokers never share an id.
-- When the session expires the broker is *fenced* first (it leads nothing, its fetchers stop, its controller
-  resigns: ``on_fenced``), synchronously, before anything else runs on the loop; only once the new session
+- When the session expires the broker is *fenced* first (it leads nothing: ``on_fenced``; its controller
+  resigns through its own session listener; its followers keep fetching, which is harmless: a follower
+  never acknowledges anything), synchronously, before anything else runs on the loop; only once the new session
   is up and the broker registered again (a new epoch) is ``on_registered`` awaited (re-read the cluster's
   state, then unfence). A broker cut off from ZooKeeper can therefore never act on a view ZooKeeper has
   moved past: its ISR writes fail (no session) and its leadership ends with the session.
