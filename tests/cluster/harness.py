@@ -295,6 +295,7 @@ class Scenario:
             problems += compare_replicas(
                 {b: self.c.broker(b).data_dir for b in isr}, topic, partition, log.high_watermark
             )
+        print(self.history.summary())  # shown with -s, and with a failure's captured output
         check(self.history, final, replicas=describe_replica_problems(problems))
 
     # ---- diagnostics ----
