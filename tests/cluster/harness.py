@@ -79,7 +79,20 @@ class Scenario:
             zookeeper_session_timeout_ms=SESSION_TIMEOUT_MS,
         )
         self.cluster.start()
+        self.wait_for(self._every_broker_sees_every_broker, "every broker's metadata to list every broker")
         return self.cluster
+
+    def _every_broker_sees_every_broker(self) -> bool:
+        """Registered is not yet known everywhere: a CreateTopics on a broker whose metadata cache has
+        not seen the last registration would refuse replication factor 3."""
+        from confluent_kafka.admin import AdminClient
+
+        expected = set(self.c.brokers)
+        for broker in self.c.brokers.values():
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 3})
+            if set(admin.list_topics(timeout=5).brokers) != expected:
+                return False
+        return True
 
     @property
     def c(self) -> Cluster:
