@@ -310,6 +310,7 @@ class Scenario:
             )
         print(self.history.summary())  # shown with -s, and with a failure's captured output
         check(self.history, final, replicas=describe_replica_problems(problems))
+        return final
 
     # ---- diagnostics ----
 
