@@ -312,6 +312,11 @@ class Scenario:
         check(self.history, final, replicas=describe_replica_problems(problems))
         return final
 
+    def read(self, topic: str, *, isolation_level: str = "read_uncommitted") -> list[bytes | None]:
+        """Every value of ``topic`` up to its high watermark (last stable offset), partition by partition."""
+        logs = read_back(self.bootstrap, {topic: self.topics[topic]}, isolation_level=isolation_level)
+        return [value for _tp, log in sorted(logs.items()) for _offset, value in sorted(log.records.items())]
+
     # ---- diagnostics ----
 
     def leadership(self) -> str:
