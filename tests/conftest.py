@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -19,3 +20,20 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The failover scenarios' options (tests/cluster); here so that a whole-suite run accepts them too."""
+    group = parser.getgroup("tidelog cluster scenarios")
+    group.addoption(
+        "--cluster-seed",
+        type=int,
+        default=None,
+        help="seed of the failover scenarios' randomness (default: env TIDELOG_CLUSTER_SEED, else random)",
+    )
+    group.addoption(
+        "--cluster-soak",
+        type=int,
+        default=None,
+        help="run each failover scenario N times, seeds seed, seed+1, ... (default: env TIDELOG_CLUSTER_SOAK, else 1)",
+    )

@@ -197,8 +197,14 @@ class Cluster:
         self.brokers[broker_id].stop()
 
     def start_broker(self, broker_id: int) -> None:
-        """Start a stopped or killed broker again (same id, data, port); returns once it is registered."""
-        self.brokers[broker_id].start()
+        """Start a stopped or killed broker again (same id, data, port); returns once it is registered.
+
+        The port is the one it had (``Broker.restart`` waits for it to be free), so clients that only
+        know the brokers' first addresses still reach it after every broker was down at once."""
+        broker = self.brokers[broker_id]
+        if broker.is_running:
+            raise RuntimeError(f"broker {broker_id} is already running")
+        broker.restart()  # not running: a start on its previous port
         self.wait_for(lambda: broker_id in self.registered(), f"broker {broker_id} to register")
 
     def restart(self, broker_id: int) -> None:

@@ -1,7 +1,8 @@
 """The cluster-mode parts of one broker, built and wired in one place (the single-node broker has none of
 them): the metadata watcher, the ZooKeeper topic admin, producer ids from ZooKeeper, the broker's
-registration, the controller, the inter-broker client, the ISR writer, the periodic ISR check and the
-controlled shutdown.
+registration, the controller, the inter-broker clients (the replica fetchers' own, and one for everything
+else: transaction markers, controlled shutdown), the ISR writer, the periodic ISR check and the controlled
+shutdown.
 
 Invariants (the start-up order is what keeps them):
 
@@ -111,9 +112,18 @@ class ClusterMember:
             self.endpoint_for,
             request_timeout_ms=self.config.replica_socket_timeout_ms,
         )
+        # The fetchers have connections of their own (Kafka's fetcher threads each have their NetworkClient):
+        # a broker answers a connection's requests in order, so a WriteTxnMarkers waiting for its marker to
+        # be replicated would hold up, on a shared connection, the very fetch that replicates it.
+        self.fetcher_client = BrokerClient(
+            node_id,
+            self.endpoint_for,
+            client_id=f"broker-{node_id}-fetcher",
+            request_timeout_ms=self.config.replica_socket_timeout_ms,
+        )
         self.fetchers = ReplicaFetcherManager(
             replicas,
-            self.client,
+            self.fetcher_client,
             metadata=metadata,
             node_id=node_id,
             broker_epoch=lambda: self.membership.epoch,
@@ -219,6 +229,7 @@ class ClusterMember:
         await self.membership.stop()
         await self.watcher.stop()
         await self.client.close_all()
+        await self.fetcher_client.close_all()
 
     async def _check_isrs(self) -> None:
         """Kafka's ``isr-expiration`` task: every ``replica.lag.time.max.ms / 2``."""

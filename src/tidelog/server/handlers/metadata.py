@@ -7,7 +7,10 @@ reach the way it reached this one); a broker without that listener is left out.
 Invariants: the controller id is always a listed broker, or -1 when none is known (librdkafka's admin
 client stalls on an unlisted one); a topic asked for by name that does not exist is created when the
 request allows it and ``auto.create.topics.enable`` is on, and is otherwise answered with
-UNKNOWN_TOPIC_OR_PARTITION; a partition without a live leader is LEADER_NOT_AVAILABLE with leader -1.
+UNKNOWN_TOPIC_OR_PARTITION; a partition without a live leader is LEADER_NOT_AVAILABLE with leader -1,
+also when the state names a leader that is not a listed broker (Kafka's ``getPartitionMetadata``: the
+state of a partition whose last leader died with no other ISR member alive keeps that leader until a
+controller moves it, and a client must not be sent to a dead broker).
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ class MetadataHandler:
             controller_id=_controller_id(self._metadata, {b.node_id for b in brokers}),
         )
         include_ops = ctx.api_version >= 8 and request.include_topic_authorized_operations
+        listed = {b.node_id for b in brokers}
         if request.topics is None or (ctx.api_version == 0 and not request.topics):
-            response.topics = [_topic(t, include_ops) for t in self._metadata.topics()]
+            response.topics = [_topic(t, include_ops, listed) for t in self._metadata.topics()]
             return response
         for wanted in request.topics:
             if wanted.name is None:
@@ -103,16 +107,17 @@ class MetadataHandler:
                             )
                         )
                         continue
-            response.topics.append(_topic(topic, include_ops))
+            response.topics.append(_topic(topic, include_ops, listed))
         return response
 
 
-def _topic(topic: TopicInfo, include_ops: bool) -> MetadataResponse.MetadataResponseTopic:
+def _topic(topic: TopicInfo, include_ops: bool, listed: set[int]) -> MetadataResponse.MetadataResponseTopic:
+    """``listed``: the brokers this answer lists; a leader outside them is answered as none."""
     partitions = [
         MetadataResponse.MetadataResponsePartition(
-            error_code=ErrorCode.NONE if p.has_leader else ErrorCode.LEADER_NOT_AVAILABLE,
+            error_code=ErrorCode.NONE if p.leader in listed else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=p.index,
-            leader_id=p.leader,
+            leader_id=p.leader if p.leader in listed else -1,
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
