@@ -44,6 +44,7 @@ pytestmark = [
 TOPIC = "orders"
 PARTITIONS = 3
 # a produce stuck on a leader that cannot commit is given up (and retried elsewhere) after 10 s, not 30 s
+LOOP_REPLICA_LAG_MS = 4000
 PRODUCERS = (
     ProducerSpec("idem", config=(("request.timeout.ms", 10_000),)),
     ProducerSpec("plain", idempotent=False, config=(("request.timeout.ms", 10_000),)),
@@ -174,12 +175,13 @@ def test_leader_cut_from_its_followers_shrinks_its_isr_and_refuses_acks_all(scen
             answer = produce_directly(c.broker(leader).bootstrap_servers, TOPIC, partition, value, 5000)
             answers.append(answer)
             scenario.event(f"acks=all Produce to the lone leader {leader}: {answer.name}")
-            assert answer != ErrorCode.NONE, (
-                f"broker {leader} acknowledged an acks=all write with an ISR of itself alone: {answers}"
-            )
-            return answer == ErrorCode.NOT_ENOUGH_REPLICAS
+            return answer in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NONE)  # NONE: fails below
 
         scenario.wait_for(refused, "an acks=all produce refused with NOT_ENOUGH_REPLICAS", 30)
+        assert ErrorCode.NONE not in answers, (
+            f"broker {leader} acknowledged an acks=all write with an ISR of itself alone: "
+            f"{[a.name for a in answers]}"
+        )
         c.heal_all()
         scenario.event("healed")
         scenario.wait_for(
@@ -236,8 +238,9 @@ def test_a_follower_cut_off_from_everyone_leaves_the_isr_and_rejoins(scenario: S
 
 def test_random_partition_loop(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     """Seeded rounds of random partitions (:mod:`tests.cluster.partition_loop`), each healed and converged
-    before the next, under continuous load; then the full verification."""
-    c = scenario.start(network=True)
+    before the next, under continuous load; then the full verification. ``replica.lag.time.max.ms`` is
+    below the session timeout, so that cuts between brokers shrink ISRs in some rounds, not in others."""
+    c = scenario.start(config={"replica.lag.time.max.ms": LOOP_REPLICA_LAG_MS}, network=True)
     scenario.create_topic(TOPIC, PARTITIONS)
     faults = plan(scenario.rng, partition_rounds(request.config), sorted(c.brokers), PARTITIONS)
     with scenario.workload(TOPIC, producers=PRODUCERS) as load:
