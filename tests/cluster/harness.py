@@ -71,12 +71,16 @@ class Scenario:
 
     # ---- lifecycle ----
 
-    def start(self, brokers: int = 3, config: Mapping[str, str | int | bool] | None = None) -> Cluster:
+    def start(
+        self, brokers: int = 3, config: Mapping[str, str | int | bool] | None = None, *, network: bool = False
+    ) -> Cluster:
+        """``network``: every member in a network namespace of its own, for ``cut`` / ``isolate``."""
         self.cluster = Cluster(
             brokers,
             config={**BASE_CONFIG, **(config or {})},
             data_dir=self.directory / "cluster",
             zookeeper_session_timeout_ms=SESSION_TIMEOUT_MS,
+            network=network,
         )
         self.cluster.start()
         self.wait_for(self._every_broker_sees_every_broker, "every broker's metadata to list every broker")
