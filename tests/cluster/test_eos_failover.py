@@ -124,17 +124,17 @@ class Transformer:
                         producer.produce(OUTPUT, value=transformed(m.value()), partition=m.partition())
                     positions = consumer.position(consumer.assignment())
                     self._retrying(
-                        lambda positions=positions: producer.send_offsets_to_transaction(
+                        lambda positions=positions, p=producer: p.send_offsets_to_transaction(
                             positions, consumer.consumer_group_metadata(), 30
                         )
                     )
-                    self._retrying(lambda: producer.commit_transaction(30))
+                    self._retrying(lambda p=producer: p.commit_transaction(30))
                     self.commits += 1
                 except KafkaException as exc:
                     error = exc.args[0]
                     self.errors[error.name()] += 1
                     if error.txn_requires_abort():
-                        self._retrying(lambda: producer.abort_transaction(30))
+                        self._retrying(lambda p=producer: p.abort_transaction(30))
                         self.aborts += 1
                     else:  # fatal: a new producer fences this one and finishes or aborts what it left
                         producer.flush(5)
@@ -220,7 +220,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_failover
     duplicated = sorted(v for v, n in counts.items() if n > 1)
     missing = sorted(expected - set(counts))
     invented = sorted(set(counts) - inputs)
-    assert not (duplicated or missing or invented), (
+    assert (duplicated, missing, invented) == ([], [], []), (
         f"{scenario.history.summary()}\noutput: {len(output)} records; "
         f"{len(duplicated)} duplicated {duplicated[:5]}, {len(missing)} missing {missing[:5]}, "
         f"{len(invented)} never input {invented[:5]}"
