@@ -1,4 +1,5 @@
-"""Shared pytest setup: hypothesis profiles.
+"""Shared pytest setup: hypothesis profiles, a socket-leak fix for kafka-python
+(:mod:`tests.support.kafka_python_fixes`).
 
 ``HYPOTHESIS_PROFILE`` selects one: ``default`` (quick, used by ``make test``), ``thorough``
 (many more examples, for local soak runs). Tests that need fewer examples than the profile set
@@ -11,6 +12,9 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+from tests.support.kafka_python_fixes import close_sockets_of_failed_connects
+
+close_sockets_of_failed_connects()
 
 settings.register_profile(
     "default",
