@@ -245,6 +245,16 @@ class ReplicaManager:
         self.produce_purgatory.check(key)
         self.fetch_purgatory.on_append(key)
 
+    def _after_leader_append(self, partition: Partition, high_watermark_before: int) -> None:
+        """Wake the long polls (followers wait for the new records) and, only if the append moved the high
+        watermark (an ISR of the leader alone), the acks=all produces: otherwise none of them can complete,
+        and checking each waiting produce on every append costs O(waiting) per append (Kafka's
+        ``tryCompleteDelayedRequests`` runs only when the high watermark was incremented)."""
+        key = (partition.topic, partition.index)
+        if partition.high_watermark != high_watermark_before:
+            self.produce_purgatory.check(key)
+        self.fetch_purgatory.on_append(key)
+
     # -- followers fetching from this leader -----------------------------------------------------------
 
     def follower_fetch(
@@ -354,6 +364,7 @@ class ReplicaManager:
             return partition, None, None
         if not isinstance(records, bytes | bytearray | memoryview):
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
+        high_watermark = partition.high_watermark
         try:
             info = partition.append_records_as_leader(
                 records, now_ms=now_ms, origin=origin, required_acks=required_acks
@@ -363,7 +374,7 @@ class ReplicaManager:
         except OSError:
             log.exception("append to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
-        self._check_waiters((topic, index))
+        self._after_leader_append(partition, high_watermark)
         return ErrorCode.NONE, info, None
 
     def write_txn_marker(
@@ -387,6 +398,7 @@ class ReplicaManager:
         partition = self.leader_partition(topic, index)
         if isinstance(partition, ErrorCode):
             return partition, None, None
+        high_watermark = partition.high_watermark
         try:
             info = partition.append_control_marker(
                 kind,
@@ -401,7 +413,7 @@ class ReplicaManager:
         except OSError:
             log.exception("transaction marker to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
-        self._check_waiters((topic, index))
+        self._after_leader_append(partition, high_watermark)
         return ErrorCode.NONE, info, None
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
