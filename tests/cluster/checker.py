@@ -19,7 +19,12 @@ After the scenario, :func:`read_back` reads every partition from its log start t
 3. every record a consumer read is still there with the same value (nothing once read below the high
    watermark disappears or changes; consumers only ever see records below it);
 4. no value of an idempotent producer appears twice (across all partitions), and no idempotent producer
-   was told a fatal error;
+   was told a fatal error. A broker deduplicates a producer's retries within one producer epoch (Kafka's
+   rule): a copy written under a *higher* epoch of the same producer id is the client re-sending records
+   it had not seen acknowledged after bumping its epoch, which librdkafka's idempotent producer does when
+   a leader answers OUT_OF_ORDER_SEQUENCE_NUMBER during a leader change (confluentinc/librdkafka#4953; the
+   Java client does not). Such copies are listed in :attr:`History.resent_under_new_epoch`, not failed;
+   two copies under one epoch always fail;
 
 and :func:`compare_replicas` that every replica in the ISR holds the same bytes, batch by batch, up to
 the high watermark, read straight from the segment files in each broker's data directory.
@@ -31,6 +36,7 @@ value expected and the value found, so the diff reads without a debugger.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter, defaultdict
@@ -49,6 +55,7 @@ __all__ = [
     "TopicPartition",
     "check",
     "compare_replicas",
+    "producer_stamps",
     "read_back",
     "replica_batches",
     "seed_banner",
@@ -96,6 +103,8 @@ class History:
         self.fatal: list[tuple[str, str]] = []
         self.reads: dict[TopicPartition, dict[int, bytes | None]] = defaultdict(dict)
         self.read_conflicts: list[tuple[TopicPartition, int, bytes | None, bytes | None]] = []
+        # values an idempotent producer wrote again under a new producer epoch (check's rule 4)
+        self.resent_under_new_epoch: list[tuple[bytes, list[tuple[TopicPartition, int]]]] = []
         self.extra_values: set[bytes] = set()
         self.events: list[tuple[float, str]] = []
         self._start = time.monotonic()
@@ -177,6 +186,11 @@ class History:
                 f"sent {len(self.sent)}, acknowledged {len(self.acks)} (and {len(self.acks_without_offset)}"
                 f" without an offset), failed {len(self.failures)} "
                 f"({fail_text}), read {reads} (up to {ends})\nevents: {events or 'none'}"
+                + (
+                    f"\nre-sent by a client under a new producer epoch: {len(self.resent_under_new_epoch)}"
+                    if self.resent_under_new_epoch
+                    else ""
+                )
             )
 
 
@@ -266,8 +280,16 @@ def _show(value: bytes | None) -> str:
     return repr(value)
 
 
-def check(history: History, final: Mapping[TopicPartition, PartitionLog], *, replicas: str = "") -> None:
-    """Assert the four data properties of the module docstring; :class:`CheckFailed` with the diff."""
+def check(
+    history: History,
+    final: Mapping[TopicPartition, PartitionLog],
+    *,
+    replicas: str = "",
+    producers: Mapping[TopicPartition, Mapping[int, tuple[int, int]]] | None = None,
+) -> None:
+    """Assert the four data properties of the module docstring; :class:`CheckFailed` with the diff.
+    ``producers`` maps each partition's offsets to the (producer id, producer epoch) of their batch
+    (:func:`producer_stamps`); without it every duplicate fails."""
     problems: list[str] = []
     where: dict[bytes, list[tuple[TopicPartition, int]]] = defaultdict(list)
     for tp, log in final.items():
@@ -339,11 +361,16 @@ def check(history: History, final: Mapping[TopicPartition, PartitionLog], *, rep
             for tp, offset, a, b in history.read_conflicts[:SHOWN]
         )
     # 4. idempotence: once each, no fatal error
-    duplicated = sorted(
-        (places, value)
-        for value, places in where.items()
-        if len(places) > 1 and (sender := history.sent.get(value)) is not None and sender.idempotent
-    )
+    duplicated = []
+    for value, places in where.items():
+        sender = history.sent.get(value)
+        if len(places) < 2 or sender is None or not sender.idempotent:
+            continue
+        if _resent_under_new_epochs(sorted(places), producers):
+            history.resent_under_new_epoch.append((value, sorted(places)))
+        else:
+            duplicated.append((sorted(places), value))
+    duplicated.sort()
     if duplicated:
         problems.append(f"{len(duplicated)} values of idempotent producers written more than once:")
         problems.extend(f"  {value!r} at {places}" for places, value in duplicated[:SHOWN])
@@ -358,16 +385,43 @@ def check(history: History, final: Mapping[TopicPartition, PartitionLog], *, rep
         )
 
 
+def _resent_under_new_epochs(
+    places: Sequence[tuple[TopicPartition, int]],
+    producers: Mapping[TopicPartition, Mapping[int, tuple[int, int]]] | None,
+) -> bool:
+    """Whether each copy after the first (in offset order, one partition) was written by the same producer
+    id under a higher producer epoch than the copy before it."""
+    if producers is None or len({tp for tp, _offset in places}) != 1:
+        return False
+    stamps = [producers.get(tp, {}).get(offset) for tp, offset in places]
+    return all(
+        a is not None and b is not None and a[0] == b[0] and b[1] > a[1]
+        for a, b in itertools.pairwise(stamps)
+    )
+
+
+def producer_stamps(batches: Iterable[Batch]) -> dict[int, tuple[int, int]]:
+    """offset -> (producer id, producer epoch) of the batch holding it (batches with a producer id only)."""
+    stamps: dict[int, tuple[int, int]] = {}
+    for batch in batches:
+        if batch.producer_id >= 0:
+            for offset in range(batch.base_offset, batch.last_offset + 1):
+                stamps[offset] = (batch.producer_id, batch.producer_epoch)
+    return stamps
+
+
 # ---- replicas, byte for byte ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """One stored batch: its offsets, its leader epoch and its bytes."""
+    """One stored batch: its offsets, its leader epoch, its producer and its bytes."""
 
     base_offset: int
     last_offset: int
     leader_epoch: int
+    producer_id: int
+    producer_epoch: int
     data: bytes
 
     def describe(self) -> str:
@@ -401,6 +455,8 @@ def replica_batches(data_dir: Path, topic: str, partition: int, high_watermark: 
                     header.base_offset,
                     header.base_offset + header.last_offset_delta,
                     header.partition_leader_epoch,
+                    header.producer_id,
+                    header.producer_epoch,
                     data[position : position + size],
                 )
         except CorruptRecordError:

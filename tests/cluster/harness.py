@@ -29,7 +29,9 @@ from tests.cluster.checker import (
     check,
     compare_replicas,
     describe_replica_problems,
+    producer_stamps,
     read_back,
+    replica_batches,
     seed_banner,
 )
 from tests.cluster.workload import ProducerSpec, Workload
@@ -307,19 +309,57 @@ class Scenario:
                 )
             workload.stop()
         problems: list[str] = []
+        producers: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
         for (topic, partition), log in sorted(final.items()):
             isr = self.state(topic, partition).isr
             problems += compare_replicas(
                 {b: self.c.broker(b).data_dir for b in isr}, topic, partition, log.high_watermark
             )
+            producers[(topic, partition)] = producer_stamps(
+                replica_batches(self.c.broker(isr[0]).data_dir, topic, partition, log.high_watermark)
+            )
+        check(self.history, final, replicas=describe_replica_problems(problems), producers=producers)
         print(self.history.summary())  # shown with -s, and with a failure's captured output
-        check(self.history, final, replicas=describe_replica_problems(problems))
         return final
 
     def read(self, topic: str, *, isolation_level: str = "read_uncommitted") -> list[bytes | None]:
         """Every value of ``topic`` up to its high watermark (last stable offset), partition by partition."""
         logs = read_back(self.bootstrap, {topic: self.topics[topic]}, isolation_level=isolation_level)
         return [value for _tp, log in sorted(logs.items()) for _offset, value in sorted(log.records.items())]
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """OffsetFetch of ``group`` for ``topic``'s partitions (from whichever broker coordinates it now),
+        without joining the group; partitions without a commit are left out."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        reader = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+        try:
+            wanted = [TopicPartition(topic, p) for p in range(self.topics[topic])]
+            return {
+                tp.partition: tp.offset for tp in reader.committed(wanted, timeout=10) if tp.error is None
+            }
+        finally:
+            reader.close()
+
+    def high_watermarks(self, topic: str) -> dict[int, int]:
+        """Each partition's high watermark as its leader answers it now."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "hw-probe", "log_level": 3})
+        try:
+            return {
+                p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                for p in range(self.topics[topic])
+            }
+        finally:
+            reader.close()
 
     # ---- diagnostics ----
 

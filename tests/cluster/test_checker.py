@@ -110,6 +110,29 @@ def test_an_idempotent_producers_value_twice_is_a_duplicate_but_a_plain_ones_is_
     check(history_of(VALUES, idempotent=False), log(final))
 
 
+def test_a_copy_under_a_higher_producer_epoch_is_the_clients_resend_but_one_epoch_twice_fails() -> None:
+    """librdkafka re-sends records it had not seen acknowledged under a bumped producer epoch: the broker
+    cannot deduplicate across epochs (nor can Kafka's). Two copies under one epoch are the broker's fault."""
+
+    def history() -> History:  # offset 3 written, never acknowledged; acknowledged when written again at 20
+        resent = history_of({o: v for o, v in VALUES.items() if o != 3})
+        resent.record_sent("p", VALUES[3], idempotent=True)
+        resent.record_ack("p", VALUES[3], T, 0, 20)
+        return resent
+
+    records = {**VALUES, 20: VALUES[3]}
+    bumped = dict.fromkeys(VALUES, (7, 0)) | {20: (7, 1)}
+    accepted = history()
+    check(accepted, log(records), producers={(T, 0): bumped})
+    assert accepted.resent_under_new_epoch == [(VALUES[3], [((T, 0), 3), ((T, 0), 20)])]
+    assert "re-sent by a client under a new producer epoch: 1" in accepted.summary()
+    for stamps in ({**bumped, 20: (7, 0)}, {**bumped, 20: (8, 1)}, {**bumped, 3: (7, 2)}):
+        with pytest.raises(CheckFailed, match="1 values of idempotent producers written more than once"):
+            check(history(), log(records), producers={(T, 0): stamps})
+    with pytest.raises(CheckFailed, match="1 values of idempotent producers written more than once"):
+        check(history(), log(records))
+
+
 def test_an_acknowledgement_without_offset_needs_the_value_in_the_partition() -> None:
     history = history_of({0: VALUES[0]})
     history.record_sent("p", VALUES[1], idempotent=True)

@@ -146,37 +146,6 @@ class Transformer:
             producer.flush(10)
 
 
-def group_committed(scenario: Scenario) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    reader = Consumer(
-        {
-            "bootstrap.servers": scenario.bootstrap,
-            "group.id": GROUP,
-            "enable.auto.commit": False,
-            "log_level": 3,
-        }
-    )
-    try:
-        answer = reader.committed([TopicPartition(INPUT, p) for p in range(PARTITIONS)], timeout=10)
-        return {tp.partition: tp.offset for tp in answer if tp.error is None}
-    finally:
-        reader.close()
-
-
-def high_watermarks(scenario: Scenario, topic: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    reader = Consumer({"bootstrap.servers": scenario.bootstrap, "group.id": "hw-probe", "log_level": 3})
-    try:
-        return {
-            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-            for p in range(PARTITIONS)
-        }
-    finally:
-        reader.close()
-
-
 def test_consume_transform_produce_is_exactly_once_across_a_coordinator_failover(scenario: Scenario) -> None:
     c = scenario.start()
     scenario.create_topic(INPUT, PARTITIONS)
@@ -202,7 +171,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_failover
         load.wait_acked(200, "after the restart")
     # every input consumed and its offset committed in a transaction
     scenario.wait_for(
-        lambda: group_committed(scenario) == high_watermarks(scenario, INPUT),
+        lambda: scenario.committed_offsets(GROUP, INPUT) == scenario.high_watermarks(INPUT),
         "the application's committed offsets to reach the input's high watermarks",
         90,
     )

@@ -123,25 +123,6 @@ class Member:
             consumer.close()
 
 
-def committed_offsets(scenario: Scenario) -> dict[int, int]:
-    """OffsetFetch for the group (from whichever broker coordinates it now), without joining it."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    reader = Consumer(
-        {
-            "bootstrap.servers": scenario.bootstrap,
-            "group.id": GROUP,
-            "enable.auto.commit": False,
-            "log_level": 3,
-        }
-    )
-    try:
-        answer = reader.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
-        return {tp.partition: tp.offset for tp in answer if tp.error is None}
-    finally:
-        reader.close()
-
-
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_group_continues_across_its_coordinators_failover(scenario: Scenario, protocol: str) -> None:
     c = scenario.start(config=KIP848_CONFIG if protocol == "consumer" else None)
@@ -164,7 +145,7 @@ def test_group_continues_across_its_coordinators_failover(scenario: Scenario, pr
         scenario.wait_new_leader(OFFSETS_TOPIC, coordinator_partition, old)
 
         def survived() -> bool:
-            now = committed_offsets(scenario)
+            now = scenario.committed_offsets(GROUP, TOPIC)
             return all(now.get(p, -1) >= offset for p, offset in before.items())
 
         scenario.wait_for(survived, f"the new coordinator to answer at least the commits {before}", 60)
@@ -193,4 +174,4 @@ def test_group_continues_across_its_coordinators_failover(scenario: Scenario, pr
     assert consumed <= set(scenario.history.sent), sorted(consumed - set(scenario.history.sent))[:5]
     logs = scenario.verify()
     assert ends == {p: logs[(TOPIC, p)].high_watermark for p in range(PARTITIONS)}
-    assert committed_offsets(scenario) == ends
+    assert scenario.committed_offsets(GROUP, TOPIC) == ends
