@@ -57,6 +57,7 @@ from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.replication.controller_context import ControllerContext
 from tidelog.replication.leader_and_isr import LeaderAndIsr
+from tidelog.server.clock import SYSTEM_CLOCK, Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.zk import paths
 from tidelog.server.zk.client import ControllerEpoch, KafkaZkClient
@@ -135,9 +136,17 @@ class Controller:
     the event queue and raise :class:`NotControllerError` when this broker is not the active controller.
     """
 
-    def __init__(self, zk: KafkaZkClient, broker_id: int, *, config: ControllerConfig | None = None) -> None:
+    def __init__(
+        self,
+        zk: KafkaZkClient,
+        broker_id: int,
+        *,
+        config: ControllerConfig | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.zk = zk
         self.broker_id = broker_id
+        self._clock = clock
         self.config = config if config is not None else ControllerConfig()
         self.context = ControllerContext()
         self._states = PartitionStateWriter(zk, self.context, broker_id, self._writable)
@@ -336,7 +345,7 @@ class Controller:
         session_id = self.zk.session.session_id
         if session_id is None:
             return  # expired: Reelect comes with the new session
-        won = await self.zk.elect_controller(self.broker_id)
+        won = await self.zk.elect_controller(self.broker_id, timestamp_ms=self._clock.now_ms())
         if won is None:
             self._active_controller_id = await self.zk.get_controller_id()
             log.debug(

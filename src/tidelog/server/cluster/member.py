@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 
 from tidelog.protocol import TopicPartition
@@ -81,6 +80,7 @@ class ClusterMember:
         self.zk = zk
         self.node_id = node_id
         self._configs = configs
+        self._clock = clock
         self._metadata = metadata
         self._replicas = replicas
         self._logs = logs
@@ -106,7 +106,9 @@ class ClusterMember:
             wait_for_id_s=2 * self.config.zookeeper_session_timeout_ms / 1000 + 5,
         )
         replicas.set_isr_writer(self._write_isr)
-        self.controller = Controller(zk, node_id, config=ControllerConfig.from_broker_config(self.config))
+        self.controller = Controller(
+            zk, node_id, config=ControllerConfig.from_broker_config(self.config), clock=clock
+        )
         self.client = BrokerClient(
             node_id,
             self.endpoint_for,
@@ -156,7 +158,7 @@ class ClusterMember:
         return BrokerRegistration(
             self.node_id,
             tuple(Endpoint(name, host, port, protocol) for name, host, port, protocol in self._advertised()),
-            timestamp_ms=time.time_ns() // 1_000_000,
+            timestamp_ms=self._clock.now_ms(),
             rack=self.config.broker_rack,
         )
 
