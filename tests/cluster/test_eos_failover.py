@@ -11,13 +11,12 @@ offsets are the input's high watermarks.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from typing import Any
 
 import pytest
 from tests.cluster.harness import Scenario
-from tests.cluster.workload import ProducerSpec
+from tests.cluster.workload import ClientThread, ProducerSpec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -30,34 +29,16 @@ def transformed(value: bytes) -> bytes:
     return b"ledger:" + value
 
 
-class Transformer:
+class Transformer(ClientThread):
     """The application, in a thread."""
 
     def __init__(self, scenario: Scenario) -> None:
+        super().__init__("transformer", join_timeout=90)
         self.scenario = scenario
         self.commits = 0
         self.aborts = 0
         self.new_producers = 0
         self.errors: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._guarded, name="transformer", daemon=True)
-
-    def start(self) -> Transformer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(90)
-        if self._error is not None:
-            raise self._error
-
-    def _guarded(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self._error = exc
 
     def _producer(self) -> Any:
         from confluent_kafka import Producer
@@ -86,10 +67,10 @@ class Transformer:
             except KafkaException as exc:
                 error = exc.args[0]
                 self.errors[error.name()] += 1
-                if not error.retriable() or self._stop.is_set():
+                if not error.retriable() or self.stopping.is_set():
                     raise
 
-    def _run(self) -> None:
+    def run(self) -> None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         consumer = Consumer(
@@ -114,7 +95,7 @@ class Transformer:
                 consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
 
         try:
-            while not self._stop.is_set():
+            while not self.stopping.is_set():
                 msgs = [m for m in consumer.consume(200, 0.2) if not m.error()]
                 if not msgs:
                     continue

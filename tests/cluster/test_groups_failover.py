@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from tests.cluster.harness import Scenario
-from tests.cluster.workload import ProducerSpec
+from tests.cluster.workload import ClientThread, ProducerSpec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -34,10 +34,11 @@ KIP848_CONFIG = {
 }
 
 
-class Member:
+class Member(ClientThread):
     """One group member in a thread: consumes, commits synchronously every 50 messages or 0.5 s."""
 
     def __init__(self, scenario: Scenario, name: str, protocol: str, commits: dict[int, int]) -> None:
+        super().__init__(f"member-{name}")
         self.scenario = scenario
         self.name = name
         self.protocol = protocol
@@ -45,25 +46,6 @@ class Member:
         self.consumed: list[bytes] = []
         self.commit_errors: list[str] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._guarded, name=f"member-{name}", daemon=True)
-
-    def start(self) -> Member:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        if self._error is not None:
-            raise self._error
-
-    def _guarded(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self._error = exc
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {
@@ -81,7 +63,7 @@ class Member:
             config |= {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000}
         return config
 
-    def _run(self) -> None:
+    def run(self) -> None:
         from confluent_kafka import Consumer, KafkaException
 
         history = self.scenario.history
@@ -108,7 +90,7 @@ class Member:
                         self.commit_errors.append(tp.error.name())
 
         try:
-            while not self._stop.is_set():
+            while not self.stopping.is_set():
                 for msg in consumer.consume(100, 0.2):
                     if msg.error():
                         continue

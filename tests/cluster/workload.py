@@ -27,7 +27,37 @@ from dataclasses import dataclass
 
 from tests.cluster.checker import History, seed_banner
 
-__all__ = ["ProducerSpec", "Workload", "confluent_producer_config"]
+__all__ = ["ClientThread", "ProducerSpec", "Workload", "confluent_producer_config"]
+
+
+class ClientThread:
+    """A client application in a daemon thread: :meth:`run` until :attr:`stopping` is set; :meth:`stop`
+    joins it and re-raises whatever ended it early."""
+
+    def __init__(self, name: str, join_timeout: float = 60.0) -> None:
+        self.stopping = threading.Event()
+        self._join_timeout = join_timeout
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._guarded, name=name, daemon=True)
+
+    def start(self) -> ClientThread:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._thread.join(self._join_timeout)
+        if self._error is not None:
+            raise self._error
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def _guarded(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:
+            self._error = exc
 
 
 @dataclass(frozen=True, slots=True)
