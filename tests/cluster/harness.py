@@ -227,6 +227,10 @@ class Scenario:
         state = self.state(topic, partition)
         return state.leader >= 0 and sorted(state.isr) == sorted(self.replicas(topic, partition))
 
+    def out_of_every_isr(self, topic: str, broker: int) -> bool:
+        """``broker`` is in no ISR of ``topic`` (ZooKeeper's view)."""
+        return all(broker not in self.state(topic, p).isr for p in range(self.topics[topic]))
+
     def coordinator_partition(self, internal_topic: str, key: str) -> int:
         from tidelog.coordinator.common.partitioning import partition_for
 

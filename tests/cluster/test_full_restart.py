@@ -87,7 +87,7 @@ def test_full_cluster_kill_and_restart(scenario: Scenario, order: str) -> None:
         c.expire_session(stale)
         scenario.event(f"stale broker {stale} killed")
         scenario.wait_for(
-            lambda: all(stale not in scenario.state(TOPIC, p).isr for p in range(PARTITIONS)),
+            lambda: scenario.out_of_every_isr(TOPIC, stale),
             f"{stale} out of every ISR",
         )
         load.wait_acked(200, f"without {stale}")

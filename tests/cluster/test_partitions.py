@@ -215,7 +215,7 @@ def test_a_follower_cut_off_from_everyone_leaves_the_isr_and_rejoins(scenario: S
         c.isolate(follower)
         scenario.event(f"follower {follower} cut from everyone")
         scenario.wait_for(
-            lambda: all(follower not in scenario.state(TOPIC, p).isr for p in range(PARTITIONS)),
+            lambda: scenario.out_of_every_isr(TOPIC, follower),
             f"every ISR to shrink without {follower}",
         )
         load.wait_acked(300, f"with {follower} cut off")
