@@ -62,6 +62,8 @@ from .metadata_store import MetadataStore
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .replica_manager import ReplicaManager
+from .security.client_quotas import client_quotas_for
+from .security.quota_throttling import QuotaEnforcer
 from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -161,17 +163,22 @@ class Broker:
         )
         if self.cluster is not None:
             self.transactions.set_broker_client(self.cluster.client)
+        self.client_quotas = client_quotas_for(config, self.entity_configs)
+        self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         self.dispatcher = Dispatcher(
-            build_routes(
-                replicas=self.replicas,
-                metadata=self.metadata,
-                admin=self.admin,
-                groups=self.groups,
-                transactions=self.transactions,
-                producer_ids=self.producer_ids,
-                fetch_purgatory=self.fetch_purgatory,
-                clock=clock,
-                controller=lambda: self.cluster.controller if self.cluster is not None else None,
+            self.quota_enforcer.wrap(
+                build_routes(
+                    replicas=self.replicas,
+                    metadata=self.metadata,
+                    admin=self.admin,
+                    groups=self.groups,
+                    transactions=self.transactions,
+                    producer_ids=self.producer_ids,
+                    fetch_purgatory=self.fetch_purgatory,
+                    clock=clock,
+                    controller=lambda: self.cluster.controller if self.cluster is not None else None,
+                    client_quotas=self.client_quotas,
+                )
             )
         )
         self.host = ""
@@ -184,6 +191,12 @@ class Broker:
         self._stopping = False
         if zk is None:
             self._publish_self()
+
+    def _mute(self, connection_id: int, throttle_time_ms: int) -> None:
+        """A client over its quota: its connection takes no request for ``throttle_time_ms``."""
+        connection = self._connections.get(connection_id)
+        if connection is not None:
+            connection.mute_for(throttle_time_ms)
 
     @property
     def config(self) -> BrokerConfig:
@@ -216,6 +229,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         if self._zk_entity_configs is not None:
             await self._zk_entity_configs.load()  # SCRAM credentials and quotas, before any client connects
+            self.client_quotas.apply_all()
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port

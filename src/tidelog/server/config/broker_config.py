@@ -75,6 +75,11 @@ class BrokerConfig:
     connections_max_idle_ms: int
     max_connections: int
     max_connections_per_ip: int
+    # client quotas
+    quota_window_num: int
+    quota_window_size_seconds: int
+    controller_quota_window_num: int
+    controller_quota_window_size_seconds: int
     # topics
     num_partitions: int
     default_replication_factor: int

@@ -24,8 +24,10 @@ from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.client_quotas import ClientQuotas
 from tidelog.server.txn_runtime import TransactionRuntime
 
+from .client_quotas import ClientQuotasHandler
 from .configs import ConfigsHandler
 from .controlled_shutdown import ControlledShutdownHandler
 from .delete_records import DeleteRecordsHandler
@@ -61,11 +63,14 @@ def build_routes(
     fetch_purgatory: FetchPurgatory,
     clock: Clock,
     controller: Callable[[], Controller | None] = lambda: None,
+    client_quotas: ClientQuotas | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators."""
     produce = ProduceHandler(replicas, metadata, clock)
     fetch = FetchHandler(replicas, metadata, fetch_purgatory)
-    topics = TopicsHandler(admin, metadata)
+    topics = TopicsHandler(
+        admin, metadata, client_quotas.controller_mutation if client_quotas else None, clock
+    )
     configs = ConfigsHandler(admin, metadata)
     group_apis = GroupsHandler(groups, metadata)
     txn_apis = TransactionsHandler(transactions, groups, replicas, metadata)
@@ -115,4 +120,16 @@ def build_routes(
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
         Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
         Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller).handle),
+        *_client_quota_routes(client_quotas),
+    ]
+
+
+def _client_quota_routes(client_quotas: ClientQuotas | None) -> list[Route]:
+    """DescribeClientQuotas and AlterClientQuotas, where the quotas have a store."""
+    if client_quotas is None or client_quotas.store is None:
+        return []
+    handler = ClientQuotasHandler(client_quotas.store)
+    return [
+        Route(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, handler.describe),
+        Route(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, handler.alter),
     ]

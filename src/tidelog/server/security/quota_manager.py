@@ -79,7 +79,10 @@ class ClientQuotaManager:
     # -- configuration ---------------------------------------------------------------------------------
 
     def update_quota(self, entity: QuotaEntity, quota: float | None) -> None:
-        """Set (or with None remove) ``entity``'s quota; measured clients pick it up at once."""
+        """Set (or with None remove) ``entity``'s quota; measured clients pick it up at once. Removing a
+        quota that was never set changes nothing (it does not turn the manager on)."""
+        if quota is None and entity not in self._overrides:
+            return
         if entity.user is not None:
             self._levels |= _USER_CLIENT_ID_LEVEL if entity.client_id is not None else _USER_LEVEL
         else:
