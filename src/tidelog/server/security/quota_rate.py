@@ -82,29 +82,39 @@ class WindowedRate:
 
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms``."""
-        self._purge_obsolete(now_ms)
-        total = sum(s.value for s in self._samples)
-        return total / (self.window_size_ms(now_ms) / 1000)
+        total, window_ms = self._sum_and_window(now_ms)
+        return total / (window_ms / 1000)
 
     def window_size_ms(self, now_ms: int) -> int:
         """The time the rate is taken over (Kafka's ``Rate.windowSize``)."""
-        self._purge_obsolete(now_ms)
-        window_ms = self.window.window_ms
-        oldest = min((s.start_ms for s in self._samples), default=now_ms)
-        elapsed = now_ms - oldest
-        min_full_windows = self.window.samples - 1
-        full_windows = elapsed // window_ms
-        if full_windows < min_full_windows:
-            elapsed += (min_full_windows - full_windows) * window_ms
-        return max(elapsed, 1)
+        return self._sum_and_window(now_ms)[1]
 
     def throttle_time_ms(self, quota: float, now_ms: int) -> int:
         """How long to hold the client back for the measured rate to come down to ``quota`` (0 when
         within it): Kafka's ``(observed - quota) / quota * window``."""
-        observed = self.measure(now_ms)
+        total, window_ms = self._sum_and_window(now_ms)
+        observed = total / (window_ms / 1000)
         if observed <= quota:
             return 0
-        return java_round((observed - quota) / quota * self.window_size_ms(now_ms))
+        return java_round((observed - quota) / quota * window_ms)
+
+    def _sum_and_window(self, now_ms: int) -> tuple[float, int]:
+        """Purge obsolete samples, then (sum of the samples, window size in ms)."""
+        window = self.window
+        expire_age = window.samples * window.window_ms
+        total = 0.0
+        oldest = now_ms
+        for sample in self._samples:
+            if now_ms - sample.last_event_ms >= expire_age:
+                sample.reset(now_ms)
+            total += sample.value
+            oldest = min(oldest, sample.start_ms)
+        elapsed = now_ms - oldest
+        min_full_windows = window.samples - 1
+        full_windows = elapsed // window.window_ms
+        if full_windows < min_full_windows:
+            elapsed += (min_full_windows - full_windows) * window.window_ms
+        return total, max(elapsed, 1)
 
     def _current_sample(self, now_ms: int) -> _Sample:
         if not self._samples:
@@ -121,12 +131,6 @@ class WindowedRate:
         sample = self._samples[self._current]
         sample.reset(now_ms)
         return sample
-
-    def _purge_obsolete(self, now_ms: int) -> None:
-        expire_age = self.window.samples * self.window.window_ms
-        for sample in self._samples:
-            if now_ms - sample.last_event_ms >= expire_age:
-                sample.reset(now_ms)
 
 
 class TokenBucket:

@@ -110,9 +110,9 @@ class QuotaEnforcer:
             if isinstance(result, NoResponse):
                 self._throttle(ctx, None, self._request_throttle(ctx, elapsed))
                 return result
-            if isinstance(result, Awaitable):
-                return self._later(result, lambda r: self._answer(ctx, r, elapsed))
-            return self._answer(ctx, result, elapsed)
+            if isinstance(result, Response):
+                return self._answer(ctx, result, elapsed)
+            return self._later(result, lambda r: self._answer(ctx, r, elapsed))
 
         return handle
 
@@ -154,9 +154,9 @@ class QuotaEnforcer:
             if isinstance(result, NoResponse):  # acks=0: bytes count, handler time does not
                 self._throttle(ctx, None, self._produce_throttle(ctx))
                 return result
-            if isinstance(result, Awaitable):
-                return self._later(result, lambda r: self._produce_answer(ctx, r, elapsed))
-            return self._produce_answer(ctx, result, elapsed)
+            if isinstance(result, Response):
+                return self._produce_answer(ctx, result, elapsed)
+            return self._later(result, lambda r: self._produce_answer(ctx, r, elapsed))
 
         return handle
 
@@ -192,9 +192,9 @@ class QuotaEnforcer:
             elapsed = self._perf_ns() - start
             if isinstance(result, NoResponse):
                 return result
-            if isinstance(result, Awaitable):
-                return self._later(result, lambda r: self._fetch_answer(ctx, r, elapsed))
-            return self._fetch_answer(ctx, result, elapsed)
+            if isinstance(result, Response):
+                return self._fetch_answer(ctx, result, elapsed)
+            return self._later(result, lambda r: self._fetch_answer(ctx, r, elapsed))
 
         return handle
 
