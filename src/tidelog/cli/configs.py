@@ -57,7 +57,18 @@ class _ConfigRow(TypedDict):
     synonyms: NotRequired[list[_Synonym]]  # dropped from the output without --synonyms
 
 
-@click.group("configs", invoke_without_command=True)
+class _ConfigsGroup(click.Group):
+    """Remembers the order of the entity options: kafka-configs.sh pairs each name or default with the
+    entity type before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from tidelog.cli.configs_quotas import entity_option_order
+
+        ctx.meta["entity_order"] = entity_option_order(args)
+        return super().parse_args(ctx, args)
+
+
+@click.group("configs", cls=_ConfigsGroup, invoke_without_command=True)
 @click.option(
     "--entity-type",
     "entity_types",
@@ -93,7 +104,7 @@ def configs_group(
     client: ClientOptions,
     entity_types: tuple[str, ...],
     entity_names: tuple[str, ...],
-    entity_default: int,
+    entity_default: int,  # noqa: ARG001 - its place among the entity options is read in parse_args
     user: str | None,
     client_id: str | None,
     user_defaults: bool,
@@ -117,7 +128,13 @@ def configs_group(
     from tidelog.cli.configs_quotas import parse_entity, run_quota_command
 
     entity = parse_entity(
-        entity_types, entity_names, entity_default, user, client_id, user_defaults, client_defaults
+        ctx.meta.get("entity_order", []),
+        entity_types,
+        entity_names,
+        user,
+        client_id,
+        user_defaults,
+        client_defaults,
     )
     run_quota_command(
         client, entity, alter=alter, describe=describe, add_config=add_config, delete_config=delete_config

@@ -1,8 +1,8 @@
 """``tidelog configs --entity-type users|clients ...``: client quotas, as ``kafka-configs.sh`` manages them.
 
 Invariants: the entity is named as ``kafka-configs.sh`` names it: ``--entity-type users|clients`` each
-followed by ``--entity-name NAME`` or ``--entity-default`` (a user and a client id together name a
-(user, client-id) entity), or the shorthands ``--user`` / ``--client`` / ``--user-defaults`` /
+followed by ``--entity-name NAME`` or ``--entity-default`` (a name or default belongs to the type given
+before it; a user and a client id together name a (user, client-id) entity), or the shorthands ``--user`` / ``--client`` / ``--user-defaults`` /
 ``--client-defaults``. ``--alter`` takes ``--add-config 'k=v,k2=v2'`` and ``--delete-config 'k,k2'`` and
 sends one AlterClientQuotas; ``--describe`` sends a strict DescribeClientQuotas (an entity type without a
 name matches every name of that type). The broker's refusal is printed with its message and exits 1.
@@ -14,7 +14,7 @@ import click
 
 from tidelog.cli._common import ClientOptions, err_console, fail, out_console
 
-__all__ = ["Entity", "run_quota_command"]
+__all__ = ["ENTITY_OPTIONS", "Entity", "entity_option_order", "parse_entity", "run_quota_command"]
 
 _TYPES = {"users": "user", "clients": "client-id"}
 _SHOWN = {"user": "user-principal", "client-id": "client-id"}
@@ -24,43 +24,56 @@ Entity = list[tuple[str, str | None, bool]]
 """(wire entity type, name, is default) per entity type named on the command line."""
 
 
+ENTITY_OPTIONS = ("--entity-type", "--entity-name", "--entity-default")
+
+
+def entity_option_order(args: list[str]) -> list[str]:
+    """The entity options in the order given (each name or default belongs to the type before it)."""
+    return [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in ENTITY_OPTIONS]
+
+
 def parse_entity(
+    order: list[str],
     entity_types: tuple[str, ...],
     entity_names: tuple[str, ...],
-    entity_default: int,
     user: str | None,
     client: str | None,
     user_defaults: bool,
     client_defaults: bool,
 ) -> Entity:
-    """The entity the options name (see the module invariants); raises a usage error otherwise."""
-    entity: Entity = []
-    names = list(entity_names)
-    defaults = entity_default
-    for entity_type in entity_types:
-        wire = _TYPES.get(entity_type)
-        if wire is None:
-            raise click.UsageError(f"--entity-type {entity_type!r}: client quotas take users or clients")
-        if names:
-            entity.append((wire, names.pop(0), False))
-        elif defaults:
-            defaults -= 1
-            entity.append((wire, None, True))
+    """The entity the options name (see the module invariants); raises a usage error otherwise.
+
+    ``order`` is :func:`entity_option_order` of the command line: ``--entity-type users --entity-default
+    --entity-type clients --entity-name c1`` names the default user with client id c1.
+    """
+    entity: list[list[object]] = []
+    types, names = list(entity_types), list(entity_names)
+    for option in order:
+        if option == "--entity-type":
+            entity_type = types.pop(0)
+            wire = _TYPES.get(entity_type)
+            if wire is None:
+                raise click.UsageError(f"--entity-type {entity_type!r}: client quotas take users or clients")
+            entity.append([wire, None, False])
+            continue
+        if not entity or entity[-1][1] is not None or entity[-1][2]:
+            raise click.UsageError(f"{option} needs an --entity-type before it")
+        if option == "--entity-name":
+            entity[-1][1] = names.pop(0)
         else:
-            entity.append((wire, None, False))
-    if names or defaults:
-        raise click.UsageError("each --entity-name / --entity-default needs an --entity-type before it")
+            entity[-1][2] = True
+    parsed: Entity = [(str(t), None if n is None else str(n), bool(d)) for t, n, d in entity]
     if user is not None or user_defaults:
-        entity.append(("user", user, user is None))
+        parsed.append(("user", user, user is None))
     if client is not None or client_defaults:
-        entity.append(("client-id", client, client is None))
-    if not entity:
+        parsed.append(("client-id", client, client is None))
+    if not parsed:
         raise click.UsageError(
             "name an entity: --entity-type users|clients with --entity-name or --entity-default"
         )
-    if len({t for t, _, _ in entity}) != len(entity):
+    if len({t for t, _, _ in parsed}) != len(parsed):
         raise click.UsageError("each entity type may be named once")
-    return entity
+    return parsed
 
 
 def _split_configs(text: str | None) -> list[str]:

@@ -203,3 +203,37 @@ def test_permissive_mutation_quota_accepts_and_throttles() -> None:
     unbounded = ControllerMutationQuotaManager(KAFKA).quota_for("u", "c", strict=True, clock=lambda: T0)
     unbounded.record(10**6)
     assert unbounded.throttle_time_ms() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "entity"),
+    [
+        (["--entity-type", "users", "--entity-name", "alice"], [("user", "alice", False)]),
+        (["--entity-type", "clients", "--entity-default"], [("client-id", None, True)]),
+        (["--entity-type", "users"], [("user", None, False)]),
+        (
+            ["--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-name", "c1"],
+            [("user", None, True), ("client-id", "c1", False)],
+        ),
+        (
+            ["--entity-type=users", "--entity-name=alice", "--entity-type", "clients", "--entity-default"],
+            [("user", "alice", False), ("client-id", None, True)],
+        ),
+    ],
+)
+def test_cli_entities_pair_names_and_defaults_with_the_type_before_them(
+    args: list[str], entity: list[tuple[str, str | None, bool]]
+) -> None:
+    from tidelog.cli.configs_quotas import entity_option_order, parse_entity
+
+    types = tuple(
+        a.split("=")[-1] if "=" in a else args[i + 1]
+        for i, a in enumerate(args)
+        if a.startswith("--entity-type")
+    )
+    names = tuple(
+        a.split("=")[-1] if "=" in a else args[i + 1]
+        for i, a in enumerate(args)
+        if a.startswith("--entity-name")
+    )
+    assert parse_entity(entity_option_order(args), types, names, None, None, False, False) == entity
