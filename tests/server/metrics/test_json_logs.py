@@ -74,7 +74,8 @@ def test_text_lines_append_the_request_fields() -> None:
     finally:
         current_request.reset(token)
     line = stream.getvalue().strip()
-    assert "level=WARNING" in line and "msg=slow" in line
+    assert "level=WARNING" in line
+    assert "msg=slow" in line
     assert "client_id=c api=Fetch correlation_id=7" in line
 
 
