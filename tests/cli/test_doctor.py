@@ -10,8 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from .cli_support import ok, tidelog_cli
+from tests.cli.cli_support import ok, tidelog_cli
 
 
 def _lines(result: subprocess.CompletedProcess[bytes]) -> list[str]:
