@@ -59,6 +59,7 @@ from .metrics.endpoint import MetricsEndpoint
 from .metrics.setup import metrics_for, start_metrics_endpoint
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
+from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
 from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
@@ -89,6 +90,7 @@ class Broker:
             node_id=config.node_id,
             cluster_id=config.cluster_id,
             topic_config=self._stored_topic_log_config,
+            recovery_progress=RecoveryProgressLog(),  # issue 14 hook: recovery progress in the log
         )
         self.cluster_id = self.logs.cluster_id
         self.metadata = MetadataCache(self.node_id, self.cluster_id)
