@@ -1,0 +1,102 @@
+"""The cost of the Prometheus metrics on produce throughput, measured in one run (issue 14).
+
+    .venv/bin/python bench/metrics_overhead.py [--n 200000] [--size 100] [--rounds 3] [--partitions 8]
+
+Two brokers run side by side, one with ``metrics.listener`` (scraped every second, as Prometheus would)
+and one without. Each round produces N messages of SIZE bytes (acks=1, linger.ms=5, batch.size 1 MiB, no
+compression) from one confluent-kafka producer to each broker in turn, the order alternating between
+rounds, timed until every delivery report is in. The figure is the ratio of the medians (on / off):
+absolute rates drift on a shared machine, the ratio of interleaved rounds much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+import urllib.request
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelog.testing import Broker
+
+
+def _produce(bootstrap: str, topic: str, n: int, value: bytes) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    started = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(120) == 0
+    return n / (time.perf_counter() - started)
+
+
+def _metrics_port(broker: Broker) -> int:
+    for line in broker.log_path.read_text().splitlines():
+        if "metrics on http://" in line:
+            return int(line.rsplit(":", 1)[1].split("/")[0])
+    raise RuntimeError("the broker did not log its metrics port")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=8)
+    args = parser.parse_args()
+    value = b"x" * args.size
+    with (
+        Broker({"metrics.listener": "http://127.0.0.1:0"}) as on,
+        Broker({}) as off,
+    ):
+        for broker in (on, off):
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+            admin.create_topics([NewTopic("bench", args.partitions, 1)])["bench"].result(30)
+        port = _metrics_port(on)
+        stop = threading.Event()
+        scrapes = 0
+
+        def scrape() -> None:
+            nonlocal scrapes
+            while not stop.wait(1.0):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                    response.read()
+                scrapes += 1
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        scraper.start()
+        rates: dict[str, list[float]] = {"on": [], "off": []}
+        _produce(on.bootstrap_servers, "bench", args.n // 10, value)  # warm-up
+        _produce(off.bootstrap_servers, "bench", args.n // 10, value)
+        for round_ in range(args.rounds):
+            order = [("on", on), ("off", off)] if round_ % 2 == 0 else [("off", off), ("on", on)]
+            for name, broker in order:
+                rate = _produce(broker.bootstrap_servers, "bench", args.n, value)
+                rates[name].append(rate)
+                print(f"round {round_ + 1} metrics {name:>3}: {rate:,.0f} msg/s", flush=True)
+        stop.set()
+        scraper.join()
+    on_median, off_median = statistics.median(rates["on"]), statistics.median(rates["off"])
+    print(f"median: on {on_median:,.0f} msg/s, off {off_median:,.0f} msg/s ({scrapes} scrapes)")
+    print(
+        f"throughput ratio on/off: {on_median / off_median:.3f} (overhead {100 * (1 - on_median / off_median):.1f}%)"
+    )
+
+
+if __name__ == "__main__":
+    main()
