@@ -13,8 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import REQUEST_TYPES
@@ -48,23 +48,58 @@ def _error_name(code: int) -> str:
         return str(code)
 
 
+_Counter = Callable[[Any, dict[int, int]], None]
+_COUNTERS: dict[type, _Counter] = {}
+
+
+def _no_errors(_value: Any, _counts: dict[int, int]) -> None:
+    return None
+
+
+def _counter(cls: type[Struct], top: type[Struct]) -> _Counter:
+    """A function adding the error codes of one ``cls`` value (and the structs in it) to a dict; fields that
+    cannot hold an error code (no ``error_code`` below them) are not visited."""
+    counter = _COUNTERS.get(cls)
+    if counter is not None:
+        return counter
+    _COUNTERS[cls] = _no_errors  # a recursive struct is not walked twice
+    has_error = any(spec.name == "error_code" for spec in cls.FIELDS)
+    nested: list[tuple[str, bool, _Counter]] = []
+    for spec in cls.FIELDS:
+        if spec.is_struct and spec.element_type != "records":
+            child = getattr(top, spec.element_type, None)
+            if isinstance(child, type) and issubclass(child, Struct):
+                child_counter = _counter(child, top)
+                if child_counter is not _no_errors:
+                    nested.append((spec.name, spec.is_array, child_counter))
+    if not has_error and not nested:
+        return _no_errors
+    fields = tuple(nested)
+
+    def count(value: Any, counts: dict[int, int]) -> None:
+        if has_error:
+            code = value.error_code
+            counts[code] = counts.get(code, 0) + 1
+        for name, is_array, child_counter in fields:
+            item = getattr(value, name)
+            if item is None:
+                continue
+            if is_array:
+                for element in item:
+                    child_counter(element, counts)
+            else:
+                child_counter(item, counts)
+
+    _COUNTERS[cls] = count
+    return count
+
+
 def error_counts(response: object, counts: dict[int, int]) -> None:
     """Add every ``error_code`` of ``response`` (its structs and arrays of structs) to ``counts``."""
-    if not isinstance(response, Struct):
-        return
-    for spec in type(response).FIELDS:
-        if spec.name == "error_code":
-            code = getattr(response, "error_code", 0)
-            counts[code] = counts.get(code, 0) + 1
-        elif spec.is_struct and spec.element_type != "records":
-            value = getattr(response, spec.name, None)
-            if value is None:
-                continue
-            if spec.is_array:
-                for item in value:
-                    error_counts(item, counts)
-            else:
-                error_counts(value, counts)
+    if isinstance(response, Struct):
+        cls = type(response)
+        counter = _COUNTERS.get(cls) or _counter(cls, cls)
+        counter(response, counts)
 
 
 class RequestMetrics:
