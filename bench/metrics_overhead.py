@@ -12,10 +12,12 @@ absolute rates drift on a shared machine, the ratio of interleaved rounds much l
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -43,6 +45,11 @@ def _produce(bootstrap: str, topic: str, n: int, value: bytes) -> float:
                 producer.poll(0.01)
     assert producer.flush(120) == 0
     return n / (time.perf_counter() - started)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def _metrics_port(broker: Broker) -> int:
@@ -81,14 +88,22 @@ def main() -> None:
         scraper = threading.Thread(target=scrape, daemon=True)
         scraper.start()
         rates: dict[str, list[float]] = {"on": [], "off": []}
+        cpu_us: dict[str, list[float]] = {"on": [], "off": []}
         _produce(on.bootstrap_servers, "bench", args.n // 10, value)  # warm-up
         _produce(off.bootstrap_servers, "bench", args.n // 10, value)
         for round_ in range(args.rounds):
             order = [("on", on), ("off", off)] if round_ % 2 == 0 else [("off", off), ("on", on)]
             for name, broker in order:
+                assert broker.pid is not None
+                cpu_before = _cpu_seconds(broker.pid)
                 rate = _produce(broker.bootstrap_servers, "bench", args.n, value)
+                per_message_us = (_cpu_seconds(broker.pid) - cpu_before) / args.n * 1e6
                 rates[name].append(rate)
-                print(f"round {round_ + 1} metrics {name:>3}: {rate:,.0f} msg/s", flush=True)
+                cpu_us[name].append(per_message_us)
+                print(
+                    f"round {round_ + 1} metrics {name:>3}: {rate:,.0f} msg/s, broker CPU {per_message_us:.2f} us/msg",
+                    flush=True,
+                )
         stop.set()
         scraper.join()
     on_median, off_median = statistics.median(rates["on"]), statistics.median(rates["off"])
