@@ -76,7 +76,7 @@ class Connection:
         self.last_active = time.monotonic()
         # issue 14 hook: request metrics; per pending slot (api key, version, queue ms, local ms, local end)
         self._metrics = request_metrics
-        self._timings: collections.deque[tuple[int, int, float, float, float]] = collections.deque()
+        self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
         self._received = 0.0
 
     @property
@@ -188,10 +188,14 @@ class Connection:
                 if isinstance(result, NoResponse):
                     self._metrics.observe(ctx.api_key, ctx.api_version, queue_ms, local_ms, 0.0, 0.0)
                     return
-                self._timings.append((ctx.api_key, ctx.api_version, queue_ms, local_ms, ended))
+                timing = (ctx.api_key, ctx.api_version, queue_ms, local_ms, ended)
+                self._enqueue(
+                    header, result, timing
+                )  # a delayed operation's task, created here, inherits ctx
+                return
             if isinstance(result, NoResponse):
                 return
-            self._enqueue(header, result)  # a delayed operation's task is created here, inheriting ctx
+            self._enqueue(header, result)
         finally:
             current_request.reset(token)
 
@@ -208,9 +212,16 @@ class Connection:
             "listener": self._listener_name,
         }
 
-    def _enqueue(self, header: RequestHeader, result: Answer) -> None:
+    def _enqueue(
+        self,
+        header: RequestHeader,
+        result: Answer,
+        timing: tuple[int, int, float, float, float] | None = None,
+    ) -> None:
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
             result = asyncio.ensure_future(result)
+        if self._metrics is not None:
+            self._timings.append(timing)  # one per pending slot (None: not measured)
         self._pending.append((header, result))
         self._has_pending.set()
         if len(self._pending) >= self._max_in_flight:
@@ -242,7 +253,7 @@ class Connection:
             pending.popleft()
             if len(pending) < self._max_in_flight:
                 self._room.set()
-            timing = self._timings.popleft() if self._metrics is not None and self._timings else None
+            timing = self._timings.popleft() if self._metrics is not None else None
             resolved = time.perf_counter() if timing is not None else 0.0
             chunks = encode_response(header, result)
             await self._transport.send_chunks(chunks)
