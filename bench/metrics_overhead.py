@@ -1,12 +1,15 @@
 """The cost of the Prometheus metrics on produce throughput, measured in one run (issue 14).
 
-    .venv/bin/python bench/metrics_overhead.py [--n 200000] [--size 100] [--rounds 3] [--partitions 8]
+    .venv/bin/python bench/metrics_overhead.py [--n 200000] [--size 100] [--rounds 3] [--partitions 8] [--linger-ms 5]
 
 Two brokers run side by side, one with ``metrics.listener`` (scraped every second, as Prometheus would)
-and one without. Each round produces N messages of SIZE bytes (acks=1, linger.ms=5, batch.size 1 MiB, no
-compression) from one confluent-kafka producer to each broker in turn, the order alternating between
-rounds, timed until every delivery report is in. The figure is the ratio of the medians (on / off):
-absolute rates drift on a shared machine, the ratio of interleaved rounds much less.
+and one without. Each round produces N messages of SIZE bytes (acks=1, linger.ms=5 unless told,
+batch.size 1 MiB, no compression) from one confluent-kafka producer to each broker in turn, the order
+alternating between rounds, timed until every delivery report is in. The figures are the ratios of the
+medians (on / off) of the throughput and of the broker's CPU time per message (from /proc): absolute
+rates drift on a shared machine, the ratio of interleaved rounds less, CPU per message least (it does not
+count the time the broker waited for a core). ``--linger-ms 0`` makes small requests: the worst case of
+a cost paid per request.
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tidelog.testing import Broker
 
 
-def _produce(bootstrap: str, topic: str, n: int, value: bytes) -> float:
+def _produce(bootstrap: str, topic: str, n: int, value: bytes, linger_ms: float = 5) -> float:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "acks": "1",
-            "linger.ms": 5,
+            "linger.ms": linger_ms,
             "batch.size": 1 << 20,
             "queue.buffering.max.messages": 1_000_000,
         }
@@ -65,6 +68,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument(
+        "--linger-ms", type=float, default=5, help="0: small requests, the per-request cost's worst case"
+    )
     args = parser.parse_args()
     value = b"x" * args.size
     with (
@@ -96,7 +102,7 @@ def main() -> None:
             for name, broker in order:
                 assert broker.pid is not None
                 cpu_before = _cpu_seconds(broker.pid)
-                rate = _produce(broker.bootstrap_servers, "bench", args.n, value)
+                rate = _produce(broker.bootstrap_servers, "bench", args.n, value, args.linger_ms)
                 per_message_us = (_cpu_seconds(broker.pid) - cpu_before) / args.n * 1e6
                 rates[name].append(rate)
                 cpu_us[name].append(per_message_us)
