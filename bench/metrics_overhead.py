@@ -117,6 +117,10 @@ def main() -> None:
     print(
         f"throughput ratio on/off: {on_median / off_median:.3f} (overhead {100 * (1 - on_median / off_median):.1f}%)"
     )
+    cpu_on, cpu_off = statistics.median(cpu_us["on"]), statistics.median(cpu_us["off"])
+    print(
+        f"broker CPU per message: on {cpu_on:.2f} us, off {cpu_off:.2f} us, ratio on/off {cpu_on / cpu_off:.3f}"
+    )
 
 
 if __name__ == "__main__":
