@@ -4,6 +4,9 @@ and consumed: exact counts, Kafka's (JMX exporter's) names, parsed with promethe
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -200,3 +203,31 @@ def test_bad_listener_is_a_config_error_naming_the_key(value: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load_broker_config(None, {"metrics.listener": value})
     assert raised.value.key == "metrics.listener"
+
+
+def test_a_taken_metrics_port_stops_the_broker_naming_the_key(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tidelog",
+                "broker",
+                "--set",
+                f"log.dirs={tmp_path}",
+                "--set",
+                "listeners=PLAINTEXT://127.0.0.1:0",
+                "--set",
+                f"metrics.listener=http://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    stderr = result.stderr.decode()
+    assert f"cannot start broker: metrics.listener http://127.0.0.1:{port}: cannot bind" in stderr
+    assert "Traceback" not in stderr

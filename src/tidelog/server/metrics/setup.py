@@ -8,6 +8,7 @@ path) and binds nothing; one with it counts from construction and serves from :m
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from prometheus_client import ProcessCollector
@@ -40,7 +41,11 @@ async def start_metrics_endpoint(broker: Broker, metrics: BrokerMetrics) -> Metr
     registry.register(BrokerCollector(broker, metrics))
     ProcessCollector(registry=registry)
     endpoint = MetricsEndpoint(registry, listener.host, listener.port)
-    await endpoint.start()
+    try:
+        await endpoint.start()
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise OSError(f"metrics.listener {listener}: cannot bind: {why}") from exc
     host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
     log.info("metrics on http://%s:%d/metrics", host, endpoint.port)
     return endpoint
