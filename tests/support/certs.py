@@ -44,9 +44,7 @@ def name(dn: str) -> x509.Name:
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey, password: str | None) -> None:
     encryption: serialization.KeySerializationEncryption = (
-        serialization.BestAvailableEncryption(password.encode())
-        if password
-        else serialization.NoEncryption()
+        serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
     )
     path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)

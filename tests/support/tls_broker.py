@@ -19,7 +19,9 @@ __all__ = ["TlsBroker"]
 
 
 class TlsBroker(Broker):
-    def __init__(self, config: Mapping[str, Any], *, extra_listeners: Mapping[str, str], **kwargs: Any) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], *, extra_listeners: Mapping[str, str], **kwargs: Any
+    ) -> None:
         protocols = {"PLAINTEXT": "PLAINTEXT", **extra_listeners}
         super().__init__(
             {
