@@ -260,18 +260,30 @@ def _load_chain(
     context: ssl.SSLContext, path: str, password: str | None, key: str, password_key: str
 ) -> None:
     try:
-        context.load_cert_chain(path, password=password or None)
+        # a callable, never None: OpenSSL would otherwise prompt on the terminal for an encrypted key
+        context.load_cert_chain(path, password=lambda: password or "")
     except ssl.SSLError as exc:
         reason = exc.reason or str(exc)
         if reason == "KEY_VALUES_MISMATCH":
             problem = "the private key does not match the certificate"
-        elif reason in ("BAD_DECRYPT", "BAD_PASSWORD_READ") or "decrypt" in str(exc).lower():
-            problem = f"the private key does not decrypt with {password_key}"
+        elif _encrypted(path):
+            problem = (
+                f"the private key does not decrypt with {password_key}"
+                if password
+                else f"the private key is encrypted: set {password_key}"
+            )
         else:
             problem = f"no PEM private key and certificate chain could be read ({reason})"
         raise ConfigError(f"{key} ({path}): {problem}", key=key) from None
     except OSError as exc:
         raise ConfigError(f"{key} ({path}) cannot be read: {exc.strerror or exc}", key=key) from None
+
+
+def _encrypted(path: str) -> bool:
+    try:
+        return "ENCRYPTED" in Path(path).read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _load_truststore(context: ssl.SSLContext, settings: TlsSettings, purpose: ssl.Purpose) -> None:
