@@ -124,6 +124,11 @@ def main() -> None:
         print(
             f"{name:10} {statistics.median(figures['produce']):9.1f} {statistics.median(figures['consume']):9.1f}"
         )
+    for name, figures in results.items():
+        runs = ", ".join(
+            f"{p:.1f}/{c:.1f}" for p, c in zip(figures["produce"], figures["consume"], strict=True)
+        )
+        print(f"{name:10} each run (produce/consume): {runs}")
     for phase in ("produce", "consume"):
         plain = statistics.median(results["PLAINTEXT"][phase])
         tls = statistics.median(results["SSL"][phase])
