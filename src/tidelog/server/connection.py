@@ -12,7 +12,8 @@ Invariants:
 - Bytes go through a :class:`~tidelog.server.transport.Transport`: record data of Fetch responses is
   written with ``os.sendfile`` from the segment files on a plain socket (zero copy), copied on others.
 - Every request carries the connection's listener name and authenticated principal (``User:ANONYMOUS``
-  until a listener authenticates).
+  until a listener authenticates; on an SSL listener with client certificates, the mapped subject DN).
+  ``security_protocol`` is the listener's; the transport is already TLS for SSL and SASL_SSL.
 - At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
   (back-pressure through TCP) until the writer catches up.
 """
@@ -58,8 +59,11 @@ class Connection:
         listener_name: str | None = None,
         principal: KafkaPrincipal = ANONYMOUS,
         request_metrics: RequestMetrics | None = None,
+        security_protocol: str = "PLAINTEXT",
     ) -> None:
         self._transport = transport
+        self.security_protocol = security_protocol
+        """The listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): SASL_* must authenticate."""
         self._listener_name = listener_name
         self.principal = principal
         self._peer = peer
