@@ -174,11 +174,10 @@ def browse(gateway: KafkaGateway, query: BrowseQuery) -> BrowseResult:
         raise ConsoleError(error_text(exc)) from exc
     finally:
         consumer.close()
+    # by time; records of one millisecond by offset, so that the latest N of several partitions interleave
+    result.records.sort(key=lambda r: (r.timestamp_ms, r.offset, r.partition))
     if latest:
-        result.records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
         result.records = result.records[-limit:]
-    else:
-        result.records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
     result.elapsed_ms = (time.monotonic() - started) * 1000
     return result
 

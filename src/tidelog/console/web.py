@@ -110,6 +110,7 @@ def page(request: Request, template: str, status_code: int = 200, **context: Any
         bootstrap=state(request).gateway.bootstrap_servers,
         version=__version__,
         render_ms=(time.monotonic() - started) * 1000,
+        refresh_ms=max(500, int(state(request).sampler.interval * 1000)),
     )
     response = templates.TemplateResponse(request, template, context, status_code=status_code)
     assert isinstance(response, HTMLResponse)

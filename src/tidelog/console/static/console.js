@@ -1,10 +1,10 @@
 // tidelog console: draws the charts whose <canvas data-chart-src="..."> names a JSON endpoint, refreshed
-// every few seconds. Values only ever go into Chart.js data (never into HTML). After each refresh the
+// every sampling interval (data-refresh-ms). Values only ever go into Chart.js data (never into HTML). After each refresh the
 // plotted values are also written to the canvas's data-points attribute (as JSON), so that tests read
 // exactly what the chart shows.
 "use strict";
 (function () {
-  const REFRESH_MS = 2000;
+  const DEFAULT_REFRESH_MS = 5000;
 
   function series(kind, body) {
     const points = body.points || [];
@@ -37,7 +37,7 @@
       }
     }
     refresh();
-    setInterval(refresh, REFRESH_MS);
+    setInterval(refresh, Number(canvas.dataset.refreshMs) || DEFAULT_REFRESH_MS);
   }
 
   document.addEventListener("DOMContentLoaded", () => {
