@@ -136,7 +136,12 @@ def browse(gateway: KafkaGateway, query: BrowseQuery) -> BrowseResult:
         while open_partitions and result.scanned < query.scan_limit and time.monotonic() < deadline:
             if not latest and len(result.records) >= limit:
                 break
-            batch = consumer.consume(num_messages=min(1000, query.scan_limit - result.scanned), timeout=0.5)
+            # consume() waits until it has num_messages or the timeout passed: ask for no more than is there
+            remaining = sum(high - result.next_offsets[p] for p, high in open_partitions.items())
+            wanted = max(1, min(1000, query.scan_limit - result.scanned, remaining))
+            if not latest and not query.filtered:
+                wanted = min(wanted, limit - len(result.records))
+            batch = consumer.consume(num_messages=wanted, timeout=0.5)
             for message in batch:
                 error = message.error()
                 partition = message.partition()

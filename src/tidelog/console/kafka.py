@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     OffsetSpec,
     ResourceType,
@@ -168,6 +169,16 @@ class GroupView:
         return sum(o.lag for o in self.offsets)
 
 
+def _config_source(value: object) -> str:
+    """confluent-kafka gives a config entry's source as the int of ``ConfigSource``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return ConfigSource(value).name
+        except ValueError:
+            return str(value)
+    return _enum_name(value)
+
+
 def _enum_name(value: object) -> str:
     name = getattr(value, "name", None)
     return str(name) if name is not None else str(value)
@@ -289,7 +300,7 @@ class KafkaGateway:
         for key in sorted(entries):
             entry = entries[key]
             value = "(sensitive)" if entry.is_sensitive else ("" if entry.value is None else str(entry.value))
-            rows.append((key, value, _enum_name(entry.source), bool(entry.is_default)))
+            rows.append((key, value, _config_source(entry.source), bool(entry.is_default)))
         return rows
 
     def groups(self) -> list[GroupSummary]:

@@ -156,7 +156,9 @@ class SecurityHeaders(BaseHTTPMiddleware):
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["Referrer-Policy"] = "no-referrer"
-        response.headers.setdefault("Cache-Control", "no-store")
+        # pages show live state (never cached); the packaged assets change only with the package
+        static = request.url.path.startswith("/static/")
+        response.headers.setdefault("Cache-Control", "public, max-age=3600" if static else "no-store")
         if cookie != request.state.csrf_token:
             response.set_cookie(CSRF_COOKIE, request.state.csrf_token, httponly=True, samesite="strict")
         return response

@@ -20,7 +20,7 @@
     const chart = new Chart(canvas, {
       type: "line",
       data: { labels: [], datasets: [{ label: "", data: [], borderColor: "#0b6bcb", backgroundColor: "rgba(11,107,203,0.12)", fill: true, pointRadius: 2, tension: 0.2 }] },
-      options: { animation: false, maintainAspectRatio: false, scales: { y: { beginAtZero: true } }, plugins: { legend: { display: true } } },
+      options: { animation: false, maintainAspectRatio: false, scales: { x: { ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 8 } }, y: { beginAtZero: true } }, plugins: { legend: { display: true } } },
     });
     async function refresh() {
       try {
