@@ -10,6 +10,8 @@ One broker, two consoles (read-write and read-only) and one browser for the modu
 - a reset-offsets dry run shows the new offsets and changes nothing; executing it changes the committed
   offsets (read back with an AdminClient);
 - create / alter config / delete topic go through a confirmation page;
+- an open transaction is listed (its id escaped), marked hanging once open longer than the threshold, and
+  gone once aborted;
 - the read-only console refuses every write with 403 and says why; a write without the CSRF token is
   refused even with --allow-writes; the JSON-lines download is an ASCII attachment.
 """
@@ -173,7 +175,7 @@ def test_every_page_loads_with_its_content_and_no_js_error(browser: Any, console
         "topic": ("/topics/orders", "#topic-messages", "200"),
         "messages": ("/topics/orders/messages", "#messages", "order-199"),
         "groups": ("/groups", "#groups", ""),
-        "transactions": ("/transactions", "#message-detail", "ListTransactions"),
+        "transactions": ("/transactions", "#transactions", "No open transactions."),
     }
     for name, (path, css, expected) in pages.items():
         status, headers, _ = http.request(path)
@@ -373,6 +375,10 @@ def test_read_only_console_refuses_writes(
     wait_for(lambda: "Read-only console" in browser.page_source, what="the refusal")
     browser.save_screenshot(str(SCREENSHOTS / "refused.png"))
     assert "--allow-writes" in text(browser, "#message-detail")
+    # the browser logs the refused POST's status, and nothing else
+    assert [m.split(" - ", 1)[1] for m in js_errors(browser)] == [
+        "Failed to load resource: the server responded with a status of 403 (Forbidden)"
+    ]
     assert "not-made" not in admin.list_topics(timeout=10).topics
 
     http = HttpSession(readonly_console.url)
@@ -404,3 +410,27 @@ def test_read_only_console_refuses_writes(
     )
     assert status == 403
     assert "not-made" not in admin.list_topics(timeout=10).topics
+
+
+def test_transactions_open_and_hanging(browser: Any, console: ConsoleServer, broker: Broker) -> None:
+    transactional_id = "<b>tx</b>-console"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id, "log_level": 3}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("orders", key=b"in-a-transaction", value=b"v", partition=0)
+    assert producer.flush(30) == 0
+    try:
+        visit(browser, console.url + "/transactions?hanging_after=3600")
+        assert (text(browser, "#open-count"), text(browser, "#hanging-count")) == ("1", "0")
+        assert texts(browser, "#transactions td.mono") == [transactional_id]
+        assert texts(browser, "#transactions .chip") == ["orders/0"]
+        visit(browser, console.url + "/transactions?hanging_after=0", screenshot="transactions-hanging")
+        assert text(browser, "#hanging-count") == "1"
+        assert texts(browser, "#transactions td.mono") == [f"{transactional_id} hanging"]
+    finally:
+        producer.abort_transaction(30)
+    visit(browser, console.url + "/transactions?hanging_after=0")
+    assert text(browser, "#open-count") == "0"
+    assert js_errors(browser) == []

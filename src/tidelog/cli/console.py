@@ -50,12 +50,20 @@ def _listen(value: str) -> tuple[str, int]:
     show_default=True,
     help="Seconds between the console's throughput and lag samples.",
 )
+@click.option(
+    "--hanging-after",
+    type=click.FloatRange(min=0),
+    default=900.0,
+    show_default=True,
+    help="Seconds after which an open transaction is shown as hanging.",
+)
 def console_command(
     client: ClientOptions,
     listen: str,
     allow_writes: bool,
     metrics_urls: tuple[str, ...],
     sample_interval: float,
+    hanging_after: float,
 ) -> None:
     """Serve the web console: cluster, topics, messages, consumer groups (a Kafka client; works with Kafka too)."""
     from tidelog.console.app import serve
@@ -71,4 +79,5 @@ def console_command(
         allow_writes=allow_writes,
         metrics_urls=list(metrics_urls),
         sample_interval=sample_interval,
+        hanging_after_s=hanging_after,
     )

@@ -18,26 +18,12 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tidelog.console import views_groups, views_messages, views_topics
+from tidelog.console import views_groups, views_messages, views_topics, views_transactions
 from tidelog.console.kafka import ConsoleError, KafkaGateway
 from tidelog.console.sampler import Sampler
 from tidelog.console.web import ConsoleState, SecurityHeaders, WriteRefused, page
 
 __all__ = ["create_app", "serve"]
-
-
-def _not_ready(request: Request) -> Response:
-    return page(
-        request,
-        "message.html",
-        status_code=200,
-        title="Transactions",
-        detail=(
-            "Listing open and hanging transactions needs ListTransactions and DescribeTransactions, which the "
-            "installed confluent-kafka AdminClient does not offer yet. Use `tidelog transactions list` and "
-            "`tidelog transactions find-hanging` meanwhile."
-        ),
-    )
 
 
 async def _console_error(request: Request, exc: Exception) -> Response:
@@ -79,7 +65,7 @@ def create_app(console: ConsoleState) -> Starlette:
         Route("/group/reset", views_groups.reset_preview, methods=["GET"]),
         Route("/group/reset", views_groups.reset_execute, methods=["POST"]),
         Route("/api/group/lag", views_groups.lag_api),
-        Route("/transactions", _not_ready),
+        Route("/transactions", views_transactions.transactions),
         Mount("/static", app=static, name="static"),
     ]
     app = Starlette(
@@ -99,11 +85,12 @@ def build(
     allow_writes: bool = False,
     metrics_urls: list[str] | None = None,
     sample_interval: float = 5.0,
+    hanging_after_s: float = 900.0,
 ) -> Starlette:
     gateway = KafkaGateway(config, timeout=timeout)
     urls = list(metrics_urls or [])
     sampler = Sampler(gateway, urls, interval=sample_interval)
-    return create_app(ConsoleState(gateway, sampler, allow_writes, urls))
+    return create_app(ConsoleState(gateway, sampler, allow_writes, urls, hanging_after_s))
 
 
 def serve(
@@ -115,6 +102,7 @@ def serve(
     allow_writes: bool = False,
     metrics_urls: list[str] | None = None,
     sample_interval: float = 5.0,
+    hanging_after_s: float = 900.0,
     log_level: str = "info",
 ) -> None:
     """Run the console until interrupted."""
@@ -126,6 +114,7 @@ def serve(
         allow_writes=allow_writes,
         metrics_urls=metrics_urls,
         sample_interval=sample_interval,
+        hanging_after_s=hanging_after_s,
     )
     # info: uvicorn's startup line names the address (the port, when 0 picked one); no access log
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False)

@@ -196,6 +196,10 @@ class KafkaGateway:
         self._lock = threading.Lock()
 
     @property
+    def security_protocol(self) -> str:
+        return str(self._settings.get("security.protocol", "PLAINTEXT"))
+
+    @property
     def bootstrap_servers(self) -> str:
         return str(self._settings.get("bootstrap.servers", ""))
 

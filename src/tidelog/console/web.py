@@ -53,7 +53,7 @@ class ConsoleState:
     sampler: Sampler
     allow_writes: bool
     metrics_urls: list[str]
-    hanging_minutes: float = 15.0
+    hanging_after_s: float = 900.0  # a transaction open longer is shown as hanging
 
 
 def _format_ts(ms: int | None) -> str:
