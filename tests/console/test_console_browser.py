@@ -434,3 +434,68 @@ def test_transactions_open_and_hanging(browser: Any, console: ConsoleServer, bro
     visit(browser, console.url + "/transactions?hanging_after=0")
     assert text(browser, "#open-count") == "0"
     assert js_errors(browser) == []
+
+
+def test_tidelog_console_command_serves_with_client_properties(broker: Broker) -> None:
+    """The command as a user runs it: port 0 picks a port, SIGTERM stops it, -X properties reach librdkafka."""
+    import re
+    import signal
+    import subprocess
+    import urllib.request
+
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tidelog",
+            "console",
+            "-b",
+            broker.bootstrap_servers,
+            "-X",
+            "client.id=console-under-test",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                break
+        else:
+            raise AssertionError("the console did not start:\n" + "".join(lines))
+        assert lines[0].strip() == f"tidelog console (read-only) for {broker.bootstrap_servers}"
+        with urllib.request.urlopen(found.group(1) + "/", timeout=30) as response:
+            body = response.read().decode()
+        assert response.status == 200
+        assert 'id="cluster-id"' in body
+        assert '<span class="badge">read-only</span>' in body
+    finally:
+        process.terminate()
+        # uvicorn shuts down gracefully, then re-raises the signal it caught (so the exit says SIGTERM)
+        assert process.wait(timeout=30) == -signal.SIGTERM
+        process.stderr.close()
+
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidelog",
+            "console",
+            "-b",
+            broker.bootstrap_servers,
+            "-X",
+            "no.such.property=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1] == 'Error: No such configuration property: "no.such.property"'

@@ -145,3 +145,12 @@ def test_sampler_rates_and_sizes_come_from_the_metrics_endpoint(
     points = sampler.throughput_series()
     assert [(p.messages_per_s, p.bytes_per_s) for p in points] == [(100.0, 10_000.0), (10.0, 1_000.0)]
     assert sampler.topic_rates == {"orders": 10.0, "clicks": 0.0}
+
+
+def test_vendored_chart_js_is_the_pinned_version_and_packaged() -> None:
+    from importlib import resources
+
+    vendor = resources.files("tidelog.console") / "static" / "vendor"
+    assert (vendor / "chart.umd.min.js").read_text().startswith("/*!\n * Chart.js v4.6.1\n")
+    assert "| `chart.umd.min.js` | chart.js | 4.6.1 |" in (vendor / "VENDORED.md").read_text()
+    assert (vendor / "chart.js.LICENSE.md").read_text().startswith("The MIT License (MIT)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from tidelog.cli._common import ClientOptions, client_options, err_console
+from tidelog.cli._common import ClientOptions, client_options, err_console, fail
 
 __all__ = ["console_command"]
 
@@ -67,17 +67,21 @@ def console_command(
 ) -> None:
     """Serve the web console: cluster, topics, messages, consumer groups (a Kafka client; works with Kafka too)."""
     from tidelog.console.app import serve
+    from tidelog.console.kafka import ConsoleError
 
     host, port = _listen(listen)
     mode = "read-write" if allow_writes else "read-only"
     err_console.print(f"tidelog console ({mode}) for {client.bootstrap_server}")
-    serve(
-        client.base_config(),
-        host=host,
-        port=port,
-        timeout=client.timeout,
-        allow_writes=allow_writes,
-        metrics_urls=list(metrics_urls),
-        sample_interval=sample_interval,
-        hanging_after_s=hanging_after,
-    )
+    try:
+        serve(
+            client.base_config(),
+            host=host,
+            port=port,
+            timeout=client.timeout,
+            allow_writes=allow_writes,
+            metrics_urls=list(metrics_urls),
+            sample_interval=sample_interval,
+            hanging_after_s=hanging_after,
+        )
+    except ConsoleError as exc:
+        fail(str(exc))

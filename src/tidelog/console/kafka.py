@@ -191,7 +191,10 @@ class KafkaGateway:
         self.timeout = timeout
         self._settings = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool)}
         self._callbacks = {k: v for k, v in config.items() if k not in self._settings}
-        self.admin = AdminClient(dict(self._settings), **self._callbacks)
+        try:
+            self.admin = AdminClient(dict(self._settings), **self._callbacks)
+        except KafkaException as exc:  # a property librdkafka does not know, or a bad value
+            raise ConsoleError(error_text(exc)) from exc
         self._producer: Producer | None = None
         self._lock = threading.Lock()
 
