@@ -22,7 +22,7 @@ from typing import Any
 
 import uvicorn
 
-from tidelog.console.app import build
+from tidelog.console.app import LOOPBACK_HOSTS, build
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -38,6 +38,7 @@ class ConsoleServer:
             timeout=10.0,
             allow_writes=allow_writes,
             sample_interval=sample_interval,
+            allowed_hosts=LOOPBACK_HOSTS,  # as `tidelog console` on 127.0.0.1
         )
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
@@ -68,10 +69,13 @@ class HttpSession:
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
 
-    def request(self, path: str, form: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    def request(
+        self, path: str, form: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], str]:
         data = urllib.parse.urlencode(form).encode() if form is not None else None
+        request = urllib.request.Request(self.base + path, data=data, headers=headers or {})
         try:
-            with self.opener.open(self.base + path, data=data, timeout=30) as response:
+            with self.opener.open(request, timeout=30) as response:
                 return response.status, dict(response.headers), response.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, dict(exc.headers), exc.read().decode()

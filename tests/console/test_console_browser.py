@@ -12,6 +12,7 @@ One broker, two consoles (read-write and read-only) and one browser for the modu
 - create / alter config / delete topic go through a confirmation page;
 - an open transaction is listed (its id escaped), marked hanging once open longer than the threshold, and
   gone once aborted;
+- only loopback Host names are served (a DNS-rebinding page cannot read the console);
 - the read-only console refuses every write with 403 and says why; a write without the CSRF token is
   refused even with --allow-writes; the JSON-lines download is an ASCII attachment.
 """
@@ -499,3 +500,11 @@ def test_tidelog_console_command_serves_with_client_properties(broker: Broker) -
     )
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines()[-1] == 'Error: No such configuration property: "no.such.property"'
+
+
+def test_only_loopback_host_names_are_served(console: ConsoleServer) -> None:
+    http = HttpSession(console.url)
+    port = console.url.rsplit(":", 1)[1]
+    assert http.request("/topics", headers={"Host": f"localhost:{port}"})[0] == 200
+    status, _, body = http.request("/topics", headers={"Host": f"rebound.example:{port}"})
+    assert (status, body) == (400, "Invalid host header")

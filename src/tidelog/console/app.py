@@ -13,6 +13,7 @@ from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -23,7 +24,7 @@ from tidelog.console.kafka import ConsoleError, KafkaGateway
 from tidelog.console.sampler import Sampler
 from tidelog.console.web import ConsoleState, SecurityHeaders, WriteRefused, page
 
-__all__ = ["create_app", "serve"]
+__all__ = ["LOOPBACK_HOSTS", "build", "create_app", "serve"]
 
 
 async def _console_error(request: Request, exc: Exception) -> Response:
@@ -35,7 +36,13 @@ async def _write_refused(request: Request, exc: Exception) -> Response:
     return page(request, "message.html", status_code=403, title=exc.title, detail=exc.detail)
 
 
-def create_app(console: ConsoleState) -> Starlette:
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+
+def create_app(console: ConsoleState, allowed_hosts: list[str] | None = None) -> Starlette:
+    """``allowed_hosts``: the Host headers served (others get 400: a DNS-rebinding page cannot read the
+    console through its own name); None serves any."""
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         console.sampler.start()
@@ -70,7 +77,10 @@ def create_app(console: ConsoleState) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(SecurityHeaders)],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or ["*"]),
+            Middleware(SecurityHeaders),
+        ],
         exception_handlers={ConsoleError: _console_error, WriteRefused: _write_refused},
         lifespan=lifespan,
     )
@@ -86,11 +96,12 @@ def build(
     metrics_urls: list[str] | None = None,
     sample_interval: float = 5.0,
     hanging_after_s: float = 900.0,
+    allowed_hosts: list[str] | None = None,
 ) -> Starlette:
     gateway = KafkaGateway(config, timeout=timeout)
     urls = list(metrics_urls or [])
     sampler = Sampler(gateway, urls, interval=sample_interval)
-    return create_app(ConsoleState(gateway, sampler, allow_writes, urls, hanging_after_s))
+    return create_app(ConsoleState(gateway, sampler, allow_writes, urls, hanging_after_s), allowed_hosts)
 
 
 def serve(
@@ -115,6 +126,9 @@ def serve(
         metrics_urls=metrics_urls,
         sample_interval=sample_interval,
         hanging_after_s=hanging_after_s,
+        # bound to loopback: only loopback names (a page on another site that rebinds its name to
+        # 127.0.0.1 is refused); bound elsewhere, the operator chose who reaches it
+        allowed_hosts=LOOPBACK_HOSTS if host in LOOPBACK_HOSTS else None,
     )
     # info: uvicorn's startup line names the address (the port, when 0 picked one); no access log
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False)
