@@ -508,3 +508,15 @@ def test_only_loopback_host_names_are_served(console: ConsoleServer) -> None:
     assert http.request("/topics", headers={"Host": f"localhost:{port}"})[0] == 200
     status, _, body = http.request("/topics", headers={"Host": f"rebound.example:{port}"})
     assert (status, body) == (400, "Invalid host header")
+
+
+def test_missing_topic_is_a_404_page(console: ConsoleServer) -> None:
+    http = HttpSession(console.url)
+    for path in (
+        "/topics/no-such-topic",
+        "/topics/no-such-topic/messages",
+        "/topics/orders/messages?partition=9",
+    ):
+        status, _, body = http.request(path)
+        assert status == 404, path
+        assert "<h1>Not found</h1>" in body

@@ -16,7 +16,7 @@ from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from tidelog.console.kafka import ConsoleError, KafkaGateway, error_text
+from tidelog.console.kafka import ConsoleError, KafkaGateway, NotFoundError, error_text
 
 __all__ = ["BrowseQuery", "BrowseResult", "Record", "browse", "parse_timestamp_ms", "record_json", "render"]
 
@@ -120,7 +120,7 @@ def browse(gateway: KafkaGateway, query: BrowseQuery) -> BrowseResult:
     partitions = [p.partition for p in topic.partitions]
     if query.partition is not None:
         if query.partition not in partitions:
-            raise ConsoleError(f"{query.topic} has no partition {query.partition}")
+            raise NotFoundError(f"{query.topic} has no partition {query.partition}")
         partitions = [query.partition]
     starts = _start_offsets(gateway, query, partitions)
     result = BrowseResult(next_offsets={p: s for p, (s, _) in starts.items()})

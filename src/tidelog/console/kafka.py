@@ -40,6 +40,7 @@ __all__ = [
     "GroupSummary",
     "GroupView",
     "KafkaGateway",
+    "NotFoundError",
     "PartitionView",
     "TopicView",
     "error_text",
@@ -48,6 +49,10 @@ __all__ = [
 
 class ConsoleError(Exception):
     """A Kafka call failed: the message is shown to the user."""
+
+
+class NotFoundError(ConsoleError):
+    """The topic (or partition) asked for does not exist: a 404 page."""
 
 
 def error_text(error: object) -> str:
@@ -278,7 +283,7 @@ class KafkaGateway:
         for t in self.cluster().topics:
             if t.name == name:
                 return t
-        raise ConsoleError(f"no topic {name!r}")
+        raise NotFoundError(f"no topic {name!r}")
 
     def watermarks(self, pairs: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """(low, high) per partition, from two ListOffsets calls; (-1, -1) where the broker failed."""
