@@ -520,3 +520,35 @@ def test_missing_topic_is_a_404_page(console: ConsoleServer) -> None:
         status, _, body = http.request(path)
         assert status == 404, path
         assert "<h1>Not found</h1>" in body
+
+
+def test_reset_preview_strategies(console: ConsoleServer, admin: AdminClient) -> None:
+    """Each strategy's dry run, clamped into [log start, high watermark] as kafka-consumer-groups does."""
+    import re
+
+    group = "preview-only"
+    admin.alter_consumer_group_offsets(
+        [
+            confluent_kafka.ConsumerGroupTopicPartitions(
+                group, [confluent_kafka.TopicPartition("lagging", p, 40) for p in range(3)]
+            )
+        ]
+    )[group].result(30)
+    http = HttpSession(console.url)
+    expected = {
+        "strategy=earliest": ["0", "0", "0"],
+        "strategy=latest": ["100", "100", "100"],
+        "strategy=to-offset&amount=500": ["100", "100", "100"],
+        "strategy=to-offset&amount=7": ["7", "7", "7"],
+        "strategy=shift-by&amount=-50": ["0", "0", "0"],
+        "strategy=shift-by&amount=5&topic=lagging": ["45", "45", "45"],
+        "strategy=to-datetime&datetime=2000-01-01T00:00:00Z": ["0", "0", "0"],
+        "strategy=to-datetime&datetime=2100-01-01T00:00:00Z": ["100", "100", "100"],
+    }
+    for query, offsets in expected.items():
+        status, _, body = http.request(f"/group/reset?id={group}&{query}")
+        assert status == 200, query
+        assert re.findall(r'<td class="n new-offset">(\d+)</td>', body) == offsets, query
+    assert committed(admin, group) == {0: 40, 1: 40, 2: 40}  # previews change nothing
+    status, _, body = http.request(f"/group/reset?id={group}&strategy=to-offset&amount=x")
+    assert (status, "to-offset needs a whole number" in body) == (400, True)

@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tidelog.console import views_groups, views_messages, views_topics, views_transactions
-from tidelog.console.kafka import ConsoleError, KafkaGateway, NotFoundError
+from tidelog.console.kafka import BadRequestError, ConsoleError, KafkaGateway, NotFoundError
 from tidelog.console.sampler import Sampler
 from tidelog.console.web import ConsoleState, SecurityHeaders, WriteRefused, page
 
@@ -28,6 +28,8 @@ __all__ = ["LOOPBACK_HOSTS", "build", "create_app", "serve"]
 
 
 async def _console_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, BadRequestError):
+        return page(request, "message.html", status_code=400, title="Cannot do that", detail=str(exc))
     if isinstance(exc, NotFoundError):
         return page(request, "message.html", status_code=404, title="Not found", detail=str(exc))
     return page(request, "message.html", status_code=502, title="Kafka said no", detail=str(exc))

@@ -16,7 +16,7 @@ from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from tidelog.console.kafka import ConsoleError, KafkaGateway, NotFoundError, error_text
+from tidelog.console.kafka import BadRequestError, ConsoleError, KafkaGateway, NotFoundError, error_text
 
 __all__ = ["BrowseQuery", "BrowseResult", "Record", "browse", "parse_timestamp_ms", "record_json", "render"]
 
@@ -238,7 +238,7 @@ def parse_timestamp_ms(raw: str) -> int:
     try:
         parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ConsoleError(f"timestamp {raw!r} is neither milliseconds nor an ISO 8601 date-time") from exc
+        raise BadRequestError(f"timestamp {raw!r} is neither milliseconds nor an ISO 8601 date-time") from exc
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return int(parsed.timestamp() * 1000)

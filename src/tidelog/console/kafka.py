@@ -32,6 +32,7 @@ from confluent_kafka.admin import (
 )
 
 __all__ = [
+    "BadRequestError",
     "BrokerView",
     "ClusterView",
     "ConsoleError",
@@ -49,6 +50,10 @@ __all__ = [
 
 class ConsoleError(Exception):
     """A Kafka call failed: the message is shown to the user."""
+
+
+class BadRequestError(ConsoleError):
+    """The user's input cannot be used (a bad number, name or date): a 400 page."""
 
 
 class NotFoundError(ConsoleError):

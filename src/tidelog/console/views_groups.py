@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tidelog.console.browse import parse_timestamp_ms
-from tidelog.console.kafka import ConsoleError, GroupOffsetView, KafkaGateway
+from tidelog.console.kafka import BadRequestError, ConsoleError, GroupOffsetView, KafkaGateway
 from tidelog.console.web import check_write, page, state
 
 __all__ = ["group_detail", "groups", "lag_api", "plan_reset", "reset_execute", "reset_preview"]
@@ -41,7 +41,7 @@ def groups(request: Request) -> Response:
 def _group_id(request: Request) -> str:
     group_id = request.query_params.get("id")
     if not group_id:
-        raise ConsoleError("no group id")
+        raise BadRequestError("no group id")
     return group_id
 
 
@@ -78,7 +78,7 @@ def plan_reset(
     """(current, new offset) per partition in scope, as ``kafka-consumer-groups --reset-offsets`` would."""
     strategy = params.get("strategy", "")
     if strategy not in STRATEGIES:
-        raise ConsoleError(f"choose a strategy: {', '.join(STRATEGIES)}")
+        raise BadRequestError(f"choose a strategy: {', '.join(STRATEGIES)}")
     topic = params.get("topic", "").strip()
     current = {(o.topic, o.partition): o for o in gateway.group_offsets(group_id)}
     if topic:
@@ -86,7 +86,7 @@ def plan_reset(
     else:
         partitions = sorted(current)
     if not partitions:
-        raise ConsoleError("the group has no committed offsets: name a topic to reset")
+        raise BadRequestError("the group has no committed offsets: name a topic to reset")
     marks = gateway.watermarks(partitions)
     amount_text = params.get("amount", "").strip()
     amount = 0
@@ -94,7 +94,7 @@ def plan_reset(
         try:
             amount = int(amount_text)
         except ValueError as exc:
-            raise ConsoleError(f"{strategy} needs a whole number, not {amount_text!r}") from exc
+            raise BadRequestError(f"{strategy} needs a whole number, not {amount_text!r}") from exc
     by_time: dict[tuple[str, int], int] = {}
     if strategy == "to-datetime":
         by_time = gateway.offsets_for_time(partitions, parse_timestamp_ms(params.get("datetime", "")))

@@ -23,7 +23,7 @@ from tidelog.console.browse import (
     record_json,
     render,
 )
-from tidelog.console.kafka import ConsoleError
+from tidelog.console.kafka import BadRequestError
 from tidelog.console.web import check_write, page, state
 
 __all__ = ["download", "messages", "produce", "query_from"]
@@ -36,14 +36,14 @@ def _int(params: QueryParams, name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError as exc:
-        raise ConsoleError(f"{name} must be a whole number, not {raw!r}") from exc
+        raise BadRequestError(f"{name} must be a whole number, not {raw!r}") from exc
 
 
 def query_from(topic: str, params: QueryParams, default_limit: int = 50) -> BrowseQuery:
     partition_text = params.get("partition", "all")
     mode = params.get("mode", "latest")
     if mode not in ("latest", "offset", "timestamp"):
-        raise ConsoleError(f"unknown mode {mode!r}")
+        raise BadRequestError(f"unknown mode {mode!r}")
     return BrowseQuery(
         topic=topic,
         partition=None if partition_text in ("", "all") else _int(params, "partition", 0),
@@ -109,7 +109,7 @@ def _headers(text: str) -> list[tuple[str, bytes]]:
         if line.strip():
             key, sep, value = line.partition("=")
             if not sep:
-                raise ConsoleError(f"header line {line!r} is not key=value")
+                raise BadRequestError(f"header line {line!r} is not key=value")
             result.append((key.strip(), value.encode()))
     return result
 

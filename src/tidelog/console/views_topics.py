@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from tidelog.console.kafka import ConsoleError
+from tidelog.console.kafka import BadRequestError
 from tidelog.console.web import check_write, page, state
 
 __all__ = [
@@ -94,22 +94,22 @@ def topic_detail(request: Request) -> Response:
 def _topic_form(values: dict[str, str]) -> tuple[str, int, int, dict[str, str]]:
     name = values.get("name", "").strip()
     if not _TOPIC_NAME.match(name) or name in (".", ".."):
-        raise ConsoleError(
+        raise BadRequestError(
             f"{name!r} is not a legal topic name (letters, digits, '.', '_', '-'; at most 249)"
         )
     try:
         partitions = int(values.get("partitions", "1"))
         replication = int(values.get("replication", "1"))
     except ValueError as exc:
-        raise ConsoleError("partitions and replication factor must be whole numbers") from exc
+        raise BadRequestError("partitions and replication factor must be whole numbers") from exc
     if partitions < 1 or replication < 1:
-        raise ConsoleError("partitions and replication factor must be at least 1")
+        raise BadRequestError("partitions and replication factor must be at least 1")
     configs: dict[str, str] = {}
     for line in values.get("configs", "").splitlines():
         if line.strip():
             key, sep, value = line.partition("=")
             if not sep or not key.strip():
-                raise ConsoleError(f"config line {line!r} is not key=value")
+                raise BadRequestError(f"config line {line!r} is not key=value")
             configs[key.strip()] = value.strip()
     return name, partitions, replication, configs
 
@@ -167,7 +167,7 @@ async def delete_topic(request: Request) -> Response:
     form = await check_write(request)
     name = request.path_params["topic"]
     if form.get("confirm_name") != name:
-        raise ConsoleError("the typed name does not match the topic: nothing was deleted")
+        raise BadRequestError("the typed name does not match the topic: nothing was deleted")
     await run_in_threadpool(state(request).gateway.delete_topic, name)
     return RedirectResponse("/topics?done=deleted", status_code=303)
 
@@ -176,7 +176,7 @@ def confirm_alter_config(request: Request) -> Response:
     name = request.path_params["topic"]
     key = request.query_params.get("key", "").strip()
     if not key:
-        raise ConsoleError("name the config to change")
+        raise BadRequestError("name the config to change")
     reset = request.query_params.get("reset") == "1"
     value = request.query_params.get("value", "")
     current = {k: v for k, v, _, _ in state(request).gateway.topic_configs(name)}

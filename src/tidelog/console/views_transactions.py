@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tidelog.console.kafka import ConsoleError
+from tidelog.console.kafka import BadRequestError
 from tidelog.console.transactions import now_ms, open_transactions
 from tidelog.console.web import page, state
 
@@ -23,7 +23,7 @@ def transactions(request: Request) -> Response:
     try:
         hanging_after_s = float(raw) if raw else console.hanging_after_s
     except ValueError as exc:
-        raise ConsoleError(f"hanging_after must be seconds, not {raw!r}") from exc
+        raise BadRequestError(f"hanging_after must be seconds, not {raw!r}") from exc
     cluster = console.gateway.cluster(with_offsets=False)
     found = open_transactions(
         [(b.node_id, b.host, b.port) for b in cluster.brokers],
