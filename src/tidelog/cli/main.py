@@ -1,5 +1,5 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``.
+``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -13,6 +13,7 @@ from tidelog import __version__
 from tidelog.cli.broker import broker_command
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.configs import configs_group
+from tidelog.cli.console import console_command
 from tidelog.cli.consume import consume_command
 from tidelog.cli.doctor import doctor_command
 from tidelog.cli.groups import groups_group
@@ -45,6 +46,7 @@ cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
 cli.add_command(cluster_group)
 cli.add_command(doctor_command)
+cli.add_command(console_command)
 
 
 def main() -> None:
