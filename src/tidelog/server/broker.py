@@ -58,6 +58,7 @@ from .metadata_store import MetadataStore
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .replica_manager import ReplicaManager
+from .security.acl_store import AclStore, LocalAclStore, authorizer_from_config
 from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -80,6 +81,10 @@ class Broker:
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_configs = DynamicBrokerConfigs(config, log_dirs[0])
         self.metadata_store = MetadataStore(log_dirs[0]) if zk is None else None
+        self.acls: AclStore | None = None  # authorization: set when authorizer.class.name is
+        authorizer = authorizer_from_config(config)
+        if authorizer is not None and zk is None:
+            self.acls = LocalAclStore(log_dirs[0], authorizer)
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(self.dynamic_configs.config, {}),
@@ -162,6 +167,7 @@ class Broker:
                 fetch_purgatory=self.fetch_purgatory,
                 clock=clock,
                 controller=lambda: self.cluster.controller if self.cluster is not None else None,
+                acls=self.acls,
             )
         )
         self.host = ""

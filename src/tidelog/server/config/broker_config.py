@@ -179,6 +179,10 @@ class BrokerConfig:
     fetch_purgatory_purge_interval_requests: int
     producer_purgatory_purge_interval_requests: int
     delete_records_purgatory_purge_interval_requests: int
+    # security: authorization
+    authorizer_class_name: str
+    super_users: str | None
+    allow_everyone_if_no_acl_found: bool
     # every key as configured (file then --set), for DescribeConfigs
     originals: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # dynamic broker configs laid over the originals (see with_dynamic), for DescribeConfigs

@@ -178,6 +178,10 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("fetch.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the fetch purgatory."),
         ConfigDef("producer.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the produce purgatory."),
         ConfigDef("delete.records.purgatory.purge.interval.requests", I, "1", "Purge interval (in requests) of the delete-records purgatory."),
+        # ---- security: authorization ----
+        ConfigDef("authorizer.class.name", S, "", "The ACL authorizer: tidelog, or Kafka's class names org.apache.kafka.metadata.authorizer.StandardAuthorizer / kafka.security.authorizer.AclAuthorizer; empty = no authorization.", OneOf(("", "tidelog", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"))),
+        ConfigDef("super.users", S, None, "Semicolon-separated principals (User:admin;User:ops) allowed everything by the authorizer."),
+        ConfigDef("allow.everyone.if.no.acl.found", B, "false", "Whether the authorizer allows an operation on a resource that no ACL applies to."),
     ]
 )
 # fmt: on

@@ -24,8 +24,10 @@ from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl_store import AclStore
 from tidelog.server.txn_runtime import TransactionRuntime
 
+from .acls import AclsHandler
 from .configs import ConfigsHandler
 from .controlled_shutdown import ControlledShutdownHandler
 from .delete_records import DeleteRecordsHandler
@@ -61,8 +63,14 @@ def build_routes(
     fetch_purgatory: FetchPurgatory,
     clock: Clock,
     controller: Callable[[], Controller | None] = lambda: None,
+    acls: AclStore | None = None,
 ) -> list[Route]:
-    """Every API this broker serves, each handler bound to its collaborators."""
+    """Every API this broker serves, each handler bound to its collaborators.
+
+    ``acls``: the ACL store when ``authorizer.class.name`` is set; its authorizer is what every handler
+    checks (``None``: no authorization, and no check costs anything).
+    """
+    acl_apis = AclsHandler(acls)
     produce = ProduceHandler(replicas, metadata, clock)
     fetch = FetchHandler(replicas, metadata, fetch_purgatory)
     topics = TopicsHandler(admin, metadata)
@@ -115,4 +123,7 @@ def build_routes(
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
         Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
         Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller).handle),
+        Route(ApiKey.DESCRIBE_ACLS, 0, 3, acl_apis.describe_acls),
+        Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
+        Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
     ]
