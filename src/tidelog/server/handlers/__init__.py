@@ -71,9 +71,10 @@ def build_routes(
     checks (``None``: no authorization, and no check costs anything).
     """
     acl_apis = AclsHandler(acls)
-    produce = ProduceHandler(replicas, metadata, clock)
-    fetch = FetchHandler(replicas, metadata, fetch_purgatory)
-    topics = TopicsHandler(admin, metadata)
+    authz = acls.authorizer if acls is not None else None
+    produce = ProduceHandler(replicas, metadata, clock, authz)
+    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz)
+    topics = TopicsHandler(admin, metadata, authz)
     configs = ConfigsHandler(admin, metadata)
     group_apis = GroupsHandler(groups, metadata)
     txn_apis = TransactionsHandler(transactions, groups, replicas, metadata)
@@ -89,17 +90,17 @@ def build_routes(
     return [
         Route(ApiKey.PRODUCE, 3, 11, produce.handle),
         Route(ApiKey.FETCH, 4, 16, fetch.handle),
-        Route(ApiKey.LIST_OFFSETS, 1, 10, ListOffsetsHandler(replicas).handle),
-        Route(ApiKey.METADATA, 0, 12, MetadataHandler(metadata, admin).handle),
+        Route(ApiKey.LIST_OFFSETS, 1, 10, ListOffsetsHandler(replicas, authz).handle),
+        Route(ApiKey.METADATA, 0, 12, MetadataHandler(metadata, admin, authz).handle),
         Route(ApiKey.CREATE_TOPICS, 0, 7, topics.create_topics),
         Route(ApiKey.DELETE_TOPICS, 0, 6, topics.delete_topics),
-        Route(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsHandler(replicas).handle),
-        Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, OffsetForLeaderEpochHandler(replicas).handle),
+        Route(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsHandler(replicas, authz).handle),
+        Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, OffsetForLeaderEpochHandler(replicas, authz).handle),
         Route(ApiKey.DESCRIBE_CONFIGS, 0, 4, configs.describe_configs),
         Route(ApiKey.ALTER_CONFIGS, 0, 2, configs.alter_configs),
         Route(ApiKey.CREATE_PARTITIONS, 0, 3, topics.create_partitions),
         Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.incremental_alter_configs),
-        Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata).handle),
+        Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata, authz).handle),
         Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions).handle),
         Route(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
         Route(ApiKey.JOIN_GROUP, 0, 9, group_apis.handle),
