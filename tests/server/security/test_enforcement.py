@@ -101,7 +101,8 @@ def test_producer_denied_until_allowed(broker: Broker, admin: AdminClient) -> No
     topic = _topic(admin, "orders")
     _add(admin, _acl(topic, AclOperation.DESCRIBE))  # the topic now has ACLs: WRITE is not among them
     error = _produce(broker, topic)
-    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert error is not None
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     _add(admin, _acl(topic, AclOperation.WRITE))
     assert _produce(broker, topic) is None
 
@@ -115,7 +116,8 @@ def test_deny_on_the_client_host_wins(broker: Broker, admin: AdminClient) -> Non
         _acl(topic, AclOperation.READ, host="10.9.9.9", permission=AclPermissionType.DENY),
     )
     error = _produce(broker, topic)
-    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert error is not None
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert _consume_error(broker, topic) == KafkaError._PARTITION_EOF  # READ is denied only elsewhere
 
 
@@ -136,12 +138,14 @@ def test_metadata_hides_topics_the_principal_may_not_describe(broker: Broker, ad
     assert visible in topics
     assert hidden not in topics
     named = admin.list_topics(hidden, timeout=10).topics[hidden]
-    assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert named.error is not None
+    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     missing = f"missing-{uuid.uuid4().hex[:8]}"
     _add(admin, _acl(missing, AclOperation.READ, principal="User:bob"))
     # a topic that does not exist answers exactly as one that does: nothing is revealed
     named = admin.list_topics(missing, timeout=10).topics[missing]
-    assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert named.error is not None
+    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_everything_denied_without_acls_or_super_user(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -75,9 +75,9 @@ def build_routes(
     produce = ProduceHandler(replicas, metadata, clock, authz)
     fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz)
     topics = TopicsHandler(admin, metadata, authz)
-    configs = ConfigsHandler(admin, metadata)
-    group_apis = GroupsHandler(groups, metadata)
-    txn_apis = TransactionsHandler(transactions, groups, replicas, metadata)
+    configs = ConfigsHandler(admin, metadata, authz)
+    group_apis = GroupsHandler(groups, metadata, authz)
+    txn_apis = TransactionsHandler(transactions, groups, replicas, metadata, authz)
     find_coordinator = FindCoordinatorHandler(
         metadata,
         {
@@ -86,6 +86,7 @@ def build_routes(
                 transactions.ensure_state_topic, transactions.partition_for
             ),
         },
+        authz,
     )
     return [
         Route(ApiKey.PRODUCE, 3, 11, produce.handle),
@@ -101,7 +102,7 @@ def build_routes(
         Route(ApiKey.CREATE_PARTITIONS, 0, 3, topics.create_partitions),
         Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.incremental_alter_configs),
         Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata, authz).handle),
-        Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions).handle),
+        Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions, authz).handle),
         Route(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
         Route(ApiKey.JOIN_GROUP, 0, 9, group_apis.handle),
         Route(ApiKey.SYNC_GROUP, 0, 5, group_apis.handle),
@@ -118,12 +119,12 @@ def build_routes(
         Route(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, txn_apis.handle),
         Route(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, txn_apis.handle),
         Route(ApiKey.END_TXN, 0, 4, txn_apis.handle),
-        Route(ApiKey.WRITE_TXN_MARKERS, 0, 1, WriteTxnMarkersHandler(transactions, clock).handle),
+        Route(ApiKey.WRITE_TXN_MARKERS, 0, 1, WriteTxnMarkersHandler(transactions, clock, authz).handle),
         Route(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_apis.txn_offset_commit),
         Route(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn_apis.handle),
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
-        Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
-        Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller).handle),
+        Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas, authz).handle),
+        Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller, authz).handle),
         Route(ApiKey.DESCRIBE_ACLS, 0, 3, acl_apis.describe_acls),
         Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
