@@ -13,8 +13,9 @@ Invariants (Kafka's rules, ``StandardAuthorizerData`` / ``AclAuthorizer``):
 - When no ACL at all applies to the resource (whatever its principal, host or operation), the answer is
   ``allow.everyone.if.no.acl.found`` (default false).
 - Cost: :meth:`AclAuthorizer.authorize` never scans every ACL. ACLs are indexed by (resource type, name) for
-  LITERAL and by (resource type, prefix) for PREFIXED, with the set of prefix lengths in use per type, so one
-  check is a handful of dict lookups (one per distinct prefix length) plus the ACLs on the resource itself.
+  LITERAL and by (resource type, prefix) for PREFIXED, with the set of prefix lengths in use per type, and
+  then by principal, so one check is a handful of dict lookups (one per distinct prefix length) plus the
+  ACLs of that principal and of ``User:*`` on the resource.
 - Pure: no I/O, no clock. The ACL set changes only through :meth:`AclAuthorizer.replace`, :meth:`add` and
   :meth:`remove`, which the store calls after the change is durable.
 """
@@ -22,7 +23,7 @@ Invariants (Kafka's rules, ``StandardAuthorizerData`` / ``AclAuthorizer``):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, TypeAlias
 
 from tidelog.server.dispatch import RequestContext
 
@@ -95,6 +96,10 @@ def parse_super_users(value: str | None) -> frozenset[str]:
     return frozenset(p.strip() for p in (value or "").split(";") if p.strip())
 
 
+_ByPrincipal: TypeAlias = dict[str, list[AclBinding]]
+"""One resource pattern's ACLs by principal (``User:*`` is a key of its own)."""
+
+
 class AclAuthorizer:
     """ACLs in memory, indexed for per-request checks."""
 
@@ -104,8 +109,8 @@ class AclAuthorizer:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._bindings: set[AclBinding] = set()
-        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        self._prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        self._literal: dict[tuple[ResourceType, str], _ByPrincipal] = {}
+        self._prefixed: dict[tuple[ResourceType, str], _ByPrincipal] = {}
         self._prefix_lengths: dict[ResourceType, dict[int, int]] = {}
         """Per type: prefix length -> how many distinct prefixes of that length hold ACLs."""
 
@@ -131,14 +136,14 @@ class AclAuthorizer:
             self._bindings.add(binding)
             key = (binding.resource_type, binding.resource_name)
             if binding.pattern_type == PatternType.PREFIXED:
-                entries = self._prefixed.setdefault(key, [])
+                entries = self._prefixed.setdefault(key, {})
                 if not entries:
                     lengths = self._prefix_lengths.setdefault(binding.resource_type, {})
                     size = len(binding.resource_name)
                     lengths[size] = lengths.get(size, 0) + 1
-                entries.append(binding)
             else:
-                self._literal.setdefault(key, []).append(binding)
+                entries = self._literal.setdefault(key, {})
+            entries.setdefault(binding.principal, []).append(binding)
 
     def remove(self, bindings: Iterable[AclBinding]) -> None:
         for binding in bindings:
@@ -150,7 +155,10 @@ class AclAuthorizer:
         key = (binding.resource_type, binding.resource_name)
         index = self._prefixed if binding.pattern_type == PatternType.PREFIXED else self._literal
         entries = index[key]
-        entries.remove(binding)
+        of_principal = entries[binding.principal]
+        of_principal.remove(binding)
+        if not of_principal:
+            del entries[binding.principal]
         if entries:
             return
         del index[key]
@@ -163,8 +171,8 @@ class AclAuthorizer:
 
     # -- checks ---------------------------------------------------------------------------------------
 
-    def _applicable(self, resource_type: ResourceType, name: str) -> list[list[AclBinding]]:
-        """The ACL lists that apply to the resource (by pattern only), empty lists left out."""
+    def _applicable(self, resource_type: ResourceType, name: str) -> list[_ByPrincipal]:
+        """The ACLs that apply to the resource (by pattern only), by principal; empty maps left out."""
         found = []
         literal = self._literal.get((resource_type, name))
         if literal:
@@ -193,10 +201,8 @@ class AclAuthorizer:
             return self.allow_everyone_if_no_acl_found
         allowing = _ALLOWED_BY[operation]
         allowed = False
-        for entries in applicable:
-            for acl in entries:
-                if acl.principal not in (principal, WILDCARD_PRINCIPAL):
-                    continue
+        for by_principal in applicable:
+            for acl in (*by_principal.get(principal, ()), *by_principal.get(WILDCARD_PRINCIPAL, ())):
                 if acl.host not in (host, WILDCARD):
                     continue
                 if acl.permission == AclPermissionType.DENY:
