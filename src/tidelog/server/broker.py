@@ -59,6 +59,7 @@ from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .replica_manager import ReplicaManager
 from .security.acl_store import AclStore, LocalAclStore, authorizer_from_config
+from .security.zk_acl_store import ZkAclStore
 from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -83,8 +84,8 @@ class Broker:
         self.metadata_store = MetadataStore(log_dirs[0]) if zk is None else None
         self.acls: AclStore | None = None  # authorization: set when authorizer.class.name is
         authorizer = authorizer_from_config(config)
-        if authorizer is not None and zk is None:
-            self.acls = LocalAclStore(log_dirs[0], authorizer)
+        if authorizer is not None:
+            self.acls = LocalAclStore(log_dirs[0], authorizer) if zk is None else ZkAclStore(zk, authorizer)
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(self.dynamic_configs.config, {}),
@@ -210,6 +211,8 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if isinstance(self.acls, ZkAclStore):
+            await self.acls.start()  # before any listener: no request is authorized without the ACLs
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port
@@ -371,6 +374,8 @@ class Broker:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if isinstance(self.acls, ZkAclStore):
+            await self.acls.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         self.logs.shutdown(self.clock.now_ms())
