@@ -162,3 +162,40 @@ def test_everything_denied_without_acls_or_super_user(tmp_path_factory: pytest.T
             closed_admin.create_topics([NewTopic("t", 1, 1)], request_timeout=10)["t"].result()
         assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
         assert closed_admin.list_topics(timeout=10).topics == {}
+
+
+def test_group_and_transactional_id_refusals(broker: Broker, admin: AdminClient) -> None:
+    topic = _topic(admin, "grouped")
+    group = f"theirs-{uuid.uuid4().hex[:8]}"
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    _add(
+        admin,
+        _acl(group, AclOperation.READ, principal="User:bob", rtype=ResourceType.GROUP),
+        _acl(tid, AclOperation.WRITE, principal="User:bob", rtype=ResourceType.TRANSACTIONAL_ID),
+    )
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        codes = set()
+        for _ in range(60):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                codes.add(msg.error().code())
+                break
+        assert codes == {KafkaError.GROUP_AUTHORIZATION_FAILED}
+    finally:
+        consumer.close()
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": tid}
+    )
+    with pytest.raises(KafkaException) as refused:
+        producer.init_transactions(15)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    _add(admin, _acl(tid, AclOperation.WRITE, rtype=ResourceType.TRANSACTIONAL_ID))
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": tid})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce(topic, b"in a transaction")
+    producer.commit_transaction(15)
