@@ -194,7 +194,9 @@ def test_group_and_transactional_id_refusals(broker: Broker, admin: AdminClient)
         producer.init_transactions(15)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     _add(admin, _acl(tid, AclOperation.WRITE, rtype=ResourceType.TRANSACTIONAL_ID))
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": tid})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": tid}
+    )
     producer.init_transactions(15)
     producer.begin_transaction()
     producer.produce(topic, b"in a transaction")

@@ -51,8 +51,9 @@ def authorizer_from_config(config: BrokerConfig) -> AclAuthorizer | None:
     )
 
 
-class AclFileError(Exception):
-    """The ACL file cannot be trusted; the broker refuses to start on it."""
+class AclFileError(RuntimeError):
+    """The ACL file cannot be trusted; the broker refuses to start on it (``tidelog broker`` prints this one
+    line and exits 1, as for a damaged topic metadata file)."""
 
 
 class AclStoreError(Exception):
