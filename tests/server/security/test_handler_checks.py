@@ -292,3 +292,59 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled(tmp_path: Path)
         assert [t.name for t in _metadata(plain, None).topics] == ["t"]
     finally:
         plain.logs.shutdown(plain.clock.now_ms())
+
+
+def test_offset_fetch_refuses_groups_and_topics(broker: Broker) -> None:
+    from tidelog.protocol.messages import OffsetFetchRequest
+
+    topics = [OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=[0]) for n in ("t", "u")]
+    refused = _call(broker, ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(group_id="theirs", topics=topics))
+    assert refused.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    mine = _call(broker, ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(group_id="mine", topics=list(topics)))
+    assert ("u", [ErrorCode.TOPIC_AUTHORIZATION_FAILED]) in [
+        (t.name, [p.error_code for p in t.partitions]) for t in mine.topics
+    ]
+    groups = [
+        OffsetFetchRequest.OffsetFetchRequestGroup(
+            group_id=g,
+            topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopics(name=n, partition_indexes=[0]) for n in ("t", "u")
+            ],
+        )
+        for g in ("theirs", "mine")
+    ]
+    answer = _call(broker, ApiKey.OFFSET_FETCH, 8, OffsetFetchRequest(groups=groups))
+    assert (answer.groups[0].group_id, answer.groups[0].error_code) == (
+        "theirs",
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    )
+    mine_v8 = answer.groups[1]
+    assert mine_v8.group_id == "mine"
+    assert ("u", [ErrorCode.TOPIC_AUTHORIZATION_FAILED]) in [
+        (t.name, [p.error_code for p in t.partitions]) for t in mine_v8.topics
+    ]
+
+
+def test_topics_named_by_id_keep_their_names_secret(broker: Broker) -> None:
+    hidden = broker.metadata.topic("u")
+    assert hidden is not None
+    answer = _call(
+        broker,
+        ApiKey.METADATA,
+        12,
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=hidden.topic_id)]),
+    )
+    assert [(t.name, t.error_code) for t in answer.topics] == [(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    deleted = _call(
+        broker,
+        ApiKey.DELETE_TOPICS,
+        6,
+        DeleteTopicsRequest(
+            topics=[DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=hidden.topic_id)],
+            timeout_ms=1000,
+        ),
+    )
+    assert [(r.name, r.topic_id, r.error_code) for r in deleted.responses] == [
+        (None, hidden.topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ]
+    assert broker.metadata.topic("u") is not None

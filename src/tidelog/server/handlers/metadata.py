@@ -44,6 +44,14 @@ _ZERO_UUID = uuid.UUID(int=0)
 _BROKER_ENDPOINTS = 1
 
 
+def cluster_operations(authz: Authz, ctx: RequestContext, requested: bool) -> int:
+    """The cluster's authorized-operations field (Metadata v8-10, DescribeCluster): Kafka's rule, the bits
+    only for a principal that may DESCRIBE the cluster, else none."""
+    if requested and not cluster_allowed(authz, ctx, AclOperation.DESCRIBE):
+        return 0
+    return operations(authz, ctx, ResourceType.CLUSTER, CLUSTER_NAME, requested)
+
+
 def _controller_id(metadata: MetadataCache, listed: set[int]) -> int:
     return metadata.controller_id if metadata.controller_id in listed else -1
 
@@ -76,9 +84,7 @@ class MetadataHandler:
         )
         include_ops = ctx.api_version >= 8 and request.include_topic_authorized_operations
         if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations:
-            response.cluster_authorized_operations = operations(
-                self._authz, ctx, ResourceType.CLUSTER, CLUSTER_NAME, True
-            )
+            response.cluster_authorized_operations = cluster_operations(self._authz, ctx, True)
         listed = {b.node_id for b in brokers}
         authz = self._authz
         if request.topics is None or (ctx.api_version == 0 and not request.topics):
@@ -220,13 +226,7 @@ class DescribeClusterHandler:
             cluster_id=self._metadata.cluster_id,
             controller_id=_controller_id(self._metadata, {b.broker_id for b in brokers}),
             brokers=brokers,
-            cluster_authorized_operations=self._cluster_operations(
-                ctx, request.include_cluster_authorized_operations
+            cluster_authorized_operations=cluster_operations(
+                self._authz, ctx, request.include_cluster_authorized_operations
             ),
         )
-
-    def _cluster_operations(self, ctx: RequestContext, requested: bool) -> int:
-        """Kafka's rule: the bits only for a principal that may DESCRIBE the cluster, else none."""
-        if requested and not cluster_allowed(self._authz, ctx, AclOperation.DESCRIBE):
-            return 0
-        return operations(self._authz, ctx, ResourceType.CLUSTER, CLUSTER_NAME, requested)
