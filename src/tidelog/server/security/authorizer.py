@@ -111,6 +111,8 @@ class AclAuthorizer:
         self._bindings: set[AclBinding] = set()
         self._literal: dict[tuple[ResourceType, str], _ByPrincipal] = {}
         self._prefixed: dict[tuple[ResourceType, str], _ByPrincipal] = {}
+        self._by_principal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
+        """(resource type, principal) -> its ACLs, for :meth:`authorize_any`."""
         self._prefix_lengths: dict[ResourceType, dict[int, int]] = {}
         """Per type: prefix length -> how many distinct prefixes of that length hold ACLs."""
 
@@ -134,6 +136,7 @@ class AclAuthorizer:
             if binding in self._bindings:
                 continue
             self._bindings.add(binding)
+            self._by_principal.setdefault((binding.resource_type, binding.principal), set()).add(binding)
             key = (binding.resource_type, binding.resource_name)
             if binding.pattern_type == PatternType.PREFIXED:
                 entries = self._prefixed.setdefault(key, {})
@@ -152,6 +155,10 @@ class AclAuthorizer:
 
     def _remove(self, binding: AclBinding) -> None:
         self._bindings.discard(binding)
+        of_type = self._by_principal[(binding.resource_type, binding.principal)]
+        of_type.discard(binding)
+        if not of_type:
+            del self._by_principal[(binding.resource_type, binding.principal)]
         key = (binding.resource_type, binding.resource_name)
         index = self._prefixed if binding.pattern_type == PatternType.PREFIXED else self._literal
         entries = index[key]
@@ -224,11 +231,11 @@ class AclAuthorizer:
         denied_literal: set[str] = set()
         denied_prefixes: set[str] = set()
         allows: list[AclBinding] = []
-        for binding in self._bindings:
-            if binding.resource_type != resource_type:
-                continue
-            if binding.principal not in (principal, WILDCARD_PRINCIPAL):
-                continue
+        candidates = (
+            *self._by_principal.get((resource_type, principal), ()),
+            *self._by_principal.get((resource_type, WILDCARD_PRINCIPAL), ()),
+        )
+        for binding in candidates:
             if binding.host not in (host, WILDCARD):
                 continue
             if binding.permission == AclPermissionType.DENY:
