@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from tidelog.server.security.authorizer import OMITTED_OPERATIONS, AclAuthorizer
+from tidelog.server.security.authorizer import OMITTED_OPERATIONS, SUPPORTED_OPERATIONS, AclAuthorizer
 
 __all__ = [
     "Authz",
@@ -25,8 +25,6 @@ __all__ = [
 
 Authz: TypeAlias = AclAuthorizer | None
 """What a handler is given: the ACL authorizer, or None when authorization is off."""
-
-Op = AclOperation
 
 
 def allowed(authz: Authz, ctx: RequestContext, op: AclOperation, kind: ResourceType, name: str) -> bool:
@@ -49,14 +47,8 @@ def cluster_allowed(authz: Authz, ctx: RequestContext, op: AclOperation) -> bool
     return authz is None or authz.permits(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-_ALL_BITS = {
-    kind: sum(1 << op for op in ops)
-    for kind, ops in {
-        ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
-        ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
-        ResourceType.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE),
-    }.items()
-}  # fmt: skip
+_ALL_BITS = {kind: sum(1 << op for op in ops) for kind, ops in SUPPORTED_OPERATIONS.items()}
+"""Every supported operation's bit: what Kafka answers without an authorizer."""
 
 
 def operations(authz: Authz, ctx: RequestContext, kind: ResourceType, name: str, requested: bool) -> int:

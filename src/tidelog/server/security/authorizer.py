@@ -41,6 +41,7 @@ from .acl import (
 __all__ = [
     "AUTHORIZER_CLASS_NAMES",
     "OMITTED_OPERATIONS",
+    "SUPPORTED_OPERATIONS",
     "AclAuthorizer",
     "authorizer_enabled",
     "parse_super_users",
