@@ -74,7 +74,13 @@ def test_add_list_remove(broker: Broker) -> None:
         _row("TOPIC", "orders", "User:bob", "READ"),
         _row("TOPIC", "orders", "User:bob", "READ", "DENY", host="10.0.0.9"),
     ]
-    assert len(_acls(broker)) == 9  # 3 + 2 transactional-id + 3 + 1
+    ok(tidelog_cli("acls", "add", *b, "--allow-principal", "User:ops", "--cluster", "--operation", "Alter",
+                   "--operation", "describe-configs"))  # fmt: skip
+    assert _acls(broker, "--cluster") == [
+        _row("CLUSTER", "kafka-cluster", "User:ops", "ALTER"),
+        _row("CLUSTER", "kafka-cluster", "User:ops", "DESCRIBE_CONFIGS"),
+    ]
+    assert len(_acls(broker)) == 11  # 3 + 2 transactional-id + 3 + 1 + 2
     out = ok(
         tidelog_cli(
             "acls",

@@ -99,7 +99,8 @@ class LocalAclStore:
         authorizer.replace(self._load())
 
     async def create(self, bindings: Sequence[AclBinding]) -> None:
-        new = [b for b in dict.fromkeys(bindings) if b not in set(self.authorizer.bindings())]
+        existing = set(self.authorizer.bindings())
+        new = [b for b in dict.fromkeys(bindings) if b not in existing]
         if not new:
             return
         self._write([*self.authorizer.bindings(), *new])
