@@ -109,7 +109,9 @@ def _whole_refusal(authz: Authz, ctx: RequestContext, request: Request) -> Respo
 def _offset_fetch(
     authz: Authz, ctx: RequestContext, request: OffsetFetchRequest, forward: _Forward
 ) -> Answer:
-    describable: Callable[[str], bool] = lambda name: topic_allowed(authz, ctx, AclOperation.DESCRIBE, name)  # noqa: E731
+    def describable(name: str) -> bool:
+        return topic_allowed(authz, ctx, AclOperation.DESCRIBE, name)
+
     if ctx.api_version < 8:
         if not group_allowed(authz, ctx, AclOperation.READ, request.group_id):
             if ctx.api_version >= 2:
