@@ -20,7 +20,8 @@ Invariants:
   replaces that resource's ACLs with it, so all converge to ZooKeeper's content.
 - :meth:`ZkAclStore.start` reads every ACL before it returns, and sets the watches; after a lost session
   the watches re-read and notifications are processed again (re-reading a resource is idempotent).
-- Notifications are not purged here (Kafka purges those older than 15 minutes); they are small.
+- Notifications created more than 15 minutes before the newest one are deleted by whichever broker gets
+  there first (Kafka's purge; ZooKeeper's creation times on both sides, so no broker clock is involved).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ PREFIXED_ACL_ROOT: Final = "/kafka-acl-extended/prefixed"
 LITERAL_ACL_CHANGES: Final = "/kafka-acl-changes"
 EXTENDED_ACL_CHANGES: Final = "/kafka-acl-extended-changes"
 CHANGE_PREFIX: Final = "acl_changes_"
+NOTIFICATION_EXPIRY_MS: Final = 15 * 60 * 1000
+"""Kafka's ``ZkNodeChangeNotificationListener`` change expiration."""
 
 _Pattern = tuple[ResourceType, str, PatternType]
 _Change = Callable[[set[AclBinding]], set[AclBinding]]
@@ -112,6 +115,8 @@ class ZkAclStore:
         self.authorizer = authorizer
         self._watches: list[Watch] = []
         self._last_seen: dict[str, int] = {LITERAL_ACL_CHANGES: -1, EXTENDED_ACL_CHANGES: -1}
+        self._created_ms: dict[str, int] = {}
+        """Notification path -> its creation time (ZooKeeper's clock), for the purge."""
         self._events: asyncio.Queue[tuple[str, list[str]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -124,6 +129,10 @@ class ZkAclStore:
             await session.ensure_path(path)
             children = await session.get_children(path) or []
             self._last_seen[path] = max((_sequence(c) for c in children), default=-1)
+            for child in children:
+                stat = await session.exists(f"{path}/{child}")
+                if stat is not None:
+                    self._created_ms[f"{path}/{child}"] = stat.ctime
         bindings: list[AclBinding] = []
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             root = _root(pattern_type)
@@ -172,12 +181,26 @@ class ZkAclStore:
             found = await self._zk.session.get(f"{parent}/{child}")
             if found is None:
                 continue
+            self._created_ms[f"{parent}/{child}"] = found[1].ctime
             try:
                 pattern = parse_acl_change_notification(parent, found[0])
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring the ACL change notification %s/%s: %s", parent, child, exc)
                 continue
             await self._reload(*pattern)
+        await self._purge()
+
+    async def _purge(self) -> None:
+        """Kafka's ``purgeObsoleteNotifications``: delete notifications created more than 15 minutes before
+        the newest one seen (every broker has applied them by then; ZooKeeper's clock on both sides)."""
+        if not self._created_ms:
+            return
+        horizon = max(self._created_ms.values()) - NOTIFICATION_EXPIRY_MS
+        for path, created in list(self._created_ms.items()):
+            if created < horizon:
+                with contextlib.suppress(NoNodeError):
+                    await self._zk.session.delete(path)
+                del self._created_ms[path]
 
     # -- reads -----------------------------------------------------------------------------------------
 
