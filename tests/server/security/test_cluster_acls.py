@@ -17,6 +17,8 @@ from tidelog.protocol.messages import (
     CreateAclsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
     MetadataRequest,
@@ -107,6 +109,52 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_other(tmp_path: Pa
             }
             changes = zk.get_children("/kafka-acl-changes")
             assert [zk.get(f"/kafka-acl-changes/{c}")[0] for c in changes] == [b"TOPIC:orders"]
+            # a PREFIXED ACL through the second broker lets ANONYMOUS describe the topic again, on the first
+            with connect(second, timeout=10) as client:
+                answer = client.call(
+                    CreateAclsRequest(
+                        creations=[
+                            CreateAclsRequest.AclCreation(
+                                resource_type=2, resource_name="ord", resource_pattern_type=4,
+                                principal="User:ANONYMOUS", host="*", operation=8, permission_type=3,
+                            )
+                        ]
+                    ),
+                    expect=CreateAclsResponse,
+                )  # fmt: skip
+                assert answer.results[0].error_code == ErrorCode.NONE
+            deadline = time.monotonic() + 30
+            while _topic_error(first, "orders") != ErrorCode.NONE:
+                assert time.monotonic() < deadline, "broker 1 never applied the prefixed ACL"
+                time.sleep(0.05)
+            data, _stat = zk.get("/kafka-acl-extended/prefixed/Topic/ord")
+            assert json.loads(data)["acls"] == [
+                {
+                    "principal": "User:ANONYMOUS",
+                    "permissionType": "Allow",
+                    "operation": "Describe",
+                    "host": "*",
+                }
+            ]
+            changes = zk.get_children("/kafka-acl-extended-changes")
+            assert [json.loads(zk.get(f"/kafka-acl-extended-changes/{c}")[0]) for c in changes] == [
+                {"version": 1, "resourceType": "TOPIC", "name": "ord", "patternType": "PREFIXED"}
+            ]
+            # deleting the last ACL of a resource deletes its znode
+            with connect(first, timeout=10) as client:
+                deleted = client.call(
+                    DeleteAclsRequest(
+                        filters=[
+                            DeleteAclsRequest.DeleteAclsFilter(
+                                resource_type_filter=2, resource_name_filter="orders", pattern_type_filter=3,
+                                principal_filter=None, host_filter=None, operation=1, permission_type=1,
+                            )
+                        ]
+                    ),
+                    expect=DeleteAclsResponse,
+                )  # fmt: skip
+            assert [a.principal for a in deleted.filter_results[0].matching_acls] == ["User:bob"]
+            assert zk.exists("/kafka-acl/Topic/orders") is None
         finally:
             zk.stop()
             zk.close()
