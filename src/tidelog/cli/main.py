@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from tidelog import __version__
+from tidelog.cli.acls import acls_group
 from tidelog.cli.broker import broker_command
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.configs import configs_group
@@ -42,6 +43,7 @@ cli.add_command(consume_command)
 cli.add_command(groups_group)
 cli.add_command(transactions_group)
 cli.add_command(configs_group)
+cli.add_command(acls_group)
 cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
 cli.add_command(cluster_group)

@@ -65,8 +65,10 @@ from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
+from .security.acl_store import AclStore, LocalAclStore, authorizer_from_config
 from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
+from .security.zk_acl_store import ZkAclStore
 from .transport import PlainTransport, Transport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -89,6 +91,10 @@ class Broker:
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_configs = DynamicBrokerConfigs(config, log_dirs[0])
         self.metadata_store = MetadataStore(log_dirs[0]) if zk is None else None
+        self.acls: AclStore | None = None  # authorization: set when authorizer.class.name is
+        authorizer = authorizer_from_config(config)
+        if authorizer is not None:
+            self.acls = LocalAclStore(log_dirs[0], authorizer) if zk is None else ZkAclStore(zk, authorizer)
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(self.dynamic_configs.config, {}),
@@ -183,6 +189,7 @@ class Broker:
                 fetch_purgatory=self.fetch_purgatory,
                 clock=clock,
                 controller=lambda: self.cluster.controller if self.cluster is not None else None,
+                acls=self.acls,
             )
         )
         self.host = ""
@@ -228,6 +235,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         if self._zk_entity_configs is not None:
             await self._zk_entity_configs.load()  # SCRAM credentials and quotas, before any client connects
+        if isinstance(self.acls, ZkAclStore):
+            await self.acls.start()  # before any listener: no request is authorized without the ACLs
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port
@@ -433,6 +442,8 @@ class Broker:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if isinstance(self.acls, ZkAclStore):
+            await self.acls.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         self.logs.shutdown(self.clock.now_ms())

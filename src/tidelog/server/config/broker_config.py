@@ -202,6 +202,10 @@ class BrokerConfig:
     ssl_keymanager_algorithm: str | None
     ssl_trustmanager_algorithm: str | None
     ssl_secure_random_implementation: str | None
+    # security: authorization
+    authorizer_class_name: str
+    super_users: str | None
+    allow_everyone_if_no_acl_found: bool
     # every key as configured (file then --set), for DescribeConfigs
     originals: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # dynamic broker configs laid over the originals (see with_dynamic), for DescribeConfigs

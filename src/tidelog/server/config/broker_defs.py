@@ -203,6 +203,10 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("ssl.keymanager.algorithm", S, None, "JSSE key manager algorithm; accepted for compatibility.", ignored=True),
         ConfigDef("ssl.trustmanager.algorithm", S, None, "JSSE trust manager algorithm; accepted for compatibility.", ignored=True),
         ConfigDef("ssl.secure.random.implementation", S, None, "JSSE SecureRandom implementation; accepted for compatibility.", ignored=True),
+        # ---- security: authorization ----
+        ConfigDef("authorizer.class.name", S, "", "The ACL authorizer: tidelog, or Kafka's class names org.apache.kafka.metadata.authorizer.StandardAuthorizer / kafka.security.authorizer.AclAuthorizer; empty = no authorization.", OneOf(("", "tidelog", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"))),
+        ConfigDef("super.users", S, None, "Semicolon-separated principals (User:admin;User:ops) allowed everything by the authorizer."),
+        ConfigDef("allow.everyone.if.no.acl.found", B, "false", "Whether the authorizer allows an operation on a resource that no ACL applies to."),
     ]
 )
 # fmt: on

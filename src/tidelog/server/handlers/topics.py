@@ -6,6 +6,11 @@ changes nothing; partitions can only be added, never removed; a replication fact
 brokers is INVALID_REPLICATION_FACTOR, an assignment naming a broker that is not alive
 INVALID_REPLICA_ASSIGNMENT. In a cluster the answer waits (up to the request's ``timeout_ms``) until the
 metadata shows the change (REQUEST_TIMED_OUT after that: the change stands, as in Kafka).
+
+Authorization (Kafka's): creating a topic needs CREATE on the cluster or on the topic, and its configs are
+returned only with DESCRIBE_CONFIGS on it (else ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED);
+deleting needs DELETE on the topic (asked for by id: DESCRIBE too, else the name is left out); adding
+partitions needs ALTER. A refused topic is TOPIC_AUTHORIZATION_FAILED before its existence is looked at.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from tidelog.server.admin_errors import AdminError
 from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.config import ConfigError, describe_topic_configs, validate_topic_configs
 from tidelog.server.dispatch import RequestContext
+from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
+from tidelog.server.security.acl import AclOperation
 
 __all__ = ["TopicsHandler", "auto_create_topic", "topic_name_error"]
 
@@ -59,13 +66,15 @@ def auto_create_topic(admin: TopicAdmin, name: str) -> TopicInfo | None:
 class TopicsHandler:
     """CreateTopics, DeleteTopics and CreatePartitions through the topic admin (single node or cluster)."""
 
-    def __init__(self, admin: TopicAdmin, metadata: MetadataCache) -> None:
+    def __init__(self, admin: TopicAdmin, metadata: MetadataCache, authz: Authz = None) -> None:
         self._admin = admin
         self._metadata = metadata
+        self._authz = authz
 
     async def create_topics(self, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
         response = CreateTopicsResponse()
         seen: set[str] = set()
+        may_create_any = cluster_allowed(self._authz, ctx, AclOperation.CREATE)
         for wanted in request.topics:
             result = CreateTopicsResponse.CreatableTopicResult(name=wanted.name, configs=None)
             response.topics.append(result)
@@ -73,6 +82,12 @@ class TopicsHandler:
                 result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name"
                 continue
             seen.add(wanted.name)
+            if not may_create_any and not topic_allowed(self._authz, ctx, AclOperation.CREATE, wanted.name):
+                result.error_code, result.error_message = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "Authorization failed.",
+                )
+                continue
             error = self._create_error(wanted)
             if error is not None:
                 result.error_code, result.error_message = error
@@ -112,7 +127,11 @@ class TopicsHandler:
             except AdminError as exc:
                 result.error_code, result.error_message = exc.error_code, exc.message
                 continue
-            if ctx.api_version >= 5:
+            if ctx.api_version >= 5 and not topic_allowed(
+                self._authz, ctx, AclOperation.DESCRIBE_CONFIGS, wanted.name
+            ):
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif ctx.api_version >= 5:
                 result.configs = [
                     CreateTopicsResponse.CreatableTopicConfigs(
                         name=d.name,
@@ -166,6 +185,20 @@ class TopicsHandler:
                 topic = self._metadata.topic_by_id(topic_id) if topic_id is not None else None
             result = DeleteTopicsResponse.DeletableTopicResult(name=name)
             response.responses.append(result)
+            if self._authz is not None and (topic is not None or name is not None):
+                named = topic.name if topic is not None else name
+                assert named is not None
+                if name is None and not topic_allowed(self._authz, ctx, AclOperation.DESCRIBE, named):
+                    assert topic_id is not None  # the topic id is no secret, its name is
+                    result.topic_id = topic_id
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
+                if not topic_allowed(self._authz, ctx, AclOperation.DELETE, named):
+                    result.name = named
+                    if topic is not None and name is None:
+                        result.topic_id = topic.topic_id
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
             if topic is None:
                 if name is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
@@ -199,6 +232,10 @@ class TopicsHandler:
         for wanted in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=wanted.name)
             response.results.append(result)
+            if not topic_allowed(self._authz, ctx, AclOperation.ALTER, wanted.name):
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result.error_message = "The topic authorization is failed."
+                continue
             topic = self._metadata.topic(wanted.name)
             if topic is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
