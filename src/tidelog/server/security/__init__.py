@@ -1,0 +1,1 @@
+"""Authentication, authorization and quotas: who may do what, how fast."""
