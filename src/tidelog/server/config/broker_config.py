@@ -29,7 +29,10 @@ from .properties import PropertyEntry, read_properties_file
 from .topic_defs import TOPIC_CONFIGS, broker_synonym_group, topic_def
 from .values import ConfigValue
 
-__all__ = ["BrokerConfig", "load_broker_config", "parse_broker_config"]
+LISTENER_PREFIX = "listener.name."
+"""Per-listener overrides (``listener.name.<listener>.<key>``), as Kafka names them."""
+
+__all__ = ["LISTENER_PREFIX", "BrokerConfig", "load_broker_config", "parse_broker_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,12 @@ class BrokerConfig:
     connections_max_idle_ms: int
     max_connections: int
     max_connections_per_ip: int
+    # SASL
+    sasl_enabled_mechanisms: tuple[str, ...]
+    sasl_mechanism_inter_broker_protocol: str
+    sasl_jaas_config: str | None
+    sasl_server_max_receive_size: int
+    connections_max_reauth_ms: int
     # topics
     num_partitions: int
     default_replication_factor: int
@@ -281,8 +290,8 @@ def parse_broker_config(
                 f"{definition.name} ({entry.where}) is accepted for compatibility with Kafka but has no effect in tidelog"
             )
     for key, entry in merged.items():
-        if key in BROKER_CONFIGS:
-            continue
+        if key in BROKER_CONFIGS or key.startswith(LISTENER_PREFIX):
+            continue  # listener.name.<l>.<key>: read where that listener is set up (e.g. security/sasl_config)
         if key in TOPIC_CONFIGS:
             synonyms = topic_def(key).broker_synonyms
             hint = f"; set the broker default with {synonyms[0].name}" if synonyms else ""

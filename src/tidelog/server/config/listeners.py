@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[0-9A-Za-z\-._]*):(-?[0-9]+)$")
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 """Security protocols a client listener may use in tidelog today."""
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 """Hosts that mean "every interface": bindable, never advertised."""
