@@ -20,6 +20,9 @@ Invariants:
   The periodic flush (rolled segments, ``flush.ms``) is planned and completed on the loop and fsyncs in a
   worker thread (log_flush_task.py); stopping awaits it before the logs are flushed and closed.
   Stopping unloads the coordinators first, so parked JoinGroup/SyncGroup requests are answered.
+- User and client entity configs (client quotas, SCRAM credentials: entity_configs.py) are read before
+  the listeners bind: from the first log dir on a single node, from ZooKeeper in a cluster, where the
+  metadata watcher's change notifications keep them current.
 - ``self.config`` is the effective config: the static one with the dynamic broker configs laid over it
   (dynamic_config.py). Altering them stores them first, then swaps ``self.config`` and gives every
   partition log its re-derived ``LogConfig`` (topics without an override take the new defaults).
@@ -48,6 +51,7 @@ from .cluster.member import ClusterMember
 from .connection import Connection
 from .dispatch import Dispatcher
 from .dynamic_config import DynamicBrokerConfigs
+from .entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from .group_runtime import GroupRuntime
 from .handlers import build_routes
 from .listeners import BoundListener, bind_client_listeners, canonical_hostname
@@ -102,8 +106,11 @@ class Broker:
         self.admin: TopicAdmin
         self.producer_ids: ProducerIds
         self.cluster: ClusterMember | None = None
+        self.entity_configs: EntityConfigs
+        self._zk_entity_configs: ZkEntityConfigs | None = None
         if zk is None:
             assert self.metadata_store is not None
+            self.entity_configs = FileEntityConfigs(log_dirs[0])
             self.metadata.set_controller(self.node_id)
             producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
             self.producer_ids = producer_ids
@@ -128,6 +135,9 @@ class Broker:
             )
             self.admin = self.cluster.admin
             self.producer_ids = self.cluster.producer_ids
+            self._zk_entity_configs = ZkEntityConfigs(zk)
+            self.entity_configs = self._zk_entity_configs
+            self.cluster.watcher.add_entity_config_listener(self._zk_entity_configs.reload)
         self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
         self.log_cleaner = LogCleanerTask(
             self.logs,
@@ -204,6 +214,8 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._zk_entity_configs is not None:
+            await self._zk_entity_configs.load()  # SCRAM credentials and quotas, before any client connects
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port

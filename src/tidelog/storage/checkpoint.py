@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -58,10 +59,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` crash-safely: temp file, fsync, rename, fsync of the directory."""
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` crash-safely: temp file, fsync, rename, fsync of the directory.
+
+    ``mode`` is the new file's permission bits (before the umask)."""
     tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a leftover temp file keeps its mode through O_CREAT: start from a fresh one
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:

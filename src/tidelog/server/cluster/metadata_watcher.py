@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.common import INTERNAL_TOPICS
@@ -87,12 +87,17 @@ class MetadataWatcher:
         self._watches: list[Watch] = []
         self._task: asyncio.Task[None] | None = None
         self._topics_deleted: list[TopicsDeletedListener] = []
+        self._entity_config_listeners: list[Callable[[str], Awaitable[None]]] = []
         self._last_config_change = -1
         self._synced = asyncio.Event()
         self._changed = asyncio.Event()
 
     def add_topics_deleted_listener(self, listener: TopicsDeletedListener) -> None:
         self._topics_deleted.append(listener)
+
+    def add_entity_config_listener(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        """Await ``listener(entity_path)`` for each ``users/...`` and ``clients/...`` change notification."""
+        self._entity_config_listeners.append(listener)
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``condition()`` holds of the metadata (checked after every applied event), at most
@@ -317,6 +322,10 @@ class MetadataWatcher:
             entity = await self._zk.get_config_change_notification(sequence)
             if entity is not None and entity in (_DEFAULT_BROKER_ENTITY, f"brokers/{self._node_id}"):
                 await self._load_broker_configs()
+                continue
+            if entity is not None and entity.startswith(("users/", "clients/")):
+                for listener in self._entity_config_listeners:
+                    await listener(entity)
                 continue
             if entity is None or not entity.startswith("topics/"):
                 continue
