@@ -62,6 +62,8 @@ from .metadata_store import MetadataStore
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .replica_manager import ReplicaManager
+from .security.sasl_config import sasl_session_factory
+from .security.scram_credentials import credential_lookup
 from .transport import PlainTransport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -172,8 +174,10 @@ class Broker:
                 fetch_purgatory=self.fetch_purgatory,
                 clock=clock,
                 controller=lambda: self.cluster.controller if self.cluster is not None else None,
+                entity_configs=self.entity_configs,
             )
         )
+        self._sasl_session = sasl_session_factory(config, credential_lookup(self.entity_configs))
         self.host = ""
         self.port = 0
         self.bound_listeners: list[BoundListener] = []
@@ -296,6 +300,7 @@ class Broker:
                 self.dispatcher,
                 max_request_bytes=self.config.socket_request_max_bytes,
                 listener_name=bound.name,
+                sasl=self._sasl_session(bound.listener),
             )
             self._connections[connection_id] = connection
             task = loop.create_task(self._serve(connection_id, connection))

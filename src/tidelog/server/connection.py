@@ -13,6 +13,10 @@ Invariants:
   written with ``os.sendfile`` from the segment files on a plain socket (zero copy), copied on others.
 - Every request carries the connection's listener name and authenticated principal (``User:ANONYMOUS``
   until a listener authenticates).
+- On a SASL listener every request first passes the connection's :class:`SaslSession` (security/
+  sasl_session.py), which answers the SASL requests itself, lets ApiVersions through and closes the
+  connection on anything else until the client has authenticated; until then frames are limited to
+  ``sasl.server.max.receive.size``.
 - At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
   (back-pressure through TCP) until the writer catches up.
 """
@@ -32,6 +36,7 @@ from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey, RequestHeader
 
 from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse, RequestContext
+from .security.sasl_session import SaslSession, SaslStateError
 from .transport import Transport
 
 __all__ = ["Connection"]
@@ -55,15 +60,21 @@ class Connection:
         max_in_flight: int = 100,
         listener_name: str | None = None,
         principal: KafkaPrincipal = ANONYMOUS,
+        sasl: SaslSession | None = None,
     ) -> None:
         self._transport = transport
+        self._sasl = sasl
+        self._max_request_bytes = max_request_bytes
         self._listener_name = listener_name
         self.principal = principal
         self._peer = peer
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_request_bytes, writable_frames=True)
+        unauthenticated_max = (
+            max_request_bytes if sasl is None else min(max_request_bytes, sasl.max_frame_bytes)
+        )
+        self._decoder = FrameDecoder(unauthenticated_max, writable_frames=True)
         self._pending: collections.deque[tuple[RequestHeader, Answer]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
@@ -152,6 +163,8 @@ class Connection:
                 f"api key {header.request_api_key} version {header.request_api_version} is not supported",
                 ErrorCode.UNSUPPORTED_VERSION,
             )
+        if self._sasl is not None and self._sasl_answered(header, body):
+            return
         ctx = RequestContext(
             api_key=header.request_api_key,
             api_version=header.request_api_version,
@@ -166,6 +179,23 @@ class Connection:
         if isinstance(result, NoResponse):
             return
         self._enqueue(header, result)
+
+    def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
+        """Pass the request through the SASL session: True when the session answered it."""
+        assert self._sasl is not None
+        try:
+            reply = self._sasl.receive(header.request_api_key, body, int(time.monotonic() * 1000))
+        except SaslStateError as exc:
+            raise KafkaProtocolError(str(exc), ErrorCode.ILLEGAL_SASL_STATE) from exc
+        if reply is None:
+            return False
+        self._enqueue(header, reply.response)
+        if self._sasl.principal is not None:
+            self.principal = self._sasl.principal
+            self._decoder.max_frame_bytes = self._max_request_bytes
+        if reply.close:
+            self.stop_reading()
+        return True
 
     def _enqueue(self, header: RequestHeader, result: Answer) -> None:
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):

@@ -19,6 +19,7 @@ from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import Route
+from tidelog.server.entity_configs import EntityConfigs
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
@@ -43,6 +44,7 @@ from .list_offsets import ListOffsetsHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
+from .sasl import SaslHandler, ScramCredentialsHandler
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
 from .write_txn_markers import WriteTxnMarkersHandler
@@ -61,6 +63,7 @@ def build_routes(
     fetch_purgatory: FetchPurgatory,
     clock: Clock,
     controller: Callable[[], Controller | None] = lambda: None,
+    entity_configs: EntityConfigs | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators."""
     produce = ProduceHandler(replicas, metadata, clock)
@@ -115,4 +118,19 @@ def build_routes(
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
         Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
         Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller).handle),
+        *_sasl_routes(entity_configs),
     ]
+
+
+def _sasl_routes(entity_configs: EntityConfigs | None) -> list[Route]:
+    """SASL and SCRAM user APIs (the SASL exchange itself is the connection's, see handlers/sasl.py)."""
+    sasl = SaslHandler()
+    routes = [
+        Route(ApiKey.SASL_HANDSHAKE, 1, 1, sasl.handshake),
+        Route(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl.authenticate),
+    ]
+    if entity_configs is not None:
+        scram = ScramCredentialsHandler(entity_configs)
+        routes.append(Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram.describe))
+        routes.append(Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram.alter))
+    return routes

@@ -14,13 +14,15 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from tidelog.server.config import BrokerConfig
+from tidelog.server.config import BrokerConfig, Listener
 from tidelog.server.config.broker_config import LISTENER_PREFIX
 from tidelog.server.config.errors import ConfigError
 
-from .sasl_session import SaslListenerSettings
+from .sasl_session import SaslListenerSettings, SaslSession
+from .scram import CredentialLookup
 
 __all__ = [
     "SUPPORTED_MECHANISMS",
@@ -29,6 +31,7 @@ __all__ = [
     "listener_override",
     "parse_jaas_config",
     "sasl_listener_settings",
+    "sasl_session_factory",
 ]
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -135,3 +138,23 @@ def inter_broker_login(config: BrokerConfig, listener_name: str) -> tuple[str, s
         return mechanism, login.options["username"], login.options["password"]
     except KeyError as exc:
         raise ConfigError(f"{key}: the JAAS line has no {exc.args[0]}=", key=key) from None
+
+
+def sasl_session_factory(
+    config: BrokerConfig, credentials: CredentialLookup
+) -> Callable[[Listener], SaslSession | None]:
+    """For each accepted connection, a fresh :class:`SaslSession` on a SASL_* listener, ``None`` on others.
+
+    Every SASL listener's settings are checked here, once: a bad one is a :class:`ConfigError` at start-up.
+    """
+    settings = {
+        listener.name: sasl_listener_settings(config, listener.name)
+        for listener in config.broker_listeners
+        if listener.security_protocol.startswith("SASL_")
+    }
+
+    def new_session(listener: Listener) -> SaslSession | None:
+        found = settings.get(listener.name)
+        return None if found is None else SaslSession(found, credentials)
+
+    return new_session

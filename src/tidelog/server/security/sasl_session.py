@@ -100,6 +100,11 @@ class SaslSession:
     def authenticated(self) -> bool:
         return self.principal is not None
 
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest request frame accepted before authentication."""
+        return self._settings.max_token_bytes
+
     def receive(self, api_key: int, body: Any, now_ms: int) -> SaslReply | None:
         """Decide about one request: a :class:`SaslReply` to send, ``None`` to serve it as usual, or raise
         :class:`SaslStateError` to drop the connection."""
