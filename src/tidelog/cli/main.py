@@ -1,5 +1,5 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``.
+``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``users``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -19,6 +19,7 @@ from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
 from tidelog.cli.topics import topics_group
 from tidelog.cli.transactions import transactions_group
+from tidelog.cli.users import users_group
 from tidelog.cli.zookeeper import zookeeper_command
 
 __all__ = ["cli", "main"]
@@ -43,6 +44,7 @@ cli.add_command(configs_group)
 cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
 cli.add_command(cluster_group)
+cli.add_command(users_group)
 
 
 def main() -> None:
