@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -104,17 +105,19 @@ def plan_alterations(
     alterations: Iterable[Alteration], existing: Mapping[str, Mapping[str, ScramCredential]]
 ) -> dict[str, UserOutcome]:
     """Kafka's checks of one AlterUserScramCredentials request, user by user (in first-mention order)."""
+    alterations = list(alterations)
     outcomes: dict[str, UserOutcome] = {}
-    seen: set[tuple[str, int]] = set()
-    for alteration in alterations:
+    counts = Counter((a.user, a.mechanism_type) for a in alterations)
+    for alteration in alterations:  # a duplicate fails its user before any other check (as Kafka)
         outcome = outcomes.setdefault(alteration.user, UserOutcome())
-        key = (alteration.user, alteration.mechanism_type)
-        if key in seen:
+        if counts[(alteration.user, alteration.mechanism_type)] > 1:
             outcome.fail(
                 ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
             )
+    for alteration in alterations:
+        outcome = outcomes[alteration.user]
+        if outcome.error_code != ErrorCode.NONE:
             continue
-        seen.add(key)
         if not alteration.user:
             outcome.fail(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
             continue
