@@ -10,6 +10,7 @@ States and what each accepts (anything else closes the connection without an ans
                           reach their ordinary handlers (ILLEGAL_SASL_STATE); after the session has
                           expired, only a SaslHandshake (a re-authentication) keeps the connection
 ``reauthenticating``      SaslAuthenticate for the new exchange; other requests are served until expiry
+``failed``                nothing (the failure's answer is the connection's last)
 ========================  ==========================================================================
 
 Invariants:
@@ -119,6 +120,8 @@ class SaslSession:
             if api_key == ApiKey.SASL_AUTHENTICATE:
                 return self._authenticate(body, now_ms)
             raise SaslStateError(f"api key {api_key} during the SASL exchange, SaslAuthenticate expected")
+        if state == "failed":
+            raise SaslStateError("request after a failed SASL authentication")
         expired = self._expires_at_ms is not None and now_ms >= self._expires_at_ms
         if state == "reauthenticating" and api_key == ApiKey.SASL_AUTHENTICATE:
             return self._authenticate(body, now_ms)
