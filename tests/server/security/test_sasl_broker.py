@@ -49,7 +49,10 @@ from tidelog.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from tidelog.protocol.schema import Request, Response
+from tidelog.server.config import BrokerConfig
 from tidelog.server.entity_configs import FILE_NAME
+from tidelog.server.security.inter_broker_sasl import inter_broker_authenticate
 from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramClient, failure_message
 from tidelog.testing import Broker
 
@@ -421,3 +424,41 @@ def test_librdkafka_reauthenticates_and_keeps_producing(tmp_path: Path) -> None:
         assert delivered == list(range(len(delivered)))
         log = short_sessions.log_tail(400)
         assert "has expired without re-authentication" not in log
+
+
+def inter_broker_config(password: str) -> BrokerConfig:
+    return BrokerConfig.from_mapping(
+        {
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{ADMIN}" password="{password}";'
+            ),
+        }
+    )
+
+
+def test_inter_broker_login_hook_logs_in(broker: Broker) -> None:
+    """The hook BrokerClient runs on each new connection to another broker, driven over a raw connection."""
+    assert inter_broker_authenticate(BrokerConfig.from_mapping({})) is None  # PLAINTEXT between brokers
+    for password, logged_in in ((ADMIN_PASSWORD, True), ("wrong", False)):
+        hook = inter_broker_authenticate(inter_broker_config(password))
+        assert hook is not None
+        with wire(broker) as client:
+
+            async def exchange(request: Request, version: int, client: WireClient = client) -> Response:
+                return await asyncio.to_thread(client.call, request, version)
+
+            if logged_in:
+                asyncio.run(hook(client, exchange))
+                assert (
+                    client.call(MetadataRequest(topics=[]), 1, expect=MetadataResponse).brokers[0].node_id
+                    == 1
+                )
+            else:
+                with pytest.raises(
+                    ConnectionRefusedError, match=r"SASL SCRAM-SHA-512 login as admin to .* failed"
+                ):
+                    asyncio.run(hook(client, exchange))
