@@ -179,9 +179,8 @@ def _offline_alter(
         fail("give --data-dir or --zookeeper, not both")
     path = entity_path(user=name)
     if data_dir is not None:
-        if not data_dir.is_dir():
-            fail(f"{data_dir} is not a directory (the broker's first log dir)")
         try:
+            data_dir.mkdir(parents=True, exist_ok=True)  # a first admin before the broker ever ran
             FileEntityConfigs(data_dir).alter_now(path, set_, delete)
         except (EntityConfigsError, OSError) as exc:
             fail(str(exc))
