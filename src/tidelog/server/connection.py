@@ -194,6 +194,7 @@ class Connection:
             self.principal = self._sasl.principal
             self._decoder.max_frame_bytes = self._max_request_bytes
         if reply.close:
+            log.info("connection %s from %s: failed SASL authentication, closing", self._id, self._peer)
             self.stop_reading()
         return True
 
