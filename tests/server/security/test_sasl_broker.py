@@ -41,6 +41,8 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     MetadataRequest,
     MetadataResponse,
     RequestHeader,
@@ -462,3 +464,28 @@ def test_inter_broker_login_hook_logs_in(broker: Broker) -> None:
                     ConnectionRefusedError, match=r"SASL SCRAM-SHA-512 login as admin to .* failed"
                 ):
                     asyncio.run(hook(client, exchange))
+
+
+def test_describe_errors_are_kafkas(broker: Broker) -> None:
+    request = DescribeUserScramCredentialsRequest(
+        users=[
+            DescribeUserScramCredentialsRequest.UserName(name=n)
+            for n in ("admin", "nobody", "twice", "twice")
+        ]
+    )
+    with wire(broker, ("SCRAM-SHA-512", ADMIN, ADMIN_PASSWORD)) as client:
+        response = client.call(request, 0, expect=DescribeUserScramCredentialsResponse)
+    assert response.error_code == ErrorCode.NONE
+    assert [(r.user, ErrorCode(r.error_code).name, r.error_message) for r in response.results] == [
+        ("admin", "NONE", None),
+        ("nobody", "RESOURCE_NOT_FOUND", "Attempt to describe a user credential that does not exist: nobody"),
+        (
+            "twice",
+            "DUPLICATE_RESOURCE",
+            "Cannot describe SCRAM credentials for the same user twice in a single request: twice",
+        ),
+    ]
+    assert [(i.mechanism, i.iterations) for i in response.results[0].credential_infos] == [
+        (1, 8192),
+        (2, 8192),
+    ]
