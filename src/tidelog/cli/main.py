@@ -1,5 +1,5 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``users``.
+``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``users``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -14,6 +14,7 @@ from tidelog.cli.broker import broker_command
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.configs import configs_group
 from tidelog.cli.consume import consume_command
+from tidelog.cli.doctor import doctor_command
 from tidelog.cli.groups import groups_group
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
@@ -45,6 +46,7 @@ cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
 cli.add_command(cluster_group)
 cli.add_command(users_group)
+cli.add_command(doctor_command)
 
 
 def main() -> None:

@@ -59,8 +59,11 @@ from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .log_flush_task import LogFlushTask
 from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
 from .metadata_store import MetadataStore
+from .metrics.endpoint import MetricsEndpoint
+from .metrics.setup import metrics_for, start_metrics_endpoint
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
+from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
 from .security.sasl_config import sasl_session_factory
 from .security.scram_credentials import credential_lookup
@@ -93,6 +96,7 @@ class Broker:
             node_id=config.node_id,
             cluster_id=config.cluster_id,
             topic_config=self._stored_topic_log_config,
+            recovery_progress=RecoveryProgressLog(),  # issue 14 hook: recovery progress in the log
         )
         self.cluster_id = self.logs.cluster_id
         self.metadata = MetadataCache(self.node_id, self.cluster_id)
@@ -105,6 +109,11 @@ class Broker:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
         self.fetch_purgatory = self.replicas.fetch_purgatory
+        # issue 14 hook: metrics (None when metrics.listener is unset: nothing counted, nothing bound)
+        self.metrics = metrics_for(config)
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if self.metrics is not None:
+            self.replicas.topic_metrics = self.metrics.topics
         self.admin: TopicAdmin
         self.producer_ids: ProducerIds
         self.cluster: ClusterMember | None = None
@@ -255,6 +264,8 @@ class Broker:
             )
         if self.cluster is not None:
             await self.cluster.start()
+        if self.metrics is not None:  # issue 14 hook: metrics
+            self.metrics_endpoint = await start_metrics_endpoint(self, self.metrics)
         for bound in self.bound_listeners:
             log.info(
                 "listening on %s:%s for %s, advertised as %s:%s (node %s, cluster %s)",
@@ -300,6 +311,7 @@ class Broker:
                 self.dispatcher,
                 max_request_bytes=self.config.socket_request_max_bytes,
                 listener_name=bound.name,
+                request_metrics=None if self.metrics is None else self.metrics.requests,
                 sasl=self._sasl_session(bound.listener),
             )
             self._connections[connection_id] = connection
@@ -315,6 +327,15 @@ class Broker:
         finally:
             connection.close()
             self._connections.pop(connection_id, None)
+
+    def connection_listeners(self) -> list[str | None]:
+        """The listener name of every open client connection (the connection-count gauge)."""
+        return [connection.listener_name for connection in self._connections.values()]
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of ``metrics.listener`` (useful with port 0), None when metrics are off."""
+        return None if self.metrics_endpoint is None else self.metrics_endpoint.port
 
     async def _every(
         self, interval_ms: int | Callable[[], int], action: Callable[[], Coroutine[Any, Any, None] | None]
@@ -362,6 +383,8 @@ class Broker:
         if self.cluster is not None and self.config.controlled_shutdown_enable:
             await self.cluster.controlled_shutdown()
         self._stopping = True
+        if self.metrics_endpoint is not None:  # issue 14 hook: metrics
+            await self.metrics_endpoint.stop()
         for bound in self.bound_listeners:
             bound.sock.close()
         for task in self._background:

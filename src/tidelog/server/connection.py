@@ -36,6 +36,8 @@ from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey, RequestHeader
 
 from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse, RequestContext
+from .metrics.request_metrics import RequestMetrics
+from .request_log_context import current_request
 from .security.sasl_session import SaslSession, SaslStateError
 from .transport import Transport
 
@@ -60,6 +62,7 @@ class Connection:
         max_in_flight: int = 100,
         listener_name: str | None = None,
         principal: KafkaPrincipal = ANONYMOUS,
+        request_metrics: RequestMetrics | None = None,
         sasl: SaslSession | None = None,
     ) -> None:
         self._transport = transport
@@ -82,10 +85,18 @@ class Connection:
         self._max_in_flight = max_in_flight
         self._closing = False
         self.last_active = time.monotonic()
+        # issue 14 hook: request metrics; per pending slot (api key, version, queue ms, local ms, local end)
+        self._metrics = request_metrics
+        self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
+        self._received = 0.0
 
     @property
     def peer(self) -> str:
         return self._peer
+
+    @property
+    def listener_name(self) -> str | None:
+        return self._listener_name
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -134,6 +145,8 @@ class Connection:
             if not data:
                 return
             self.last_active = time.monotonic()
+            if self._metrics is not None:
+                self._received = time.perf_counter()
             # Frame by frame: a bad size prefix raises right after the frames before it were handled,
             # not on the next recv (which may never come: the peer could wait for those answers).
             decoder.receive_data(data)
@@ -175,10 +188,29 @@ class Connection:
             listener_name=self._listener_name,
             principal=self.principal,
         )
-        result = route.handler(ctx, body)
-        if isinstance(result, NoResponse):
-            return
-        self._enqueue(header, result)
+        token = current_request.set(ctx)
+        try:
+            if self._metrics is None:
+                result = route.handler(ctx, body)
+            else:
+                started = time.perf_counter()
+                result = route.handler(ctx, body)
+                ended = time.perf_counter()
+                queue_ms = (started - self._received) * 1000
+                local_ms = (ended - started) * 1000
+                if isinstance(result, NoResponse):
+                    self._metrics.observe(ctx.api_key, ctx.api_version, queue_ms, local_ms, 0.0, 0.0)
+                    return
+                timing = (ctx.api_key, ctx.api_version, queue_ms, local_ms, ended)
+                self._enqueue(
+                    header, result, timing
+                )  # a delayed operation's task, created here, inherits ctx
+                return
+            if isinstance(result, NoResponse):
+                return
+            self._enqueue(header, result)
+        finally:
+            current_request.reset(token)
 
     def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
         """Pass the request through the SASL session: True when the session answered it."""
@@ -198,9 +230,29 @@ class Connection:
             self.stop_reading()
         return True
 
-    def _enqueue(self, header: RequestHeader, result: Answer) -> None:
+    def _request_fields(self, header: RequestHeader) -> dict[str, object]:
+        """The request fields of a log record about ``header``'s request (structured logs)."""
+        from .metrics.request_metrics import api_name
+
+        return {
+            "client_id": header.client_id,
+            "api": api_name(header.request_api_key),
+            "api_version": header.request_api_version,
+            "correlation_id": header.correlation_id,
+            "client_host": self._host,
+            "listener": self._listener_name,
+        }
+
+    def _enqueue(
+        self,
+        header: RequestHeader,
+        result: Answer,
+        timing: tuple[int, int, float, float, float] | None = None,
+    ) -> None:
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
             result = asyncio.ensure_future(result)
+        if self._metrics is not None:
+            self._timings.append(timing)  # one per pending slot (None: not measured)
         self._pending.append((header, result))
         self._has_pending.set()
         if len(self._pending) >= self._max_in_flight:
@@ -222,12 +274,30 @@ class Connection:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("handler for api key %s failed", header.request_api_key)
+                    log.exception(
+                        "handler for api key %s failed",
+                        header.request_api_key,
+                        extra=self._request_fields(header),
+                    )
                     self.close()
                     return
             pending.popleft()
             if len(pending) < self._max_in_flight:
                 self._room.set()
+            timing = self._timings.popleft() if self._metrics is not None else None
+            resolved = time.perf_counter() if timing is not None else 0.0
             chunks = encode_response(header, result)
             await self._transport.send_chunks(chunks)
             self.last_active = time.monotonic()
+            if timing is not None and self._metrics is not None:
+                api_key, api_version, queue_ms, local_ms, local_end = timing
+                sent = time.perf_counter()
+                self._metrics.observe(
+                    api_key,
+                    api_version,
+                    queue_ms,
+                    local_ms,
+                    (resolved - local_end) * 1000,
+                    (sent - resolved) * 1000,
+                )
+                self._metrics.responded(api_key, result)

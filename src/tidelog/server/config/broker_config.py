@@ -174,6 +174,9 @@ class BrokerConfig:
     producer_id_expiration_ms: int
     producer_id_expiration_check_interval_ms: int
     max_incremental_fetch_session_cache_slots: int
+    # observability
+    metrics_listener: str | None
+    log_format: str
     # replication and purgatories
     replica_fetch_wait_max_ms: int
     replica_fetch_min_bytes: int

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from .config_def import ConfigDef, index_by_name
+from .metrics_listener import HttpListenerUrl
 from .topic_defs import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES, TOPIC_CONFIGS
 from .validators import GreaterThan, Matches, OneOf, SubsetOf, at_least, between
 from .values import INT_MAX, LONG_MAX, ConfigType
@@ -170,6 +171,9 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("producer.id.expiration.ms", I, "86400000", "Producer id state expires after this time without writes.", at_least(1)),
         ConfigDef("producer.id.expiration.check.interval.ms", I, "600000", "How often expired producer ids are removed.", at_least(1)),
         ConfigDef("max.incremental.fetch.session.cache.slots", I, "1000", "Maximum incremental fetch sessions kept.", at_least(0)),
+        # ---- observability (issue 14) ----
+        ConfigDef("metrics.listener", S, None, "Where the Prometheus endpoint (GET /metrics) listens, http://HOST:PORT (port 0 = any free port); off when unset. tidelog only.", HttpListenerUrl()),
+        ConfigDef("log.format", S, "text", "Format of the broker's log lines on stderr: text, or json (one object per line). tidelog only.", OneOf(("text", "json"))),
         # ---- replication and purgatories ----
         ConfigDef("replica.fetch.wait.max.ms", I, "500", "Maximum wait of a follower fetch; must be below replica.lag.time.max.ms."),
         ConfigDef("replica.fetch.min.bytes", I, "1", "Minimum bytes a follower fetch waits for."),

@@ -56,6 +56,17 @@ class _Wanted:
     partitions: list[FetchRequest.FetchPartition]
 
 
+def _size(records: object) -> int:
+    if records is None:
+        return 0
+    if isinstance(records, bytes | bytearray):
+        return len(records)
+    if isinstance(records, memoryview):
+        return records.nbytes
+    nbytes = getattr(records, "nbytes", 0)
+    return nbytes if isinstance(nbytes, int) else 0
+
+
 class FetchHandler:
     """Fetch: reads through the replica manager's partitions, long polls in the fetch purgatory."""
 
@@ -95,8 +106,9 @@ class FetchHandler:
             return response, nbytes, has_error
 
         response, nbytes, has_error = build()
+        count_out = replica_id < 0 and self._replicas.topic_metrics is not None
         if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
-            return response
+            return self._bytes_out(response) if count_out else response
         keys = [(w.name, p.partition) for w in wanted if w.name is not None for p in w.partitions]
         min_bytes = request.min_bytes
 
@@ -104,7 +116,21 @@ class FetchHandler:
             _, available, error = build()
             return available >= min_bytes or error
 
+        if count_out:
+            return self._purgatory.delay(
+                keys, request.max_wait_ms, enough, lambda: self._bytes_out(build()[0])
+            )
         return self._purgatory.delay(keys, request.max_wait_ms, enough, lambda: build()[0])
+
+    def _bytes_out(self, response: FetchResponse) -> FetchResponse:
+        """Count the record bytes a consumer fetch sends, per topic (issue 14 hook: BytesOutPerSec)."""
+        metrics = self._replicas.topic_metrics
+        if metrics is not None:
+            for topic in response.responses:
+                nbytes = sum(_size(p.records) for p in topic.partitions)
+                if nbytes:
+                    metrics.sent(topic.topic, nbytes)
+        return response
 
     def _follower_fetch(
         self, wanted: list[_Wanted], version: int, replica_id: int, broker_epoch: int
