@@ -49,7 +49,7 @@ from .admin_manager import AdminManager, TopicAdmin
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster.member import ClusterMember
 from .connection import Connection
-from .dispatch import Dispatcher
+from .dispatch import ANONYMOUS, Dispatcher, KafkaPrincipal
 from .dynamic_config import DynamicBrokerConfigs
 from .entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from .group_runtime import GroupRuntime
@@ -67,7 +67,9 @@ from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
 from .security.sasl_config import sasl_session_factory
 from .security.scram_credentials import credential_lookup
-from .transport import PlainTransport
+from .security.tls_accept import accept_tls
+from .security.tls_config import ListenerTls, listener_tls
+from .transport import PlainTransport, Transport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
 
@@ -190,6 +192,7 @@ class Broker:
         self.host = ""
         self.port = 0
         self.bound_listeners: list[BoundListener] = []
+        self._listener_tls: dict[str, ListenerTls] = listener_tls(self.config)  # TLS listeners; ConfigError
         self._connections: dict[int, Connection] = {}
         self._connection_tasks: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -304,20 +307,50 @@ class Broker:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection_id = next(self._connection_ids)
             peer = f"{address[0]}:{address[1]}"
-            connection = Connection(
-                PlainTransport(client),
-                peer,
-                connection_id,
-                self.dispatcher,
-                max_request_bytes=self.config.socket_request_max_bytes,
-                listener_name=bound.name,
-                request_metrics=None if self.metrics is None else self.metrics.requests,
-                sasl=self._sasl_session(bound.listener),
-            )
-            self._connections[connection_id] = connection
-            task = loop.create_task(self._serve(connection_id, connection))
+            tls = self._listener_tls.get(bound.name)
+            if tls is None:
+                connection = self._connection(PlainTransport(client), peer, connection_id, bound, ANONYMOUS)
+                self._connections[connection_id] = connection
+                task = loop.create_task(self._serve(connection_id, connection))
+            else:
+                task = loop.create_task(self._serve_tls(client, peer, connection_id, bound, tls))
             self._connection_tasks.add(task)
             task.add_done_callback(self._connection_tasks.discard)
+
+    def _connection(
+        self,
+        transport: Transport,
+        peer: str,
+        connection_id: int,
+        bound: BoundListener,
+        principal: KafkaPrincipal,
+    ) -> Connection:
+        return Connection(
+            transport,
+            peer,
+            connection_id,
+            self.dispatcher,
+            max_request_bytes=self.config.socket_request_max_bytes,
+            listener_name=bound.name,
+            principal=principal,
+            security_protocol=bound.listener.security_protocol,
+            request_metrics=None if self.metrics is None else self.metrics.requests,
+            sasl=self._sasl_session(bound.listener),
+        )
+
+    async def _serve_tls(
+        self, client: socket.socket, peer: str, connection_id: int, bound: BoundListener, tls: ListenerTls
+    ) -> None:
+        """A TLS listener's connection: the handshake (in this task, bounded), then served as any other."""
+        accepted = await accept_tls(client, tls, peer=peer, connection_id=connection_id)
+        if accepted is None:
+            return
+        if self._stopping:
+            accepted.transport.close()
+            return
+        connection = self._connection(accepted.transport, peer, connection_id, bound, accepted.principal)
+        self._connections[connection_id] = connection
+        await self._serve(connection_id, connection)
 
     async def _serve(self, connection_id: int, connection: Connection) -> None:
         try:

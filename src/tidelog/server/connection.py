@@ -12,7 +12,8 @@ Invariants:
 - Bytes go through a :class:`~tidelog.server.transport.Transport`: record data of Fetch responses is
   written with ``os.sendfile`` from the segment files on a plain socket (zero copy), copied on others.
 - Every request carries the connection's listener name and authenticated principal (``User:ANONYMOUS``
-  until a listener authenticates).
+  until a listener authenticates; on an SSL listener with client certificates, the mapped subject DN).
+  ``security_protocol`` is the listener's; the transport is already TLS for SSL and SASL_SSL.
 - On a SASL listener every request first passes the connection's :class:`SaslSession` (security/
   sasl_session.py), which answers the SASL requests itself, lets ApiVersions through and closes the
   connection on anything else until the client has authenticated; until then frames are limited to
@@ -63,9 +64,12 @@ class Connection:
         listener_name: str | None = None,
         principal: KafkaPrincipal = ANONYMOUS,
         request_metrics: RequestMetrics | None = None,
+        security_protocol: str = "PLAINTEXT",
         sasl: SaslSession | None = None,
     ) -> None:
         self._transport = transport
+        self.security_protocol = security_protocol
+        """The listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): SASL_* must authenticate."""
         self._sasl = sasl
         self._max_request_bytes = max_request_bytes
         self._listener_name = listener_name

@@ -24,7 +24,7 @@ from typing import Any
 
 from .broker_defs import BROKER_CONFIGS
 from .errors import ConfigError, located
-from .listeners import Listener, client_listeners, resolve_listeners
+from .listeners import Listener, client_listeners, resolve_listeners, split_listener_override
 from .properties import PropertyEntry, read_properties_file
 from .topic_defs import TOPIC_CONFIGS, broker_synonym_group, topic_def
 from .values import ConfigValue
@@ -191,6 +191,26 @@ class BrokerConfig:
     fetch_purgatory_purge_interval_requests: int
     producer_purgatory_purge_interval_requests: int
     delete_records_purgatory_purge_interval_requests: int
+    # security: TLS (security/tls_config.py builds the contexts; listener.name.<name>.ssl.* override per listener)
+    ssl_keystore_type: str
+    ssl_keystore_location: str | None
+    ssl_keystore_password: str | None
+    ssl_key_password: str | None
+    ssl_keystore_key: str | None
+    ssl_keystore_certificate_chain: str | None
+    ssl_truststore_type: str
+    ssl_truststore_location: str | None
+    ssl_truststore_password: str | None
+    ssl_truststore_certificates: str | None
+    ssl_client_auth: str
+    ssl_protocol: str
+    ssl_enabled_protocols: tuple[str, ...]
+    ssl_cipher_suites: tuple[str, ...]
+    ssl_endpoint_identification_algorithm: str
+    ssl_principal_mapping_rules: str
+    ssl_keymanager_algorithm: str | None
+    ssl_trustmanager_algorithm: str | None
+    ssl_secure_random_implementation: str | None
     # every key as configured (file then --set), for DescribeConfigs
     originals: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # dynamic broker configs laid over the originals (see with_dynamic), for DescribeConfigs
@@ -267,6 +287,19 @@ def _merge(entries: Iterable[PropertyEntry], warnings: list[str]) -> dict[str, P
     return merged
 
 
+def _listener_override(key: str, entry: PropertyEntry) -> bool:
+    """Whether ``key`` is a valid ``listener.name.<name>.ssl.*`` / ``sasl.*`` override (kept in ``originals``,
+    read by the security modules); its value is checked as the base key's, the error naming ``key``."""
+    split = split_listener_override(key)
+    if split is None or split[1] not in BROKER_CONFIGS:
+        return False
+    try:
+        BROKER_CONFIGS[split[1]].parse(entry.value)
+    except ConfigError as exc:
+        raise located(ConfigError(str(exc).replace(split[1], key, 1), key=key), entry.where) from None
+    return True
+
+
 def parse_broker_config(
     props: Mapping[str, str] | Sequence[PropertyEntry],
 ) -> tuple[BrokerConfig, list[str]]:
@@ -293,8 +326,10 @@ def parse_broker_config(
                 f"{definition.name} ({entry.where}) is accepted for compatibility with Kafka but has no effect in tidelog"
             )
     for key, entry in merged.items():
-        if key in BROKER_CONFIGS or key.startswith(LISTENER_PREFIX):
-            continue  # listener.name.<l>.<key>: read where that listener is set up (e.g. security/sasl_config)
+        if key in BROKER_CONFIGS:
+            continue
+        if _listener_override(key, entry):  # read by security/tls_config.py and security/sasl_config.py
+            continue
         if key in TOPIC_CONFIGS:
             synonyms = topic_def(key).broker_synonyms
             hint = f"; set the broker default with {synonyms[0].name}" if synonyms else ""

@@ -29,6 +29,7 @@ SH = ConfigType.SHORT
 L = ConfigType.LONG
 D = ConfigType.DOUBLE
 LI = ConfigType.LIST
+P = ConfigType.PASSWORD
 
 DEFAULT_PROTOCOL_MAP: Final = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 """``listener.security.protocol.map``'s default: each security protocol is also a listener name."""
@@ -188,6 +189,26 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("fetch.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the fetch purgatory."),
         ConfigDef("producer.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the produce purgatory."),
         ConfigDef("delete.records.purgatory.purge.interval.requests", I, "1", "Purge interval (in requests) of the delete-records purgatory."),
+        # ---- security: TLS (security/tls_config.py; each also settable per listener as listener.name.<name>.ssl.*) ----
+        ConfigDef("ssl.keystore.type", S, "PEM", "Keystore format; tidelog reads PEM only (Kafka's default is JKS)."),
+        ConfigDef("ssl.keystore.location", S, None, "PEM file holding the private key and the certificate chain of this broker."),
+        ConfigDef("ssl.keystore.password", P, None, "Keystore password; unused for PEM keystores (use ssl.key.password)."),
+        ConfigDef("ssl.key.password", P, None, "Password of an encrypted PEM private key."),
+        ConfigDef("ssl.keystore.key", P, None, "The private key itself, PEM, instead of a keystore file."),
+        ConfigDef("ssl.keystore.certificate.chain", S, None, "The certificate chain itself, PEM, with ssl.keystore.key."),
+        ConfigDef("ssl.truststore.type", S, "PEM", "Truststore format; tidelog reads PEM only (Kafka's default is JKS)."),
+        ConfigDef("ssl.truststore.location", S, None, "PEM file of the CA certificates peers are verified against."),
+        ConfigDef("ssl.truststore.password", P, None, "Truststore password; unused for PEM truststores."),
+        ConfigDef("ssl.truststore.certificates", P, None, "The trusted CA certificates themselves, PEM."),
+        ConfigDef("ssl.client.auth", S, "none", "Client certificates on SSL listeners: required, requested or none.", OneOf(("required", "requested", "none"))),
+        ConfigDef("ssl.protocol", S, "TLSv1.3", "Highest TLS protocol version (TLSv1.2 or TLSv1.3)."),
+        ConfigDef("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", "TLS protocol versions enabled.", SubsetOf(("TLSv1.2", "TLSv1.3"))),
+        ConfigDef("ssl.cipher.suites", LI, "", "TLS 1.2 cipher suites (OpenSSL or IANA names); empty = the library's defaults."),
+        ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Verify the peer broker's host name against its certificate (https) or not (empty)."),
+        ConfigDef("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client certificate's subject DN to a principal name (Kafka's RULE:pattern/replacement/[LU] syntax)."),
+        ConfigDef("ssl.keymanager.algorithm", S, None, "JSSE key manager algorithm; accepted for compatibility.", ignored=True),
+        ConfigDef("ssl.trustmanager.algorithm", S, None, "JSSE trust manager algorithm; accepted for compatibility.", ignored=True),
+        ConfigDef("ssl.secure.random.implementation", S, None, "JSSE SecureRandom implementation; accepted for compatibility.", ignored=True),
     ]
 )
 # fmt: on
