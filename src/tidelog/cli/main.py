@@ -1,5 +1,6 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``.
+``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``, ``users``,
+``acls``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -22,6 +23,7 @@ from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
 from tidelog.cli.topics import topics_group
 from tidelog.cli.transactions import transactions_group
+from tidelog.cli.users import users_group
 from tidelog.cli.zookeeper import zookeeper_command
 
 __all__ = ["cli", "main"]
@@ -47,6 +49,7 @@ cli.add_command(acls_group)
 cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
 cli.add_command(cluster_group)
+cli.add_command(users_group)
 cli.add_command(doctor_command)
 cli.add_command(console_command)
 

@@ -66,6 +66,8 @@ from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, Prod
 from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
 from .security.acl_store import AclStore, LocalAclStore, authorizer_from_config
+from .security.sasl_config import sasl_session_factory
+from .security.scram_credentials import credential_lookup
 from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
 from .security.zk_acl_store import ZkAclStore
@@ -190,8 +192,10 @@ class Broker:
                 clock=clock,
                 controller=lambda: self.cluster.controller if self.cluster is not None else None,
                 acls=self.acls,
+                entity_configs=self.entity_configs,
             )
         )
+        self._sasl_session = sasl_session_factory(config, credential_lookup(self.entity_configs))
         self.host = ""
         self.port = 0
         self.bound_listeners: list[BoundListener] = []
@@ -340,6 +344,7 @@ class Broker:
             principal=principal,
             security_protocol=bound.listener.security_protocol,
             request_metrics=None if self.metrics is None else self.metrics.requests,
+            sasl=self._sasl_session(bound.listener),
         )
 
     async def _serve_tls(

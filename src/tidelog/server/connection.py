@@ -14,6 +14,10 @@ Invariants:
 - Every request carries the connection's listener name and authenticated principal (``User:ANONYMOUS``
   until a listener authenticates; on an SSL listener with client certificates, the mapped subject DN).
   ``security_protocol`` is the listener's; the transport is already TLS for SSL and SASL_SSL.
+- On a SASL listener every request first passes the connection's :class:`SaslSession` (security/
+  sasl_session.py), which answers the SASL requests itself, lets ApiVersions through and closes the
+  connection on anything else until the client has authenticated; until then frames are limited to
+  ``sasl.server.max.receive.size``.
 - At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
   (back-pressure through TCP) until the writer catches up.
 """
@@ -35,6 +39,7 @@ from tidelog.protocol.messages import ApiKey, RequestHeader
 from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse, RequestContext
 from .metrics.request_metrics import RequestMetrics
 from .request_log_context import current_request
+from .security.sasl_session import SaslSession, SaslStateError
 from .transport import Transport
 
 __all__ = ["Connection"]
@@ -60,17 +65,23 @@ class Connection:
         principal: KafkaPrincipal = ANONYMOUS,
         request_metrics: RequestMetrics | None = None,
         security_protocol: str = "PLAINTEXT",
+        sasl: SaslSession | None = None,
     ) -> None:
         self._transport = transport
         self.security_protocol = security_protocol
         """The listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): SASL_* must authenticate."""
+        self._sasl = sasl
+        self._max_request_bytes = max_request_bytes
         self._listener_name = listener_name
         self.principal = principal
         self._peer = peer
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_request_bytes, writable_frames=True)
+        unauthenticated_max = (
+            max_request_bytes if sasl is None else min(max_request_bytes, sasl.max_frame_bytes)
+        )
+        self._decoder = FrameDecoder(unauthenticated_max, writable_frames=True)
         self._pending: collections.deque[tuple[RequestHeader, Answer]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
@@ -169,6 +180,8 @@ class Connection:
                 f"api key {header.request_api_key} version {header.request_api_version} is not supported",
                 ErrorCode.UNSUPPORTED_VERSION,
             )
+        if self._sasl is not None and self._sasl_answered(header, body):
+            return
         ctx = RequestContext(
             api_key=header.request_api_key,
             api_version=header.request_api_version,
@@ -202,6 +215,24 @@ class Connection:
             self._enqueue(header, result)
         finally:
             current_request.reset(token)
+
+    def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
+        """Pass the request through the SASL session: True when the session answered it."""
+        assert self._sasl is not None
+        try:
+            reply = self._sasl.receive(header.request_api_key, body, int(time.monotonic() * 1000))
+        except SaslStateError as exc:
+            raise KafkaProtocolError(str(exc), ErrorCode.ILLEGAL_SASL_STATE) from exc
+        if reply is None:
+            return False
+        self._enqueue(header, reply.response)
+        if self._sasl.principal is not None:
+            self.principal = self._sasl.principal
+            self._decoder.max_frame_bytes = self._max_request_bytes
+        if reply.close:
+            log.info("connection %s from %s: failed SASL authentication, closing", self._id, self._peer)
+            self.stop_reading()
+        return True
 
     def _request_fields(self, header: RequestHeader) -> dict[str, object]:
         """The request fields of a log record about ``header``'s request (structured logs)."""

@@ -29,7 +29,10 @@ from .properties import PropertyEntry, read_properties_file
 from .topic_defs import TOPIC_CONFIGS, broker_synonym_group, topic_def
 from .values import ConfigValue
 
-__all__ = ["BrokerConfig", "load_broker_config", "parse_broker_config"]
+LISTENER_PREFIX = "listener.name."
+"""Per-listener overrides (``listener.name.<listener>.<key>``), as Kafka names them."""
+
+__all__ = ["LISTENER_PREFIX", "BrokerConfig", "load_broker_config", "parse_broker_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,12 @@ class BrokerConfig:
     connections_max_idle_ms: int
     max_connections: int
     max_connections_per_ip: int
+    # SASL
+    sasl_enabled_mechanisms: tuple[str, ...]
+    sasl_mechanism_inter_broker_protocol: str
+    sasl_jaas_config: str | None
+    sasl_server_max_receive_size: int
+    connections_max_reauth_ms: int
     # topics
     num_partitions: int
     default_replication_factor: int
@@ -323,7 +332,7 @@ def parse_broker_config(
     for key, entry in merged.items():
         if key in BROKER_CONFIGS:
             continue
-        if _listener_override(key, entry):
+        if _listener_override(key, entry):  # read by security/tls_config.py and security/sasl_config.py
             continue
         if key in TOPIC_CONFIGS:
             synonyms = topic_def(key).broker_synonyms

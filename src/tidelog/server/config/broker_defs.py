@@ -74,6 +74,12 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("socket.request.max.bytes", I, "104857600", "Maximum bytes in a socket request.", at_least(1)),
         ConfigDef("socket.listen.backlog.size", I, "50", "Maximum queued pending connections (listen backlog).", at_least(1)),
         ConfigDef("connections.max.idle.ms", L, "600000", "Idle connections are closed after this many milliseconds."),
+        # ---- SASL (server/security/sasl_config.py reads the listener.name.<l>. overrides) ----
+        ConfigDef("sasl.enabled.mechanisms", LI, "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms enabled on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported). tidelog default both SCRAM mechanisms (Kafka: GSSAPI)."),
+        ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers use between themselves when security.inter.broker.protocol is SASL_*."),
+        ConfigDef("sasl.jaas.config", ConfigType.PASSWORD, None, "JAAS login line with this broker's own credentials for SASL between brokers; prefer listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+        ConfigDef("sasl.server.max.receive.size", I, "524288", "Maximum size of a request (and SASL token) before authentication.", at_least(1)),
+        ConfigDef("connections.max.reauth.ms", L, "0", "Session lifetime of a SASL authentication (KIP-368): 0 never expires; otherwise a client must re-authenticate within it or be disconnected.", at_least(0)),
         ConfigDef("max.connections", I, _INT_MAX_STR, "Maximum connections allowed in the broker at any time.", at_least(0)),
         ConfigDef("max.connections.per.ip", I, _INT_MAX_STR, "Maximum connections allowed from each IP address.", at_least(0)),
         # ---- topics ----

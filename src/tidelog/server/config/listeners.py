@@ -48,9 +48,13 @@ SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Security protocols a client listener may use (SSL / SASL_SSL: TLS transport, security/tls_config.py)."""
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 """Security protocols whose transport is TLS."""
-LISTENER_OVERRIDE_PREFIXES = ("ssl.", "sasl.")
+LISTENER_OVERRIDE_PREFIXES = ("ssl.", "sasl.", "connections.max.reauth.ms")
 """Broker keys that ``listener.name.<name>.<key>`` may override per listener, as in Kafka."""
 _OVERRIDE_RE = re.compile(r"^listener\.name\.([A-Za-z0-9_]+)\.(.+)$")
+_MECHANISM_JAAS_RE = re.compile(
+    r"^(?:plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.(sasl\.jaas\.config)$", re.I
+)
+"""``listener.name.<name>.<mechanism>.sasl.jaas.config``: Kafka's per-mechanism login of a listener."""
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 """Hosts that mean "every interface": bindable, never advertised."""
 
@@ -119,9 +123,15 @@ def parse_listeners(name: str, raw: str, protocol_map: Mapping[str, str]) -> tup
 
 def split_listener_override(key: str) -> tuple[str, str] | None:
     """``listener.name.<name>.<key>`` -> (NAME upper-cased, key) when ``key`` is one a listener may
-    override (``ssl.*``, ``sasl.*``); None for any other key."""
+    override (``ssl.*``, ``sasl.*``, ``connections.max.reauth.ms``; ``<mechanism>.sasl.jaas.config`` gives
+    ``sasl.jaas.config``); None for any other key."""
     match = _OVERRIDE_RE.match(key)
-    if match is None or not match.group(2).startswith(LISTENER_OVERRIDE_PREFIXES):
+    if match is None:
+        return None
+    jaas = _MECHANISM_JAAS_RE.match(match.group(2))
+    if jaas is not None:
+        return match.group(1).upper(), jaas.group(1)
+    if not match.group(2).startswith(LISTENER_OVERRIDE_PREFIXES):
         return None
     return match.group(1).upper(), match.group(2)
 

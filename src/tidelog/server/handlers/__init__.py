@@ -19,6 +19,7 @@ from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import Route
+from tidelog.server.entity_configs import EntityConfigs
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
@@ -28,6 +29,7 @@ from tidelog.server.security.acl_store import AclStore
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .acls import AclsHandler
+from .authz import Authz
 from .configs import ConfigsHandler
 from .controlled_shutdown import ControlledShutdownHandler
 from .delete_records import DeleteRecordsHandler
@@ -45,6 +47,7 @@ from .list_offsets import ListOffsetsHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
+from .sasl import SaslHandler, ScramCredentialsHandler
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
 from .write_txn_markers import WriteTxnMarkersHandler
@@ -64,6 +67,7 @@ def build_routes(
     clock: Clock,
     controller: Callable[[], Controller | None] = lambda: None,
     acls: AclStore | None = None,
+    entity_configs: EntityConfigs | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -128,4 +132,19 @@ def build_routes(
         Route(ApiKey.DESCRIBE_ACLS, 0, 3, acl_apis.describe_acls),
         Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
+        *_sasl_routes(entity_configs, authz),
     ]
+
+
+def _sasl_routes(entity_configs: EntityConfigs | None, authz: Authz) -> list[Route]:
+    """SASL and SCRAM user APIs (the SASL exchange itself is the connection's, see handlers/sasl.py)."""
+    sasl = SaslHandler()
+    routes = [
+        Route(ApiKey.SASL_HANDSHAKE, 1, 1, sasl.handshake),
+        Route(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl.authenticate),
+    ]
+    if entity_configs is not None:
+        scram = ScramCredentialsHandler(entity_configs, authz)
+        routes.append(Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram.describe))
+        routes.append(Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram.alter))
+    return routes
