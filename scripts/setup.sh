@@ -15,6 +15,10 @@ if [ "$mode" = test ]; then
   # Debian pins by release, not by name: seen on bookworm (12): zookeeper 3.8.0-11+deb12u2,
   # nftables 1.0.6-2+deb12u2, iproute2 6.1.0-3.
   apt_packages+=(zookeeper nftables iproute2)
+  # The web console's browser tests (tests/console): headless Chromium driven by Selenium through Debian's
+  # chromedriver (/usr/bin/chromedriver; selenium never downloads a driver). Seen on bookworm (12):
+  # chromium and chromium-driver 156.0.8078.108-1~deb12u1.
+  apt_packages+=(chromium chromium-driver)
 fi
 
 missing=()

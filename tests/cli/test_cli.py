@@ -75,6 +75,14 @@ def test_help_and_version() -> None:
         (["--set", "listeners=PLAINTEXT://127.0.0.1:99999"], "configuration listeners"),
         (["--set", "nokey"], "--set expects key=value, got 'nokey'"),
         (
+            ["--set", "listeners=SSL://127.0.0.1:0"],
+            "listener SSL uses TLS but has no keystore: set ssl.keystore.location",
+        ),
+        (
+            ["--set", "listeners=SSL://127.0.0.1:0", "--set", "ssl.keystore.location=/nonexistent.pem"],
+            "ssl.keystore.location (/nonexistent.pem) cannot be read: No such file or directory",
+        ),
+        (
             ["--config", "/nonexistent/server.properties"],
             "cannot read config file /nonexistent/server.properties",
         ),

@@ -105,6 +105,17 @@ class ClientOptions:
         config.update(self.properties)
         return config
 
+    def sasl_login(self) -> tuple[str, str, str] | None:
+        """``(mechanism, username, password)`` for tidelog's own wire client when the properties ask for a
+        SASL_* security protocol (librdkafka's keys), else ``None``."""
+        if not str(self.properties.get("security.protocol", "")).upper().startswith("SASL_"):
+            return None
+        return (
+            self.properties.get("sasl.mechanism", self.properties.get("sasl.mechanisms", "GSSAPI")),
+            self.properties.get("sasl.username", ""),
+            self.properties.get("sasl.password", ""),
+        )
+
     def _on_error(self, error: KafkaError) -> None:
         self.transport_errors.append(kafka_error_text(error))
 
@@ -186,15 +197,39 @@ def client_options(func: F) -> F:
         metavar="KEY=VALUE",
         help="Extra librdkafka client property (repeatable).",
     )
+    @click.option(
+        "--command-config",
+        type=click.Path(exists=True, dir_okay=False),
+        help="Client properties file, as kafka-*.sh take it (security.protocol, sasl.mechanism, "
+        "sasl.jaas.config or sasl.username/sasl.password, ...); -X wins over it.",
+    )
     @click.option("--verbose", "-v", is_flag=True, help="Show the Kafka client's own log lines.")
     @functools.wraps(func)
     def wrapper(
-        bootstrap_server: str, timeout: float, properties: tuple[str, ...], verbose: bool, **kwargs: object
+        bootstrap_server: str,
+        timeout: float,
+        properties: tuple[str, ...],
+        command_config: str | None,
+        verbose: bool,
+        **kwargs: object,
     ) -> object:
-        client = ClientOptions(bootstrap_server, timeout, parse_key_values(properties, "--property"), verbose)
+        settings = {} if command_config is None else command_config_properties(command_config)
+        settings.update(parse_key_values(properties, "--property"))
+        client = ClientOptions(bootstrap_server, timeout, settings, verbose)
         return func(client=client, **kwargs)
 
     return cast("F", wrapper)
+
+
+def command_config_properties(path: str) -> dict[str, str]:
+    """A ``--command-config`` file as librdkafka properties: a Java ``sasl.jaas.config`` login line becomes
+    ``sasl.username`` / ``sasl.password`` (librdkafka has no JAAS)."""
+    from tidelog.cli._client_security import librdkafka_properties
+
+    try:
+        return librdkafka_properties(path)
+    except ValueError as exc:
+        raise click.UsageError(f"--command-config {path}: {exc}") from None
 
 
 def parse_key_values(items: Iterable[str], option: str) -> dict[str, str]:

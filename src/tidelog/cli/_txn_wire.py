@@ -46,7 +46,7 @@ def open_wire(client: ClientOptions, address: str | None = None) -> WireClient:
     from tidelog.cli._wire import WireError, connect
 
     try:
-        return connect(address or client.bootstrap_server, timeout=client.timeout)
+        return connect(address or client.bootstrap_server, timeout=client.timeout, sasl=client.sasl_login())
     except WireError as exc:
         fail(str(exc))
 

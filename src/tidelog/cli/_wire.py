@@ -4,6 +4,8 @@ clients lack (confluent-kafka 2.16's AdminClient has no ListTransactions / Descr
 Invariants: every request goes at the highest version both sides support (ApiVersions v0 first, so any
 Kafka broker answers); a connection failure or a version the broker lacks raises :class:`WireError` with a
 one-line message (the commands turn it into ``Error: ...``, exit 1); sockets time out after ``timeout``.
+Given a ``sasl`` login (mechanism, username, password), the client logs in right after ApiVersions, as
+any Kafka client does on a SASL_PLAINTEXT listener.
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ class WireError(Exception):
 class WireClient:
     """One connection to one broker."""
 
-    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = "tidelog-cli") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float,
+        client_id: str = "tidelog-cli",
+        sasl: tuple[str, str, str] | None = None,
+    ) -> None:
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
@@ -42,6 +52,15 @@ class WireClient:
         if response.error_code:
             raise WireError(f"broker at {self.address} refused ApiVersions (error {response.error_code})")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        if sasl is not None:
+            from tidelog.server.security.sasl_client import authenticate
+            from tidelog.server.security.scram import SaslAuthenticationError
+
+            try:
+                authenticate(self.call, *sasl)
+            except SaslAuthenticationError as exc:
+                self.close()
+                raise WireError(f"cannot log in to {self.address}: {exc}") from None
 
     def __enter__(self) -> WireClient:
         return self
@@ -114,13 +133,13 @@ def _split(address: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def connect(bootstrap: str, *, timeout: float) -> WireClient:
+def connect(bootstrap: str, *, timeout: float, sasl: tuple[str, str, str] | None = None) -> WireClient:
     """A connection to the first reachable broker of a comma-separated ``bootstrap`` list."""
     errors = []
     for address in bootstrap.split(","):
         host, port = _split(address)
         try:
-            return WireClient(host, port, timeout=timeout)
+            return WireClient(host, port, timeout=timeout, sasl=sasl)
         except WireError as exc:
             errors.append(str(exc))
     raise WireError(errors[-1] if errors else "no bootstrap server given")

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from tidelog.cli._common import print_error, print_warning
-from tidelog.server.config import ConfigError, load_broker_config, parse_set_option
+from tidelog.server.config import BrokerConfig, ConfigError, load_broker_config, parse_set_option
 
 
 @click.command("broker")
@@ -40,6 +40,7 @@ def broker_command(config_file: Path | None, overrides: tuple[str, ...], ready_f
     try:
         pairs = [parse_set_option(item) for item in overrides]
         config, warnings = load_broker_config(config_file, pairs)
+        _check_tls(config)
     except ConfigError as exc:
         print_error(f"invalid configuration: {exc}")
         raise SystemExit(2) from None
@@ -49,3 +50,11 @@ def broker_command(config_file: Path | None, overrides: tuple[str, ...], ready_f
     from tidelog.server.main import run_broker
 
     raise SystemExit(run_broker(config, ready_file=ready_file))
+
+
+def _check_tls(config: BrokerConfig) -> None:
+    """Refuse a bad TLS setting (keystore, truststore, protocols) before the broker starts."""
+    from tidelog.server.cluster.inter_broker import inter_broker_listener_name
+    from tidelog.server.security.tls_config import check_tls
+
+    check_tls(config, inter_broker_listener_name(config) if config.zookeeper_connect else None)

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
+from rich.progress import Progress, TaskID
 
 from tidelog.cli._common import (
     ClientOptions,
@@ -33,6 +34,7 @@ from tidelog.cli._common import (
     kafka_error_text,
     print_warning,
 )
+from tidelog.cli._progress import progress_bar, show_progress
 from tidelog.cli.produce import unescape
 
 if TYPE_CHECKING:
@@ -217,7 +219,12 @@ def consume_command(
         else:
             _assign(client, consumer, topic, sorted(partitions or available), start, start_ms)
         progress.started = True
-        _loop(consumer, render, max_messages, idle_timeout, progress)
+        # A bar only for a known amount written somewhere else than the terminal (consume ... > file).
+        show = max_messages is not None and show_progress() and not sys.stdout.isatty()
+        with progress_bar("msg", show=show) as bar:
+            progress.bar = bar
+            progress.task = bar.add_task(f"consuming {topic}", total=max_messages)
+            _loop(consumer, render, max_messages, idle_timeout, progress)
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:
@@ -270,11 +277,18 @@ def _assign(
 
 
 class _Progress:
-    __slots__ = ("processed", "started")
+    __slots__ = ("bar", "processed", "started", "task")
 
     def __init__(self) -> None:
         self.processed = 0
         self.started = False
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def advance(self) -> None:
+        self.processed += 1
+        if self.bar is not None and self.task is not None and self.processed % 64 == 0:
+            self.bar.update(self.task, completed=self.processed)
 
 
 def _loop(
@@ -302,7 +316,7 @@ def _loop(
         last = now
         out.write(render(message) + b"\n")
         out.flush()
-        progress.processed += 1
+        progress.advance()
 
 
 def _silence_stdout() -> None:

@@ -31,6 +31,7 @@ from tidelog.cli._common import (
     wait_result,
 )
 from tidelog.cli._common import table as make_table
+from tidelog.cli._progress import progress_bar, show_progress
 from tidelog.cli.consume import parse_timestamp
 
 if TYPE_CHECKING:
@@ -533,16 +534,26 @@ def reset_offsets_command(
         err_console.print(f"Reset {len(rows)} partition(s) of group {group}.")
 
 
+_RESET_CHUNK = 200
+"""Partitions per OffsetCommit when resetting: many partitions go in several requests (the bar advances)."""
+
+
 def _alter(
     client: ClientOptions, admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]
 ) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    )
-    futures = admin.alter_consumer_group_offsets([request], request_timeout=client.timeout)
-    result = wait_result(client, futures[group], f"cannot reset offsets of group {group!r}")
-    for tp in result.topic_partitions:
-        if tp.error is not None:
-            fail(f"cannot reset {tp.topic}-{tp.partition} of group {group!r}: {kafka_error_text(tp.error)}")
+    items = sorted(offsets.items())
+    chunks = [items[i : i + _RESET_CHUNK] for i in range(0, len(items), _RESET_CHUNK)]
+    with progress_bar("partitions", show=show_progress() and len(chunks) > 1) as bar:
+        task = bar.add_task(f"resetting {group}", total=len(items))
+        for chunk in chunks:
+            request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in chunk])
+            futures = admin.alter_consumer_group_offsets([request], request_timeout=client.timeout)
+            result = wait_result(client, futures[group], f"cannot reset offsets of group {group!r}")
+            for tp in result.topic_partitions:
+                if tp.error is not None:
+                    fail(
+                        f"cannot reset {tp.topic}-{tp.partition} of group {group!r}: {kafka_error_text(tp.error)}"
+                    )
+            bar.advance(task, len(chunk))

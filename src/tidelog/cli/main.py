@@ -1,5 +1,6 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
-``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``.
+``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``, ``users``,
+``acls``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -10,15 +11,19 @@ from __future__ import annotations
 import click
 
 from tidelog import __version__
+from tidelog.cli.acls import acls_group
 from tidelog.cli.broker import broker_command
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.configs import configs_group
+from tidelog.cli.console import console_command
 from tidelog.cli.consume import consume_command
+from tidelog.cli.doctor import doctor_command
 from tidelog.cli.groups import groups_group
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
 from tidelog.cli.topics import topics_group
 from tidelog.cli.transactions import transactions_group
+from tidelog.cli.users import users_group
 from tidelog.cli.zookeeper import zookeeper_command
 
 __all__ = ["cli", "main"]
@@ -40,9 +45,13 @@ cli.add_command(consume_command)
 cli.add_command(groups_group)
 cli.add_command(transactions_group)
 cli.add_command(configs_group)
+cli.add_command(acls_group)
 cli.add_command(pipeline_command)
 cli.add_command(zookeeper_command)
 cli.add_command(cluster_group)
+cli.add_command(users_group)
+cli.add_command(doctor_command)
+cli.add_command(console_command)
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import click
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from tidelog.cli._common import (
     ClientOptions,
@@ -27,6 +26,7 @@ from tidelog.cli._common import (
     kafka_error_text,
     parse_key_values,
 )
+from tidelog.cli._progress import progress_bar
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
@@ -203,21 +203,13 @@ def produce_command(
     interactive = input_file is None and sys.stdin.isatty()
     show = progress if progress is not None else (err_console.is_terminal and not interactive)
     total = input_file.stat().st_size if input_file is not None else None
-    bar = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.fields[count]} messages"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not show,
-    )
+    bar = progress_bar("msg", show=show, in_bytes=True)
     sent = 0
     started = time.monotonic()
     interrupted = False
     try:
         with bar:
-            task = bar.add_task("produce", total=total, count=0)
+            task = bar.add_task("0 messages", total=total)
             for lineno, line in enumerate(_lines(stream), start=1):
                 line_headers, key, value = line_format.split(line, lineno)
                 if rate is not None:
@@ -228,7 +220,7 @@ def produce_command(
                 message_headers: list[tuple[str, str | bytes | None]] = [*static_headers, *line_headers]
                 _produce(producer, topic, value, key, message_headers, partition, delivery)
                 sent += 1
-                bar.update(task, advance=len(line) + 1, count=sent)
+                bar.update(task, advance=len(line) + 1, description=f"{sent:,} messages")
     except KeyboardInterrupt:
         interrupted = True
     finally:

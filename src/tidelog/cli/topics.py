@@ -26,6 +26,7 @@ from tidelog.cli._common import (
 from tidelog.cli._common import (
     table as make_table,
 )
+from tidelog.cli._progress import progress_bar, show_progress
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, TopicMetadata
@@ -363,6 +364,9 @@ def delete_command(client: ClientOptions, topics: tuple[str, ...], if_exists: bo
     if not existing:
         return
     futures = admin.delete_topics(existing, operation_timeout=client.timeout, request_timeout=client.timeout)
-    for topic in existing:
-        wait_result(client, futures[topic], f"cannot delete topic {topic!r}")
-        err_console.print(f"Deleted topic {topic}.")
+    with progress_bar("topics", show=show_progress() and len(existing) > 1) as bar:
+        task = bar.add_task("deleting topics", total=len(existing))
+        for topic in existing:
+            wait_result(client, futures[topic], f"cannot delete topic {topic!r}")
+            bar.console.print(f"Deleted topic {topic}.")
+            bar.advance(task)

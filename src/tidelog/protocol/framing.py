@@ -87,6 +87,13 @@ class FrameDecoder:
     def max_frame_bytes(self) -> int:
         return self._max
 
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        """Change the limit for frames not yet sized (a SASL listener raises it once authenticated)."""
+        if value < 0:
+            raise ValueError("max_frame_bytes must not be negative")
+        self._max = value
+
     @property
     def buffered_bytes(self) -> int:
         """Bytes received but not yet returned as frames (size prefixes included)."""

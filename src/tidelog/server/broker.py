@@ -49,7 +49,7 @@ from .admin_manager import AdminManager, TopicAdmin
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster.member import ClusterMember
 from .connection import Connection
-from .dispatch import Dispatcher
+from .dispatch import ANONYMOUS, Dispatcher, KafkaPrincipal
 from .dynamic_config import DynamicBrokerConfigs
 from .entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from .group_runtime import GroupRuntime
@@ -59,12 +59,21 @@ from .log_cleaner_task import LogCleanerTask, cleaner_config
 from .log_flush_task import LogFlushTask
 from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
 from .metadata_store import MetadataStore
+from .metrics.endpoint import MetricsEndpoint
+from .metrics.setup import metrics_for, start_metrics_endpoint
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
+from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
+from .security.acl_store import AclStore, LocalAclStore, authorizer_from_config
 from .security.client_quotas import client_quotas_for
 from .security.quota_throttling import QuotaEnforcer
-from .transport import PlainTransport
+from .security.sasl_config import sasl_session_factory
+from .security.scram_credentials import credential_lookup
+from .security.tls_accept import accept_tls
+from .security.tls_config import ListenerTls, listener_tls
+from .security.zk_acl_store import ZkAclStore
+from .transport import PlainTransport, Transport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
 
@@ -86,6 +95,10 @@ class Broker:
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_configs = DynamicBrokerConfigs(config, log_dirs[0])
         self.metadata_store = MetadataStore(log_dirs[0]) if zk is None else None
+        self.acls: AclStore | None = None  # authorization: set when authorizer.class.name is
+        authorizer = authorizer_from_config(config)
+        if authorizer is not None:
+            self.acls = LocalAclStore(log_dirs[0], authorizer) if zk is None else ZkAclStore(zk, authorizer)
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(self.dynamic_configs.config, {}),
@@ -93,6 +106,7 @@ class Broker:
             node_id=config.node_id,
             cluster_id=config.cluster_id,
             topic_config=self._stored_topic_log_config,
+            recovery_progress=RecoveryProgressLog(),  # issue 14 hook: recovery progress in the log
         )
         self.cluster_id = self.logs.cluster_id
         self.metadata = MetadataCache(self.node_id, self.cluster_id)
@@ -105,6 +119,11 @@ class Broker:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
         self.fetch_purgatory = self.replicas.fetch_purgatory
+        # issue 14 hook: metrics (None when metrics.listener is unset: nothing counted, nothing bound)
+        self.metrics = metrics_for(config)
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if self.metrics is not None:
+            self.replicas.topic_metrics = self.metrics.topics
         self.admin: TopicAdmin
         self.producer_ids: ProducerIds
         self.cluster: ClusterMember | None = None
@@ -177,13 +196,17 @@ class Broker:
                     fetch_purgatory=self.fetch_purgatory,
                     clock=clock,
                     controller=lambda: self.cluster.controller if self.cluster is not None else None,
+                    acls=self.acls,
+                    entity_configs=self.entity_configs,
                     client_quotas=self.client_quotas,
                 )
             )
         )
+        self._sasl_session = sasl_session_factory(config, credential_lookup(self.entity_configs))
         self.host = ""
         self.port = 0
         self.bound_listeners: list[BoundListener] = []
+        self._listener_tls: dict[str, ListenerTls] = listener_tls(self.config)  # TLS listeners; ConfigError
         self._connections: dict[int, Connection] = {}
         self._connection_tasks: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -230,6 +253,8 @@ class Broker:
         if self._zk_entity_configs is not None:
             await self._zk_entity_configs.load()  # SCRAM credentials and quotas, before any client connects
             self.client_quotas.apply_all()
+        if isinstance(self.acls, ZkAclStore):
+            await self.acls.start()  # before any listener: no request is authorized without the ACLs
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port
@@ -265,6 +290,8 @@ class Broker:
             )
         if self.cluster is not None:
             await self.cluster.start()
+        if self.metrics is not None:  # issue 14 hook: metrics
+            self.metrics_endpoint = await start_metrics_endpoint(self, self.metrics)
         for bound in self.bound_listeners:
             log.info(
                 "listening on %s:%s for %s, advertised as %s:%s (node %s, cluster %s)",
@@ -303,18 +330,50 @@ class Broker:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection_id = next(self._connection_ids)
             peer = f"{address[0]}:{address[1]}"
-            connection = Connection(
-                PlainTransport(client),
-                peer,
-                connection_id,
-                self.dispatcher,
-                max_request_bytes=self.config.socket_request_max_bytes,
-                listener_name=bound.name,
-            )
-            self._connections[connection_id] = connection
-            task = loop.create_task(self._serve(connection_id, connection))
+            tls = self._listener_tls.get(bound.name)
+            if tls is None:
+                connection = self._connection(PlainTransport(client), peer, connection_id, bound, ANONYMOUS)
+                self._connections[connection_id] = connection
+                task = loop.create_task(self._serve(connection_id, connection))
+            else:
+                task = loop.create_task(self._serve_tls(client, peer, connection_id, bound, tls))
             self._connection_tasks.add(task)
             task.add_done_callback(self._connection_tasks.discard)
+
+    def _connection(
+        self,
+        transport: Transport,
+        peer: str,
+        connection_id: int,
+        bound: BoundListener,
+        principal: KafkaPrincipal,
+    ) -> Connection:
+        return Connection(
+            transport,
+            peer,
+            connection_id,
+            self.dispatcher,
+            max_request_bytes=self.config.socket_request_max_bytes,
+            listener_name=bound.name,
+            principal=principal,
+            security_protocol=bound.listener.security_protocol,
+            request_metrics=None if self.metrics is None else self.metrics.requests,
+            sasl=self._sasl_session(bound.listener),
+        )
+
+    async def _serve_tls(
+        self, client: socket.socket, peer: str, connection_id: int, bound: BoundListener, tls: ListenerTls
+    ) -> None:
+        """A TLS listener's connection: the handshake (in this task, bounded), then served as any other."""
+        accepted = await accept_tls(client, tls, peer=peer, connection_id=connection_id)
+        if accepted is None:
+            return
+        if self._stopping:
+            accepted.transport.close()
+            return
+        connection = self._connection(accepted.transport, peer, connection_id, bound, accepted.principal)
+        self._connections[connection_id] = connection
+        await self._serve(connection_id, connection)
 
     async def _serve(self, connection_id: int, connection: Connection) -> None:
         try:
@@ -324,6 +383,15 @@ class Broker:
         finally:
             connection.close()
             self._connections.pop(connection_id, None)
+
+    def connection_listeners(self) -> list[str | None]:
+        """The listener name of every open client connection (the connection-count gauge)."""
+        return [connection.listener_name for connection in self._connections.values()]
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of ``metrics.listener`` (useful with port 0), None when metrics are off."""
+        return None if self.metrics_endpoint is None else self.metrics_endpoint.port
 
     async def _every(
         self, interval_ms: int | Callable[[], int], action: Callable[[], Coroutine[Any, Any, None] | None]
@@ -371,6 +439,8 @@ class Broker:
         if self.cluster is not None and self.config.controlled_shutdown_enable:
             await self.cluster.controlled_shutdown()
         self._stopping = True
+        if self.metrics_endpoint is not None:  # issue 14 hook: metrics
+            await self.metrics_endpoint.stop()
         for bound in self.bound_listeners:
             bound.sock.close()
         for task in self._background:
@@ -391,6 +461,8 @@ class Broker:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if isinstance(self.acls, ZkAclStore):
+            await self.acls.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         self.logs.shutdown(self.clock.now_ms())

@@ -12,7 +12,12 @@ Invariants:
 - Bytes go through a :class:`~tidelog.server.transport.Transport`: record data of Fetch responses is
   written with ``os.sendfile`` from the segment files on a plain socket (zero copy), copied on others.
 - Every request carries the connection's listener name and authenticated principal (``User:ANONYMOUS``
-  until a listener authenticates).
+  until a listener authenticates; on an SSL listener with client certificates, the mapped subject DN).
+  ``security_protocol`` is the listener's; the transport is already TLS for SSL and SASL_SSL.
+- On a SASL listener every request first passes the connection's :class:`SaslSession` (security/
+  sasl_session.py), which answers the SASL requests itself, lets ApiVersions through and closes the
+  connection on anything else until the client has authenticated; until then frames are limited to
+  ``sasl.server.max.receive.size``.
 - At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
   (back-pressure through TCP) until the writer catches up.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
@@ -35,6 +40,9 @@ from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey, RequestHeader
 
 from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse, RequestContext
+from .metrics.request_metrics import RequestMetrics
+from .request_log_context import current_request
+from .security.sasl_session import SaslSession, SaslStateError
 from .transport import Transport
 
 __all__ = ["Connection"]
@@ -58,15 +66,25 @@ class Connection:
         max_in_flight: int = 100,
         listener_name: str | None = None,
         principal: KafkaPrincipal = ANONYMOUS,
+        request_metrics: RequestMetrics | None = None,
+        security_protocol: str = "PLAINTEXT",
+        sasl: SaslSession | None = None,
     ) -> None:
         self._transport = transport
+        self.security_protocol = security_protocol
+        """The listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): SASL_* must authenticate."""
+        self._sasl = sasl
+        self._max_request_bytes = max_request_bytes
         self._listener_name = listener_name
         self.principal = principal
         self._peer = peer
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_request_bytes, writable_frames=True)
+        unauthenticated_max = (
+            max_request_bytes if sasl is None else min(max_request_bytes, sasl.max_frame_bytes)
+        )
+        self._decoder = FrameDecoder(unauthenticated_max, writable_frames=True)
         self._pending: collections.deque[tuple[RequestHeader, Answer]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
@@ -76,10 +94,18 @@ class Connection:
         self._muted_until = 0.0
         self._unmuted = asyncio.Event()
         self.last_active = time.monotonic()
+        # issue 14 hook: request metrics; per pending slot (api key, version, queue ms, local ms, local end)
+        self._metrics = request_metrics
+        self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
+        self._received = 0.0
 
     @property
     def peer(self) -> str:
         return self._peer
+
+    @property
+    def listener_name(self) -> str | None:
+        return self._listener_name
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -143,6 +169,8 @@ class Connection:
             if not data:
                 return
             self.last_active = time.monotonic()
+            if self._metrics is not None:
+                self._received = time.perf_counter()
             # Frame by frame: a bad size prefix raises right after the frames before it were handled,
             # not on the next recv (which may never come: the peer could wait for those answers).
             decoder.receive_data(data)
@@ -176,6 +204,8 @@ class Connection:
                 f"api key {header.request_api_key} version {header.request_api_version} is not supported",
                 ErrorCode.UNSUPPORTED_VERSION,
             )
+        if self._sasl is not None and self._sasl_answered(header, body):
+            return
         ctx = RequestContext(
             api_key=header.request_api_key,
             api_version=header.request_api_version,
@@ -187,14 +217,71 @@ class Connection:
             principal=self.principal,
             request_size=len(frame),
         )
-        result = route.handler(ctx, body)
-        if isinstance(result, NoResponse):
-            return
-        self._enqueue(header, result)
+        token = current_request.set(ctx)
+        try:
+            if self._metrics is None:
+                result = route.handler(ctx, body)
+            else:
+                started = time.perf_counter()
+                result = route.handler(ctx, body)
+                ended = time.perf_counter()
+                queue_ms = (started - self._received) * 1000
+                local_ms = (ended - started) * 1000
+                if isinstance(result, NoResponse):
+                    self._metrics.observe(ctx.api_key, ctx.api_version, queue_ms, local_ms, 0.0, 0.0)
+                    return
+                timing = (ctx.api_key, ctx.api_version, queue_ms, local_ms, ended)
+                self._enqueue(
+                    header, result, timing
+                )  # a delayed operation's task, created here, inherits ctx
+                return
+            if isinstance(result, NoResponse):
+                return
+            self._enqueue(header, result)
+        finally:
+            current_request.reset(token)
 
-    def _enqueue(self, header: RequestHeader, result: Answer) -> None:
+    def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
+        """Pass the request through the SASL session: True when the session answered it."""
+        assert self._sasl is not None
+        try:
+            reply = self._sasl.receive(header.request_api_key, body, int(time.monotonic() * 1000))
+        except SaslStateError as exc:
+            raise KafkaProtocolError(str(exc), ErrorCode.ILLEGAL_SASL_STATE) from exc
+        if reply is None:
+            return False
+        self._enqueue(header, reply.response)
+        if self._sasl.principal is not None:
+            self.principal = self._sasl.principal
+            self._decoder.max_frame_bytes = self._max_request_bytes
+        if reply.close:
+            log.info("connection %s from %s: failed SASL authentication, closing", self._id, self._peer)
+            self.stop_reading()
+        return True
+
+    def _request_fields(self, header: RequestHeader) -> dict[str, object]:
+        """The request fields of a log record about ``header``'s request (structured logs)."""
+        from .metrics.request_metrics import api_name
+
+        return {
+            "client_id": header.client_id,
+            "api": api_name(header.request_api_key),
+            "api_version": header.request_api_version,
+            "correlation_id": header.correlation_id,
+            "client_host": self._host,
+            "listener": self._listener_name,
+        }
+
+    def _enqueue(
+        self,
+        header: RequestHeader,
+        result: Answer,
+        timing: tuple[int, int, float, float, float] | None = None,
+    ) -> None:
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
             result = asyncio.ensure_future(result)
+        if self._metrics is not None:
+            self._timings.append(timing)  # one per pending slot (None: not measured)
         self._pending.append((header, result))
         self._has_pending.set()
         if len(self._pending) >= self._max_in_flight:
@@ -216,12 +303,30 @@ class Connection:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("handler for api key %s failed", header.request_api_key)
+                    log.exception(
+                        "handler for api key %s failed",
+                        header.request_api_key,
+                        extra=self._request_fields(header),
+                    )
                     self.close()
                     return
             pending.popleft()
             if len(pending) < self._max_in_flight:
                 self._room.set()
+            timing = self._timings.popleft() if self._metrics is not None else None
+            resolved = time.perf_counter() if timing is not None else 0.0
             chunks = encode_response(header, result)
             await self._transport.send_chunks(chunks)
             self.last_active = time.monotonic()
+            if timing is not None and self._metrics is not None:
+                api_key, api_version, queue_ms, local_ms, local_end = timing
+                sent = time.perf_counter()
+                self._metrics.observe(
+                    api_key,
+                    api_version,
+                    queue_ms,
+                    local_ms,
+                    (resolved - local_end) * 1000,
+                    (sent - resolved) * 1000,
+                )
+                self._metrics.responded(api_key, result)

@@ -31,6 +31,7 @@ from typing import Final
 from tidelog.server.config import BrokerConfig
 from tidelog.server.throttler import Throttler
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
+from tidelog.storage.cleaner_job import CleanerStats
 from tidelog.storage.log_manager import LogManager
 
 __all__ = ["LogCleanerTask", "cleaner_config"]
@@ -76,6 +77,8 @@ class LogCleanerTask:
         self._clock_ms = clock_ms
         self._after_swap = after_swap
         self.cleanings = 0
+        self.last_stats: CleanerStats | None = None
+        """The figures of the last completed cleaning (the cleaner's metrics read them)."""
 
     @property
     def enabled(self) -> bool:
@@ -104,5 +107,6 @@ class LogCleanerTask:
                 continue
             if self.cleaner.complete(cleaning, result, self._clock_ms()):
                 self.cleanings += 1
+                self.last_stats = result.stats
                 if self._after_swap is not None:
                     self._after_swap()

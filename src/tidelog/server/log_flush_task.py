@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from tidelog.storage.flush_plan import FlushPlan
 from tidelog.storage.partition_log import PartitionLog
+
+from .metrics.samples import Samples
 
 __all__ = ["LogFlushTask"]
 
@@ -36,17 +39,19 @@ log = logging.getLogger("tidelog.log_flush")
 _T = TypeVar("_T")
 
 
-def _execute(plans: Sequence[FlushPlan]) -> list[Exception | None]:
-    """The worker thread: every plan's fsyncs; each plan's failure (None: success), in order."""
-    failures: list[Exception | None] = []
+def _execute(plans: Sequence[FlushPlan]) -> list[tuple[Exception | None, float]]:
+    """The worker thread: every plan's fsyncs; each plan's failure (None: success) and its duration in ms,
+    in order."""
+    outcomes: list[tuple[Exception | None, float]] = []
     for plan in plans:
+        started = time.perf_counter()
         try:
             plan.execute()
         except Exception as exc:  # noqa: BLE001 - reported per log on the event loop
-            failures.append(exc)
+            outcomes.append((exc, (time.perf_counter() - started) * 1000))
         else:
-            failures.append(None)
-    return failures
+            outcomes.append((None, (time.perf_counter() - started) * 1000))
+    return outcomes
 
 
 class LogFlushTask:
@@ -57,6 +62,8 @@ class LogFlushTask:
         self._clock_ms = clock_ms
         self.rounds = 0
         self.completed = 0
+        self.flush_times = Samples()
+        """Duration of each log's flush, in ms (``kafka_log_logflushstats_logflushrateandtimems``)."""
 
     async def run_once(self) -> None:
         """One round: plan every due log, fsync in a worker thread, complete."""
@@ -70,13 +77,14 @@ class LogFlushTask:
             if not planned:
                 return
             self.rounds += 1
-            failures = await _wait_out(
+            outcomes = await _wait_out(
                 asyncio.ensure_future(asyncio.to_thread(_execute, [plan for _, plan in planned]))
             )
         finally:
             for _, plan in planned:
                 plan.close()
-        for (partition_log, plan), failure in zip(planned, failures, strict=True):
+        for (partition_log, plan), (failure, elapsed_ms) in zip(planned, outcomes, strict=True):
+            self.flush_times.add(elapsed_ms)
             if failure is not None:
                 log.warning("flush of %s failed: %s", plan.log_name, failure)
             elif partition_log.complete_flush(plan):

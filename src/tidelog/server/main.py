@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 from tidelog.coordinator.common import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from tidelog.server.config import BrokerConfig
+from tidelog.server.log_format import log_handler
 from tidelog.server.zk.client import KafkaZkClient
 from tidelog.server.zk.errors import ZkError
 from tidelog.storage.errors import StorageError
@@ -32,31 +31,9 @@ __all__ = ["configure_logging", "run_broker"]
 log = logging.getLogger("tidelog.main")
 
 
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, msg (+ exc)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
 def configure_logging(level: str | None = None, fmt: str | None = None) -> None:
-    """Structured logs to stderr: ``TIDELOG_LOG_FORMAT=json`` for JSON lines, else key=value text."""
-    handler = logging.StreamHandler(sys.stderr)
-    if (fmt or os.environ.get("TIDELOG_LOG_FORMAT", "text")) == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s")
-        )
+    """Logs to stderr as ``fmt`` (``log.format``; else ``TIDELOG_LOG_FORMAT``; else text), see log_format.py."""
+    handler = log_handler(sys.stderr, fmt or os.environ.get("TIDELOG_LOG_FORMAT", "text"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel((level or os.environ.get("TIDELOG_LOG_LEVEL", "INFO")).upper())
@@ -65,7 +42,7 @@ def configure_logging(level: str | None = None, fmt: str | None = None) -> None:
 def run_broker(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
     """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
     if not logging.getLogger().handlers:
-        configure_logging()
+        configure_logging(fmt=config.log_format if "log.format" in config.originals else None)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform

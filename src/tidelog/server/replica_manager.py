@@ -51,6 +51,7 @@ from tidelog.storage.producer_state import AppendOrigin
 from .clock import Clock
 from .fetch_purgatory import FetchPurgatory
 from .metadata_cache import MetadataCache
+from .metrics.topic_metrics import BrokerTopicMetrics
 from .produce_purgatory import ProducePurgatory
 from .txn_verification import TransactionVerifier, reject_unverified
 
@@ -95,6 +96,12 @@ class ReplicaManager:
         self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._leadership_listeners: list[LeadershipListener] = []
         self.fenced = False
+        # issue 14 hooks: metrics
+        self.topic_metrics: BrokerTopicMetrics | None = None
+        """Counts client appends per topic when the broker's metrics are on (set by the broker)."""
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        """ISR changes this leader stored (Kafka's IsrShrinksPerSec / IsrExpandsPerSec counts)."""
 
     # -- hosting ---------------------------------------------------------------------------------------
 
@@ -320,9 +327,16 @@ class ReplicaManager:
             if stored is None:
                 partition.isr_update_failed()
                 return
-            if partition.isr_update_committed(
+            before = len(partition.isr)
+            committed = partition.isr_update_committed(
                 stored, now_ms=self._clock.now_ms(), max_lag_ms=self.replica_lag_time_max_ms
-            ):
+            )
+            after = len(partition.isr)
+            if after < before:
+                self.isr_shrinks += 1
+            elif after > before:
+                self.isr_expands += 1
+            if committed:
                 self._check_waiters(key)
             else:
                 self.produce_purgatory.check(key)
@@ -375,6 +389,8 @@ class ReplicaManager:
             log.exception("append to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
         self._after_leader_append(partition, high_watermark)
+        if self.topic_metrics is not None and origin is AppendOrigin.CLIENT:
+            self.topic_metrics.appended(topic, info.last_offset - info.first_offset + 1, len(records))
         return ErrorCode.NONE, info, None
 
     def write_txn_marker(

@@ -14,6 +14,9 @@ Invariants:
 * The log cleaner's ``cleaner-offset-checkpoint`` of every dir is kept here too
   (:class:`~tidelog.storage.cleaner_checkpoint.CleanerCheckpoints`): deleting a partition drops its entry.
 * Time comes in as ``now_ms``. Not thread-safe.
+* After an unclean shutdown, loading a dir reports :class:`RecoveryProgress` to ``recovery_progress``
+  (when given) after each partition: partitions and segments loaded of the dir's totals, and bytes; the
+  caller times it (this layer reads no clock).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -44,7 +48,7 @@ from tidelog.storage.meta_properties import ensure_meta_properties, new_cluster_
 from tidelog.storage.partition_log import PartitionLog
 from tidelog.storage.partition_metadata import read_topic_id, write_topic_id
 
-__all__ = ["LogManager"]
+__all__ = ["LogManager", "RecoveryProgress"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +56,58 @@ DEFAULT_MAX_OPEN_SEGMENTS: Final = 256
 """Inactive segments kept open across all logs (about three descriptors each)."""
 
 _CLEAN_SHUTDOWN_CONTENT: Final = json.dumps({"version": 0, "brokerEpoch": -1}).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryProgress:
+    """Where the recovery of one log dir stands, after one more partition was loaded."""
+
+    log_dir: Path
+    partitions_done: int
+    partitions_total: int
+    segments_done: int
+    segments_total: int
+    bytes_done: int
+
+    @property
+    def done(self) -> bool:
+        return self.partitions_done == self.partitions_total
+
+
+class _ProgressCounter:
+    """Totals of one dir's partitions and segments (counted up front), and what was loaded so far."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._partitions = [c for c in log_dir.iterdir() if c.is_dir() and _is_live_partition_dir(c.name)]
+        self._segments_total = sum(len(_segment_files(c)) for c in self._partitions)
+        self._partitions_done = self._segments_done = self._bytes_done = 0
+
+    def loaded(self, partition_dir: Path) -> RecoveryProgress:
+        files = _segment_files(partition_dir)
+        self._partitions_done += 1
+        self._segments_done += len(files)
+        self._bytes_done += sum(f.stat().st_size for f in files)
+        return RecoveryProgress(
+            self._log_dir,
+            min(self._partitions_done, len(self._partitions)),
+            len(self._partitions),
+            min(self._segments_done, self._segments_total),
+            self._segments_total,
+            self._bytes_done,
+        )
+
+
+def _segment_files(partition_dir: Path) -> list[Path]:
+    return [f for f in partition_dir.iterdir() if f.name.endswith(layout.LOG_FILE_SUFFIX)]
+
+
+def _is_live_partition_dir(name: str) -> bool:
+    try:
+        _tp, suffix = layout.parse_partition_dir_name(name)
+    except ValueError:
+        return False
+    return not suffix
 
 
 class LogManager:
@@ -67,11 +123,13 @@ class LogManager:
         cluster_id: str | None = None,
         topic_config: Callable[[str], LogConfig | None] | None = None,
         max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
+        recovery_progress: Callable[[RecoveryProgress], None] | None = None,
     ) -> None:
         """Lock and check every dir, then load every partition in it (recovering after an unclean stop).
 
         ``cluster_id`` None takes the one in an existing meta.properties, or makes a new one.
-        ``topic_config`` gives a topic's config (None: ``default_config``).
+        ``topic_config`` gives a topic's config (None: ``default_config``). ``recovery_progress`` hears how
+        the recovery of a dir after an unclean shutdown goes (see the module docstring).
         """
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -86,6 +144,7 @@ class LogManager:
         self._clock_ms = now_ms
         self.node_id = node_id
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self._recovery_progress = recovery_progress
         try:
             for log_dir in self._log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -149,6 +208,7 @@ class LogManager:
         )
         if not clean and not recovery_points and any(child.is_dir() for child in log_dir.iterdir()):
             logger.info("%s: no clean shutdown; recovering every log from its start", log_dir)
+        progress = None if clean or self._recovery_progress is None else _ProgressCounter(log_dir)
         for child in sorted(log_dir.iterdir()):
             if not child.is_dir():
                 continue
@@ -184,6 +244,8 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp),
                 limiter=self._limiter,
             )
+            if progress is not None and self._recovery_progress is not None:
+                self._recovery_progress(progress.loaded(child))
 
     def _config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:

@@ -24,6 +24,9 @@ Invariants:
   request was on a connection, that connection is closed: responses come in order, so everything behind the
   request is stuck with it (Kafka disconnects on a request timeout too). A connect that fails or outlasts
   ``connect_timeout_ms`` raises :class:`BrokerNotAvailableError`.
+- Over TLS when given ``ssl_context`` (an SSL / SASL_SSL inter-broker listener; the peer verified against it,
+  its host name too when the context checks host names); ``authenticate``, when given, runs on each new
+  connection after ApiVersions and before any request is sent (SASL's place), within ``connect_timeout_ms``.
 - Nothing blocks the event loop and nothing polls; each node's state is its own, so a slow or dead node
   delays only the requests sent to it.
 - :meth:`BrokerClient.close` and :meth:`BrokerClient.close_all` fail what is in flight at once
@@ -34,10 +37,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import random
-from collections.abc import Callable, Mapping
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar, overload
 
@@ -61,6 +66,7 @@ from .client_errors import (
 )
 
 __all__ = [
+    "Authenticate",
     "BrokerClient",
     "BrokerClientError",
     "BrokerNotAvailableError",
@@ -75,6 +81,11 @@ log = logging.getLogger("tidelog.broker_client")
 
 R = TypeVar("R", bound=Response)
 Address = tuple[str, int]
+Exchange = Callable[[Request, int], Awaitable[Response]]
+Authenticate = Callable[[ClientConnection, Exchange], Awaitable[None]]
+"""The hook a SASL_* inter-broker listener plugs its client-side exchange into: called on every new
+connection after ApiVersions, with the connection (its ``api_versions``, ``address``) and ``exchange(request,
+version)`` to send on it; it raises (a :class:`BrokerClientError` or ``OSError``) to fail the connect."""
 
 _API_VERSIONS_VERSION = 3  # flexible, names the client software; every Kafka since 2.4 and every tidelog
 _BACKOFF_JITTER = 0.2  # Kafka's CommonClientConfigs.RECONNECT_BACKOFF_JITTER
@@ -154,6 +165,8 @@ class BrokerClient:
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1_000,
         max_response_bytes: int = 104_857_600,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Authenticate | None = None,
     ) -> None:
         if request_timeout_ms <= 0 or connect_timeout_ms <= 0:
             raise ValueError("request_timeout_ms and connect_timeout_ms must be positive")
@@ -167,6 +180,8 @@ class BrokerClient:
         self._backoff_initial_ms = reconnect_backoff_ms
         self._backoff_max_ms = reconnect_backoff_max_ms
         self._max_response_bytes = max_response_bytes
+        self._ssl_context = ssl_context
+        self._authenticate = authenticate
         self._nodes: dict[int, _Node] = {}
         self._correlation_ids = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -301,8 +316,16 @@ class BrokerClient:
         host, port = address
         try:
             async with asyncio.timeout(self._connect_timeout_ms / 1000):
-                await loop.create_connection(lambda: connection, host, port)
+                await loop.create_connection(
+                    lambda: connection,
+                    host,
+                    port,
+                    ssl=self._ssl_context,
+                    server_hostname=host if self._ssl_context is not None else None,
+                )
                 connection.api_versions = await self._api_versions(connection)
+                if self._authenticate is not None:  # SASL_* inter-broker listeners: the SASL exchange
+                    await self._authenticate(connection, functools.partial(self._exchange, connection))
             if connection.closed:
                 raise DisconnectedError(node.node_id, address, "connection closed right after ApiVersions")
         except asyncio.CancelledError:
@@ -332,6 +355,10 @@ class BrokerClient:
         node.retry_at = 0.0
         log.debug("node %s: connected to %s:%s", node.node_id, host, port)
         attempt.set_result(connection)
+
+    async def _exchange(self, connection: ClientConnection, request: Request, version: int) -> Response:
+        """One request on ``connection`` while it is being set up (the ``authenticate`` hook's sends)."""
+        return await connection.submit(self._header(request, version), request)
 
     async def _api_versions(self, connection: ClientConnection) -> dict[int, tuple[int, int]]:
         request = ApiVersionsRequest(client_software_name="tidelog", client_software_version=__version__)

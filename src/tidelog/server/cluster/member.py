@@ -40,6 +40,8 @@ from tidelog.server.config import BrokerConfig, log_config_for_topic
 from tidelog.server.dynamic_config import DynamicBrokerConfigs
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.inter_broker_sasl import inter_broker_authenticate
+from tidelog.server.security.tls_config import inter_broker_tls
 from tidelog.server.zk.client import KafkaZkClient
 from tidelog.server.zk.errors import BadVersion, ZkError
 from tidelog.server.zk.zk_data import BrokerRegistration, Endpoint
@@ -109,10 +111,17 @@ class ClusterMember:
         self.controller = Controller(
             zk, node_id, config=ControllerConfig.from_broker_config(self.config), clock=clock
         )
+        # TLS on an SSL / SASL_SSL inter-broker listener (the SASL exchange will plug into BrokerClient's
+        # ``authenticate`` hook); a bad TLS setting raises ConfigError here, naming the key
+        inter_broker_ssl = inter_broker_tls(self.config, inter_broker_listener_name(self.config))
+        # SASL on a SASL_* inter-broker listener: each new connection logs in (a bad login is a ConfigError here)
+        inter_broker_login = inter_broker_authenticate(self.config)
         self.client = BrokerClient(
             node_id,
             self.endpoint_for,
             request_timeout_ms=self.config.replica_socket_timeout_ms,
+            ssl_context=inter_broker_ssl,
+            authenticate=inter_broker_login,
         )
         # The fetchers have connections of their own (Kafka's fetcher threads each have their NetworkClient):
         # a broker answers a connection's requests in order, so a WriteTxnMarkers waiting for its marker to
@@ -122,6 +131,8 @@ class ClusterMember:
             self.endpoint_for,
             client_id=f"broker-{node_id}-fetcher",
             request_timeout_ms=self.config.replica_socket_timeout_ms,
+            ssl_context=inter_broker_ssl,
+            authenticate=inter_broker_login,
         )
         self.fetchers = ReplicaFetcherManager(
             replicas,

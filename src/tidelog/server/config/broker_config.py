@@ -24,12 +24,15 @@ from typing import Any
 
 from .broker_defs import BROKER_CONFIGS
 from .errors import ConfigError, located
-from .listeners import Listener, client_listeners, resolve_listeners
+from .listeners import Listener, client_listeners, resolve_listeners, split_listener_override
 from .properties import PropertyEntry, read_properties_file
 from .topic_defs import TOPIC_CONFIGS, broker_synonym_group, topic_def
 from .values import ConfigValue
 
-__all__ = ["BrokerConfig", "load_broker_config", "parse_broker_config"]
+LISTENER_PREFIX = "listener.name."
+"""Per-listener overrides (``listener.name.<listener>.<key>``), as Kafka names them."""
+
+__all__ = ["LISTENER_PREFIX", "BrokerConfig", "load_broker_config", "parse_broker_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,12 @@ class BrokerConfig:
     quota_window_size_seconds: int
     controller_quota_window_num: int
     controller_quota_window_size_seconds: int
+    # SASL
+    sasl_enabled_mechanisms: tuple[str, ...]
+    sasl_mechanism_inter_broker_protocol: str
+    sasl_jaas_config: str | None
+    sasl_server_max_receive_size: int
+    connections_max_reauth_ms: int
     # topics
     num_partitions: int
     default_replication_factor: int
@@ -170,6 +179,9 @@ class BrokerConfig:
     producer_id_expiration_ms: int
     producer_id_expiration_check_interval_ms: int
     max_incremental_fetch_session_cache_slots: int
+    # observability
+    metrics_listener: str | None
+    log_format: str
     # replication and purgatories
     replica_fetch_wait_max_ms: int
     replica_fetch_min_bytes: int
@@ -184,6 +196,30 @@ class BrokerConfig:
     fetch_purgatory_purge_interval_requests: int
     producer_purgatory_purge_interval_requests: int
     delete_records_purgatory_purge_interval_requests: int
+    # security: TLS (security/tls_config.py builds the contexts; listener.name.<name>.ssl.* override per listener)
+    ssl_keystore_type: str
+    ssl_keystore_location: str | None
+    ssl_keystore_password: str | None
+    ssl_key_password: str | None
+    ssl_keystore_key: str | None
+    ssl_keystore_certificate_chain: str | None
+    ssl_truststore_type: str
+    ssl_truststore_location: str | None
+    ssl_truststore_password: str | None
+    ssl_truststore_certificates: str | None
+    ssl_client_auth: str
+    ssl_protocol: str
+    ssl_enabled_protocols: tuple[str, ...]
+    ssl_cipher_suites: tuple[str, ...]
+    ssl_endpoint_identification_algorithm: str
+    ssl_principal_mapping_rules: str
+    ssl_keymanager_algorithm: str | None
+    ssl_trustmanager_algorithm: str | None
+    ssl_secure_random_implementation: str | None
+    # security: authorization
+    authorizer_class_name: str
+    super_users: str | None
+    allow_everyone_if_no_acl_found: bool
     # every key as configured (file then --set), for DescribeConfigs
     originals: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     # dynamic broker configs laid over the originals (see with_dynamic), for DescribeConfigs
@@ -260,6 +296,19 @@ def _merge(entries: Iterable[PropertyEntry], warnings: list[str]) -> dict[str, P
     return merged
 
 
+def _listener_override(key: str, entry: PropertyEntry) -> bool:
+    """Whether ``key`` is a valid ``listener.name.<name>.ssl.*`` / ``sasl.*`` override (kept in ``originals``,
+    read by the security modules); its value is checked as the base key's, the error naming ``key``."""
+    split = split_listener_override(key)
+    if split is None or split[1] not in BROKER_CONFIGS:
+        return False
+    try:
+        BROKER_CONFIGS[split[1]].parse(entry.value)
+    except ConfigError as exc:
+        raise located(ConfigError(str(exc).replace(split[1], key, 1), key=key), entry.where) from None
+    return True
+
+
 def parse_broker_config(
     props: Mapping[str, str] | Sequence[PropertyEntry],
 ) -> tuple[BrokerConfig, list[str]]:
@@ -287,6 +336,8 @@ def parse_broker_config(
             )
     for key, entry in merged.items():
         if key in BROKER_CONFIGS:
+            continue
+        if _listener_override(key, entry):  # read by security/tls_config.py and security/sasl_config.py
             continue
         if key in TOPIC_CONFIGS:
             synonyms = topic_def(key).broker_synonyms

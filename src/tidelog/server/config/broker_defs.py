@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from .config_def import ConfigDef, index_by_name
+from .metrics_listener import HttpListenerUrl
 from .topic_defs import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES, TOPIC_CONFIGS
 from .validators import GreaterThan, Matches, OneOf, SubsetOf, at_least, between
 from .values import INT_MAX, LONG_MAX, ConfigType
@@ -28,6 +29,7 @@ SH = ConfigType.SHORT
 L = ConfigType.LONG
 D = ConfigType.DOUBLE
 LI = ConfigType.LIST
+P = ConfigType.PASSWORD
 
 DEFAULT_PROTOCOL_MAP: Final = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 """``listener.security.protocol.map``'s default: each security protocol is also a listener name."""
@@ -72,6 +74,12 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("socket.request.max.bytes", I, "104857600", "Maximum bytes in a socket request.", at_least(1)),
         ConfigDef("socket.listen.backlog.size", I, "50", "Maximum queued pending connections (listen backlog).", at_least(1)),
         ConfigDef("connections.max.idle.ms", L, "600000", "Idle connections are closed after this many milliseconds."),
+        # ---- SASL (server/security/sasl_config.py reads the listener.name.<l>. overrides) ----
+        ConfigDef("sasl.enabled.mechanisms", LI, "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms enabled on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported). tidelog default both SCRAM mechanisms (Kafka: GSSAPI)."),
+        ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers use between themselves when security.inter.broker.protocol is SASL_*."),
+        ConfigDef("sasl.jaas.config", ConfigType.PASSWORD, None, "JAAS login line with this broker's own credentials for SASL between brokers; prefer listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+        ConfigDef("sasl.server.max.receive.size", I, "524288", "Maximum size of a request (and SASL token) before authentication.", at_least(1)),
+        ConfigDef("connections.max.reauth.ms", L, "0", "Session lifetime of a SASL authentication (KIP-368): 0 never expires; otherwise a client must re-authenticate within it or be disconnected.", at_least(0)),
         ConfigDef("max.connections", I, _INT_MAX_STR, "Maximum connections allowed in the broker at any time.", at_least(0)),
         ConfigDef("max.connections.per.ip", I, _INT_MAX_STR, "Maximum connections allowed from each IP address.", at_least(0)),
         # ---- client quotas ----
@@ -169,6 +177,9 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("producer.id.expiration.ms", I, "86400000", "Producer id state expires after this time without writes.", at_least(1)),
         ConfigDef("producer.id.expiration.check.interval.ms", I, "600000", "How often expired producer ids are removed.", at_least(1)),
         ConfigDef("max.incremental.fetch.session.cache.slots", I, "1000", "Maximum incremental fetch sessions kept.", at_least(0)),
+        # ---- observability (issue 14) ----
+        ConfigDef("metrics.listener", S, None, "Where the Prometheus endpoint (GET /metrics) listens, http://HOST:PORT (port 0 = any free port); off when unset. tidelog only.", HttpListenerUrl()),
+        ConfigDef("log.format", S, "text", "Format of the broker's log lines on stderr: text, or json (one object per line). tidelog only.", OneOf(("text", "json"))),
         # ---- replication and purgatories ----
         ConfigDef("replica.fetch.wait.max.ms", I, "500", "Maximum wait of a follower fetch; must be below replica.lag.time.max.ms."),
         ConfigDef("replica.fetch.min.bytes", I, "1", "Minimum bytes a follower fetch waits for."),
@@ -183,6 +194,30 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("fetch.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the fetch purgatory."),
         ConfigDef("producer.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the produce purgatory."),
         ConfigDef("delete.records.purgatory.purge.interval.requests", I, "1", "Purge interval (in requests) of the delete-records purgatory."),
+        # ---- security: TLS (security/tls_config.py; each also settable per listener as listener.name.<name>.ssl.*) ----
+        ConfigDef("ssl.keystore.type", S, "PEM", "Keystore format; tidelog reads PEM only (Kafka's default is JKS)."),
+        ConfigDef("ssl.keystore.location", S, None, "PEM file holding the private key and the certificate chain of this broker."),
+        ConfigDef("ssl.keystore.password", P, None, "Keystore password; unused for PEM keystores (use ssl.key.password)."),
+        ConfigDef("ssl.key.password", P, None, "Password of an encrypted PEM private key."),
+        ConfigDef("ssl.keystore.key", P, None, "The private key itself, PEM, instead of a keystore file."),
+        ConfigDef("ssl.keystore.certificate.chain", S, None, "The certificate chain itself, PEM, with ssl.keystore.key."),
+        ConfigDef("ssl.truststore.type", S, "PEM", "Truststore format; tidelog reads PEM only (Kafka's default is JKS)."),
+        ConfigDef("ssl.truststore.location", S, None, "PEM file of the CA certificates peers are verified against."),
+        ConfigDef("ssl.truststore.password", P, None, "Truststore password; unused for PEM truststores."),
+        ConfigDef("ssl.truststore.certificates", P, None, "The trusted CA certificates themselves, PEM."),
+        ConfigDef("ssl.client.auth", S, "none", "Client certificates on SSL listeners: required, requested or none.", OneOf(("required", "requested", "none"))),
+        ConfigDef("ssl.protocol", S, "TLSv1.3", "Highest TLS protocol version (TLSv1.2 or TLSv1.3)."),
+        ConfigDef("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", "TLS protocol versions enabled.", SubsetOf(("TLSv1.2", "TLSv1.3"))),
+        ConfigDef("ssl.cipher.suites", LI, "", "TLS 1.2 cipher suites (OpenSSL or IANA names); empty = the library's defaults."),
+        ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Verify the peer broker's host name against its certificate (https) or not (empty)."),
+        ConfigDef("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client certificate's subject DN to a principal name (Kafka's RULE:pattern/replacement/[LU] syntax)."),
+        ConfigDef("ssl.keymanager.algorithm", S, None, "JSSE key manager algorithm; accepted for compatibility.", ignored=True),
+        ConfigDef("ssl.trustmanager.algorithm", S, None, "JSSE trust manager algorithm; accepted for compatibility.", ignored=True),
+        ConfigDef("ssl.secure.random.implementation", S, None, "JSSE SecureRandom implementation; accepted for compatibility.", ignored=True),
+        # ---- security: authorization ----
+        ConfigDef("authorizer.class.name", S, "", "The ACL authorizer: tidelog, or Kafka's class names org.apache.kafka.metadata.authorizer.StandardAuthorizer / kafka.security.authorizer.AclAuthorizer; empty = no authorization.", OneOf(("", "tidelog", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"))),
+        ConfigDef("super.users", S, None, "Semicolon-separated principals (User:admin;User:ops) allowed everything by the authorizer."),
+        ConfigDef("allow.everyone.if.no.acl.found", B, "false", "Whether the authorizer allows an operation on a resource that no ACL applies to."),
     ]
 )
 # fmt: on

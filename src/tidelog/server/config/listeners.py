@@ -9,7 +9,7 @@ Invariants:
   SASL_SSL to themselves); a name missing from the map is refused.
 - ``listeners``: names are unique, ports other than 0 are unique, at least one is a client listener (one
   not named in ``controller.listener.names``), and every client listener's protocol is one tidelog serves
-  (PLAINTEXT so far). Controller listeners are parsed and checked but never bound.
+  (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). Controller listeners are parsed and checked but never bound.
 - ``advertised.listeners``: names are unique, each names a listener, and none uses a non-routable
   meta-address (``0.0.0.0``, ``::``), as in Kafka.
 - The endpoint advertised for a client listener (:func:`advertised_endpoint`) is its
@@ -30,7 +30,9 @@ from .errors import ConfigError, invalid_value, located
 from .values import ConfigValue
 
 __all__ = [
+    "LISTENER_OVERRIDE_PREFIXES",
     "SUPPORTED_PROTOCOLS",
+    "TLS_PROTOCOLS",
     "WILDCARD_HOSTS",
     "Listener",
     "advertised_endpoint",
@@ -38,11 +40,21 @@ __all__ = [
     "parse_listeners",
     "parse_protocol_map",
     "resolve_listeners",
+    "split_listener_override",
 ]
 
 _LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[0-9A-Za-z\-._]*):(-?[0-9]+)$")
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
-"""Security protocols a client listener may use in tidelog today."""
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Security protocols a client listener may use (SSL / SASL_SSL: TLS transport, security/tls_config.py)."""
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+"""Security protocols whose transport is TLS."""
+LISTENER_OVERRIDE_PREFIXES = ("ssl.", "sasl.", "connections.max.reauth.ms")
+"""Broker keys that ``listener.name.<name>.<key>`` may override per listener, as in Kafka."""
+_OVERRIDE_RE = re.compile(r"^listener\.name\.([A-Za-z0-9_]+)\.(.+)$")
+_MECHANISM_JAAS_RE = re.compile(
+    r"^(?:plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.(sasl\.jaas\.config)$", re.I
+)
+"""``listener.name.<name>.<mechanism>.sasl.jaas.config``: Kafka's per-mechanism login of a listener."""
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 """Hosts that mean "every interface": bindable, never advertised."""
 
@@ -107,6 +119,21 @@ def parse_listeners(name: str, raw: str, protocol_map: Mapping[str, str]) -> tup
             )
         listeners.append(Listener(listener_name, host, port, protocol))
     return tuple(listeners)
+
+
+def split_listener_override(key: str) -> tuple[str, str] | None:
+    """``listener.name.<name>.<key>`` -> (NAME upper-cased, key) when ``key`` is one a listener may
+    override (``ssl.*``, ``sasl.*``, ``connections.max.reauth.ms``; ``<mechanism>.sasl.jaas.config`` gives
+    ``sasl.jaas.config``); None for any other key."""
+    match = _OVERRIDE_RE.match(key)
+    if match is None:
+        return None
+    jaas = _MECHANISM_JAAS_RE.match(match.group(2))
+    if jaas is not None:
+        return match.group(1).upper(), jaas.group(1)
+    if not match.group(2).startswith(LISTENER_OVERRIDE_PREFIXES):
+        return None
+    return match.group(1).upper(), match.group(2)
 
 
 def client_listeners(

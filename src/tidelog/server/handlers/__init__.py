@@ -19,14 +19,18 @@ from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
 from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import Route
+from tidelog.server.entity_configs import EntityConfigs
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl_store import AclStore
 from tidelog.server.security.client_quotas import ClientQuotas
 from tidelog.server.txn_runtime import TransactionRuntime
 
+from .acls import AclsHandler
+from .authz import Authz
 from .client_quotas import ClientQuotasHandler
 from .configs import ConfigsHandler
 from .controlled_shutdown import ControlledShutdownHandler
@@ -45,6 +49,7 @@ from .list_offsets import ListOffsetsHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
+from .sasl import SaslHandler, ScramCredentialsHandler
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
 from .write_txn_markers import WriteTxnMarkersHandler
@@ -63,17 +68,29 @@ def build_routes(
     fetch_purgatory: FetchPurgatory,
     clock: Clock,
     controller: Callable[[], Controller | None] = lambda: None,
+    acls: AclStore | None = None,
+    entity_configs: EntityConfigs | None = None,
     client_quotas: ClientQuotas | None = None,
 ) -> list[Route]:
-    """Every API this broker serves, each handler bound to its collaborators."""
-    produce = ProduceHandler(replicas, metadata, clock)
-    fetch = FetchHandler(replicas, metadata, fetch_purgatory)
+    """Every API this broker serves, each handler bound to its collaborators.
+
+    ``acls``: the ACL store when ``authorizer.class.name`` is set; its authorizer is what every handler
+    checks (``None``: no authorization, and no check costs anything).
+    """
+    acl_apis = AclsHandler(acls)
+    authz = acls.authorizer if acls is not None else None
+    produce = ProduceHandler(replicas, metadata, clock, authz)
+    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz)
     topics = TopicsHandler(
-        admin, metadata, client_quotas.controller_mutation if client_quotas else None, clock
+        admin,
+        metadata,
+        authz,
+        mutation_quotas=client_quotas.controller_mutation if client_quotas else None,
+        clock=clock,
     )
-    configs = ConfigsHandler(admin, metadata)
-    group_apis = GroupsHandler(groups, metadata)
-    txn_apis = TransactionsHandler(transactions, groups, replicas, metadata)
+    configs = ConfigsHandler(admin, metadata, authz)
+    group_apis = GroupsHandler(groups, metadata, authz)
+    txn_apis = TransactionsHandler(transactions, groups, replicas, metadata, authz)
     find_coordinator = FindCoordinatorHandler(
         metadata,
         {
@@ -82,22 +99,23 @@ def build_routes(
                 transactions.ensure_state_topic, transactions.partition_for
             ),
         },
+        authz,
     )
     return [
         Route(ApiKey.PRODUCE, 3, 11, produce.handle),
         Route(ApiKey.FETCH, 4, 16, fetch.handle),
-        Route(ApiKey.LIST_OFFSETS, 1, 10, ListOffsetsHandler(replicas).handle),
-        Route(ApiKey.METADATA, 0, 12, MetadataHandler(metadata, admin).handle),
+        Route(ApiKey.LIST_OFFSETS, 1, 10, ListOffsetsHandler(replicas, authz).handle),
+        Route(ApiKey.METADATA, 0, 12, MetadataHandler(metadata, admin, authz).handle),
         Route(ApiKey.CREATE_TOPICS, 0, 7, topics.create_topics),
         Route(ApiKey.DELETE_TOPICS, 0, 6, topics.delete_topics),
-        Route(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsHandler(replicas).handle),
-        Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, OffsetForLeaderEpochHandler(replicas).handle),
+        Route(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsHandler(replicas, authz).handle),
+        Route(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, OffsetForLeaderEpochHandler(replicas, authz).handle),
         Route(ApiKey.DESCRIBE_CONFIGS, 0, 4, configs.describe_configs),
         Route(ApiKey.ALTER_CONFIGS, 0, 2, configs.alter_configs),
         Route(ApiKey.CREATE_PARTITIONS, 0, 3, topics.create_partitions),
         Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.incremental_alter_configs),
-        Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata).handle),
-        Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions).handle),
+        Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata, authz).handle),
+        Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions, authz).handle),
         Route(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
         Route(ApiKey.JOIN_GROUP, 0, 9, group_apis.handle),
         Route(ApiKey.SYNC_GROUP, 0, 5, group_apis.handle),
@@ -114,21 +132,39 @@ def build_routes(
         Route(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, txn_apis.handle),
         Route(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, txn_apis.handle),
         Route(ApiKey.END_TXN, 0, 4, txn_apis.handle),
-        Route(ApiKey.WRITE_TXN_MARKERS, 0, 1, WriteTxnMarkersHandler(transactions, clock).handle),
+        Route(ApiKey.WRITE_TXN_MARKERS, 0, 1, WriteTxnMarkersHandler(transactions, clock, authz).handle),
         Route(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_apis.txn_offset_commit),
         Route(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn_apis.handle),
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
-        Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas).handle),
-        Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller).handle),
-        *_client_quota_routes(client_quotas),
+        Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas, authz).handle),
+        Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller, authz).handle),
+        Route(ApiKey.DESCRIBE_ACLS, 0, 3, acl_apis.describe_acls),
+        Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
+        Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
+        *_sasl_routes(entity_configs, authz),
+        *_client_quota_routes(client_quotas, authz),
     ]
 
 
-def _client_quota_routes(client_quotas: ClientQuotas | None) -> list[Route]:
+def _sasl_routes(entity_configs: EntityConfigs | None, authz: Authz) -> list[Route]:
+    """SASL and SCRAM user APIs (the SASL exchange itself is the connection's, see handlers/sasl.py)."""
+    sasl = SaslHandler()
+    routes = [
+        Route(ApiKey.SASL_HANDSHAKE, 1, 1, sasl.handshake),
+        Route(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl.authenticate),
+    ]
+    if entity_configs is not None:
+        scram = ScramCredentialsHandler(entity_configs, authz)
+        routes.append(Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram.describe))
+        routes.append(Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram.alter))
+    return routes
+
+
+def _client_quota_routes(client_quotas: ClientQuotas | None, authz: Authz) -> list[Route]:
     """DescribeClientQuotas and AlterClientQuotas, where the quotas have a store."""
     if client_quotas is None or client_quotas.store is None:
         return []
-    handler = ClientQuotasHandler(client_quotas.store)
+    handler = ClientQuotasHandler(client_quotas.store, authz)
     return [
         Route(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, handler.describe),
         Route(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, handler.alter),

@@ -13,6 +13,8 @@ Invariants:
   duplicate entity types, unknown keys, values that are not > 0, fractional byte rates, a key twice).
   ``validate_only`` changes nothing. A successful entry is durable in the store when answered, and every
   broker applies it (the store's change notifications).
+- Authorization (Kafka's): describing needs DESCRIBE_CONFIGS on the cluster (else the request's error is
+  CLUSTER_AUTHORIZATION_FAILED), altering ALTER_CONFIGS on the cluster (else every entry fails with it).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from tidelog.protocol.messages import (
 )
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.entity_configs import EntityConfigs
+from tidelog.server.handlers.authz import Authz, cluster_allowed
+from tidelog.server.security.acl import AclOperation
 from tidelog.server.security.quota_entity import (
     CLIENT_ID,
     QUOTA_KEYS,
@@ -71,12 +75,16 @@ def _value_text(key: str, value: float) -> str:
 class ClientQuotasHandler:
     """DescribeClientQuotas and AlterClientQuotas over the entity configs store."""
 
-    def __init__(self, store: EntityConfigs) -> None:
+    def __init__(self, store: EntityConfigs, authz: Authz = None) -> None:
         self._store = store
+        self._authz = authz
 
     def describe(
         self, ctx: RequestContext, request: DescribeClientQuotasRequest
     ) -> DescribeClientQuotasResponse:
+        if not cluster_allowed(self._authz, ctx, AclOperation.DESCRIBE_CONFIGS):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return DescribeClientQuotasResponse(error_code=code, error_message=None, entries=None)
         try:
             components = self._components(request.components)
         except _FilterError as exc:
@@ -143,6 +151,7 @@ class ClientQuotasHandler:
         self, ctx: RequestContext, request: AlterClientQuotasRequest
     ) -> AlterClientQuotasResponse:
         response = AlterClientQuotasResponse()
+        allowed = cluster_allowed(self._authz, ctx, AclOperation.ALTER_CONFIGS)
         for entry in request.entries:
             result = AlterClientQuotasResponse.EntryData(
                 error_code=ErrorCode.NONE,
@@ -153,6 +162,9 @@ class ClientQuotasHandler:
                 ],
             )
             response.entries.append(result)
+            if not allowed:
+                result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                continue
             entity, problem = _entity(entry.entity)
             sets: dict[str, str] = {}
             deletes: list[str] = []

@@ -9,6 +9,10 @@ AlterConfigs *replaces* a topic's overrides or a broker's dynamic configs (Kafka
 IncrementalAlterConfigs edits them (SET, DELETE, APPEND, SUBTRACT). Only dynamic broker configs can be
 altered (dynamic_config.py): a read-only one is INVALID_REQUEST, an unknown one or a bad value
 INVALID_CONFIG, each with a message naming the key.
+
+Authorization (Kafka's): describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the topic
+(TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED); checked before
+the resource's existence.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from tidelog.server.config import (
 )
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.dynamic_config import apply_incremental_broker_alter, validate_broker_configs
+from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.security.acl import AclOperation
 
 __all__ = ["ConfigsHandler"]
 
@@ -64,9 +70,22 @@ def _entry(e: ConfigEntry) -> DescribeConfigsResponse.DescribeConfigsResourceRes
 class ConfigsHandler:
     """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs through the admin manager."""
 
-    def __init__(self, admin: TopicAdmin, metadata: MetadataCache) -> None:
+    def __init__(self, admin: TopicAdmin, metadata: MetadataCache, authz: Authz = None) -> None:
         self._admin = admin
         self._metadata = metadata
+        self._authz = authz
+
+    def _refusal(
+        self, ctx: RequestContext, resource_type: int, name: str, operation: AclOperation
+    ) -> tuple[int, str | None] | None:
+        """The authorization error for ``operation`` on the resource, or None when allowed."""
+        if self._authz is None:
+            return None
+        if resource_type == TOPIC and not topic_allowed(self._authz, ctx, operation, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+        if resource_type in (BROKER, BROKER_LOGGER) and not cluster_allowed(self._authz, ctx, operation):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return None
 
     def describe_configs(
         self, ctx: RequestContext, request: DescribeConfigsRequest
@@ -79,6 +98,12 @@ class ConfigsHandler:
             result = _Result(resource_type=resource.resource_type, resource_name=resource.resource_name)
             response.results.append(result)
             names = resource.configuration_keys or None  # as Kafka: null and empty both mean every config
+            refused = self._refusal(
+                ctx, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS
+            )
+            if refused is not None:
+                result.error_code, result.error_message = refused
+                continue
             if resource.resource_type == TOPIC:
                 topic = self._metadata.topic(resource.resource_name)
                 if topic is None:
@@ -137,7 +162,9 @@ class ConfigsHandler:
                 resource_type=resource.resource_type, resource_name=resource.resource_name
             )
             response.responses.append(result)
-            problem = self._check_resource(resource.resource_type, resource.resource_name)
+            problem = self._refusal(
+                ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS
+            ) or self._check_resource(resource.resource_type, resource.resource_name)
             if problem is None:
                 given = {c.name: c.value for c in resource.configs}
                 try:
@@ -166,7 +193,9 @@ class ConfigsHandler:
                 resource_type=resource.resource_type, resource_name=resource.resource_name
             )
             response.responses.append(result)
-            problem = self._check_resource(resource.resource_type, resource.resource_name)
+            problem = self._refusal(
+                ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS
+            ) or self._check_resource(resource.resource_type, resource.resource_name)
             if problem is None:
                 name = resource.resource_name
                 operations = [(c.name, c.config_operation, c.value) for c in resource.configs]

@@ -15,6 +15,9 @@ from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import RequestContext
+from tidelog.server.security.acl import AclOperation
+
+from .authz import Authz, cluster_allowed
 
 __all__ = ["ControlledShutdownHandler"]
 
@@ -22,12 +25,15 @@ __all__ = ["ControlledShutdownHandler"]
 class ControlledShutdownHandler:
     """ControlledShutdown, served by this broker's controller when it is the active one."""
 
-    def __init__(self, controller: Callable[[], Controller | None]) -> None:
+    def __init__(self, controller: Callable[[], Controller | None], authz: Authz = None) -> None:
         self._controller = controller
+        self._authz = authz
 
     async def handle(
         self, ctx: RequestContext, request: ControlledShutdownRequest
     ) -> ControlledShutdownResponse:
+        if not cluster_allowed(self._authz, ctx, AclOperation.CLUSTER_ACTION):
+            return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         controller = self._controller()
         if controller is None or not controller.is_active:
             return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)

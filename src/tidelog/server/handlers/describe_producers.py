@@ -18,6 +18,9 @@ from tidelog.protocol.messages import DescribeProducersRequest, DescribeProducer
 from tidelog.replication.partition import Partition
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl import AclOperation
+
+from .authz import Authz, topic_allowed
 
 __all__ = ["DescribeProducersHandler", "active_producers"]
 
@@ -45,15 +48,21 @@ def active_producers(partition: Partition) -> list[DescribeProducersResponse.Pro
 class DescribeProducersHandler:
     """DescribeProducers of the partitions this broker leads."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, authz: Authz = None) -> None:
         self._replicas = replicas
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
         response = DescribeProducersResponse()
         for topic in request.topics:
             answers = []
+            readable = topic_allowed(self._authz, ctx, AclOperation.READ, topic.name)
             for index in topic.partition_indexes:
-                partition = self._replicas.leader_partition(topic.name, index)
+                partition = (
+                    self._replicas.leader_partition(topic.name, index)
+                    if readable
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
                 if isinstance(partition, ErrorCode):
                     answers.append(
                         _PartitionResponse(

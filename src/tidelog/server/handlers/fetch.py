@@ -20,6 +20,9 @@ Invariants:
   follower's last fetched epoch, KIP-320/595) and no records, at once; when this log has no end for that
   epoch (it knows no epoch that old), OFFSET_OUT_OF_RANGE instead (an epoch of -1 is no DivergingEpoch to a
   follower), and the follower asks for this log's bounds.
+- Authorization (Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
+  otherwise the topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before existence is looked at, except
+  an unknown topic id, which names nothing).
 - Fetch sessions (KIP-227) are declined: the answer's ``session_id`` is 0, and clients keep sending full
   requests.
 """
@@ -35,10 +38,12 @@ from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.handlers.leader_hint import LeaderHints
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl import AclOperation
 from tidelog.storage import EpochEndOffset
 
 __all__ = ["FetchHandler"]
@@ -54,15 +59,35 @@ class _Wanted:
     name: str | None
     topic_id: uuid.UUID
     partitions: list[FetchRequest.FetchPartition]
+    denied: bool = False
+    """Not authorized: every partition is answered TOPIC_AUTHORIZATION_FAILED."""
+
+
+def _size(records: object) -> int:
+    if records is None:
+        return 0
+    if isinstance(records, bytes | bytearray):
+        return len(records)
+    if isinstance(records, memoryview):
+        return records.nbytes
+    nbytes = getattr(records, "nbytes", 0)
+    return nbytes if isinstance(nbytes, int) else 0
 
 
 class FetchHandler:
     """Fetch: reads through the replica manager's partitions, long polls in the fetch purgatory."""
 
-    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, purgatory: FetchPurgatory) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        purgatory: FetchPurgatory,
+        authz: Authz = None,
+    ) -> None:
         self._replicas = replicas
         self._metadata = metadata
         self._purgatory = purgatory
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
@@ -77,6 +102,16 @@ class FetchHandler:
                 wanted.append(_Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         committed = version >= 4 and request.isolation_level == _READ_COMMITTED
+        if self._authz is not None:
+            if replica_id >= 0:
+                follower_denied = not cluster_allowed(self._authz, ctx, AclOperation.CLUSTER_ACTION)
+                for w in wanted:
+                    w.denied = follower_denied
+            else:
+                for w in wanted:
+                    w.denied = w.name is not None and not topic_allowed(
+                        self._authz, ctx, AclOperation.READ, w.name
+                    )
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
             broker_epoch = request.replica_state.replica_epoch if version >= 15 else -1
@@ -95,8 +130,9 @@ class FetchHandler:
             return response, nbytes, has_error
 
         response, nbytes, has_error = build()
+        count_out = replica_id < 0 and self._replicas.topic_metrics is not None
         if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
-            return response
+            return self._bytes_out(response) if count_out else response
         keys = [(w.name, p.partition) for w in wanted if w.name is not None for p in w.partitions]
         min_bytes = request.min_bytes
 
@@ -104,7 +140,21 @@ class FetchHandler:
             _, available, error = build()
             return available >= min_bytes or error
 
+        if count_out:
+            return self._purgatory.delay(
+                keys, request.max_wait_ms, enough, lambda: self._bytes_out(build()[0])
+            )
         return self._purgatory.delay(keys, request.max_wait_ms, enough, lambda: build()[0])
+
+    def _bytes_out(self, response: FetchResponse) -> FetchResponse:
+        """Count the record bytes a consumer fetch sends, per topic (issue 14 hook: BytesOutPerSec)."""
+        metrics = self._replicas.topic_metrics
+        if metrics is not None:
+            for topic in response.responses:
+                nbytes = sum(_size(p.records) for p in topic.partitions)
+                if nbytes:
+                    metrics.sent(topic.topic, nbytes)
+        return response
 
     def _follower_fetch(
         self, wanted: list[_Wanted], version: int, replica_id: int, broker_epoch: int
@@ -114,7 +164,7 @@ class FetchHandler:
         ``DivergingEpoch`` to truncate to and no records). Returns the diverged partitions."""
         diverged: dict[tuple[str, int], EpochEndOffset] = {}
         for topic in wanted:
-            if topic.name is None:
+            if topic.name is None or topic.denied:
                 continue
             for p in topic.partitions:
                 partition = self._replicas.leader_partition(topic.name, p.partition)
@@ -187,6 +237,10 @@ class FetchHandler:
                 results.append(result)
                 if topic.name is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                    has_error = True
+                    continue
+                if topic.denied:
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     has_error = True
                     continue
                 partition = self._replicas.leader_partition(topic.name, p.partition)

@@ -21,6 +21,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
+from tidelog.server.security.acl import AclOperation
+
+from .authz import Authz, group_allowed, txn_allowed
 
 __all__ = ["CoordinatorLookup", "FindCoordinatorHandler"]
 
@@ -43,11 +46,19 @@ class CoordinatorLookup:
 class FindCoordinatorHandler:
     """FindCoordinator from the metadata cache; ``lookups`` by key type."""
 
-    def __init__(self, metadata: MetadataCache, lookups: dict[int, CoordinatorLookup]) -> None:
+    def __init__(
+        self, metadata: MetadataCache, lookups: dict[int, CoordinatorLookup], authz: Authz = None
+    ) -> None:
         self._metadata = metadata
         self._lookups = lookups
+        self._authz = authz
 
     def _lookup(self, ctx: RequestContext, key_type: int, key: str) -> _Answer:
+        """Kafka's checks first: DESCRIBE on the group / transactional id the key names."""
+        if key_type == GROUP_KEY_TYPE and not group_allowed(self._authz, ctx, AclOperation.DESCRIBE, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+        if key_type == TRANSACTION_KEY_TYPE and not txn_allowed(self._authz, ctx, AclOperation.DESCRIBE, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
         lookup = self._lookups.get(key_type)
         if lookup is None:
             if key_type == SHARE_KEY_TYPE:

@@ -10,12 +10,13 @@ OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for each partition of a topic thi
 beyond its partition count); only the other partitions reach the coordinator. An OffsetCommit with none
 left is not passed on at all; an OffsetDelete always is (its group may not exist: GROUP_ID_NOT_FOUND).
 Responses list the topics in request order.
+
+Authorization (Kafka's): OffsetCommit needs READ on the group (else every partition is
+GROUP_AUTHORIZATION_FAILED) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED, before existence);
+OffsetDelete DELETE on the group and READ on each topic; the other APIs are checked in group_authz.py.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import TypeVar
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -24,37 +25,49 @@ from tidelog.protocol.messages import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
 )
-from tidelog.protocol.schema import Request, Response
+from tidelog.protocol.schema import Request
 from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.security.acl import AclOperation
+
+from .answers import then
+from .authz import Authz, group_allowed, topic_allowed
+from .group_authz import authorize_group_request
 
 __all__ = ["GroupsHandler", "then"]
-
-R = TypeVar("R", bound=Response)
 
 
 class GroupsHandler:
     """The group APIs, passed to the group coordinator's runtime after the broker's own checks."""
 
-    def __init__(self, groups: GroupRuntime, metadata: MetadataCache) -> None:
+    def __init__(self, groups: GroupRuntime, metadata: MetadataCache, authz: Authz = None) -> None:
         self._groups = groups
         self._metadata = metadata
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer:
         """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups,
-        ConsumerGroupHeartbeat and ConsumerGroupDescribe."""
-        return self._groups.handle(ctx, request)
+        ConsumerGroupHeartbeat and ConsumerGroupDescribe (authorized first: group_authz.py)."""
+        return authorize_group_request(self._authz, ctx, request, lambda r: self._groups.handle(ctx, r))
 
     def offset_commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Answer:
-        unknown: dict[tuple[str, int], None] = {}
+        unknown: dict[tuple[str, int], int] = {}
         known_topics = []
+        if not group_allowed(self._authz, ctx, AclOperation.READ, request.group_id):
+            return _offset_commit_errors(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         for topic in request.topics:
+            if not topic_allowed(self._authz, ctx, AclOperation.READ, topic.name):
+                unknown.update(
+                    ((topic.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in topic.partitions
+                )
+                continue
             keep = [
                 p for p in topic.partitions if self._metadata.has_partition(topic.name, p.partition_index)
             ]
             unknown.update(
-                ((topic.name, p.partition_index), None)
+                ((topic.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 for p in topic.partitions
                 if not self._metadata.has_partition(topic.name, p.partition_index)
             )
@@ -66,7 +79,7 @@ class GroupsHandler:
             return self._groups.handle(ctx, request)
 
         def merge(answer: OffsetCommitResponse | None) -> OffsetCommitResponse:
-            errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            errors: dict[tuple[str, int], int] = dict(unknown)
             if answer is not None:
                 for t in answer.topics:
                     for p in t.partitions:
@@ -100,7 +113,15 @@ class GroupsHandler:
         return then(self._groups.handle(ctx, filtered), OffsetCommitResponse, merge)
 
     def offset_delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Answer:
-        unknown = {
+        if not group_allowed(self._authz, ctx, AclOperation.DELETE, request.group_id):
+            return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        refused = {
+            (topic.name, p.partition_index)
+            for topic in request.topics
+            if not topic_allowed(self._authz, ctx, AclOperation.READ, topic.name)
+            for p in topic.partitions
+        }
+        unknown = refused | {
             (topic.name, p.partition_index)
             for topic in request.topics
             for p in topic.partitions
@@ -119,6 +140,7 @@ class GroupsHandler:
 
         def merge(answer: OffsetDeleteResponse | None) -> OffsetDeleteResponse:
             errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            errors.update(dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             merged = OffsetDeleteResponse()
             if answer is not None:
                 merged.error_code = answer.error_code
@@ -147,19 +169,19 @@ class GroupsHandler:
         return then(self._groups.handle(ctx, filtered), OffsetDeleteResponse, merge)
 
 
-def then(answer: Answer, kind: type[R], merge: Callable[[R], Response]) -> Answer:
-    """Apply ``merge`` to an answer (a ``kind`` response) that may be a future (in a cluster, when the
-    coordinator's records wait for their commit)."""
-
-    def checked(response: Response) -> Response:
-        if not isinstance(response, kind):
-            raise TypeError(f"expected a {kind.__name__}, got a {type(response).__name__}")
-        return merge(response)
-
-    if isinstance(answer, Response):
-        return checked(answer)
-
-    async def merged() -> Response:
-        return checked(await answer)
-
-    return merged()
+def _offset_commit_errors(request: OffsetCommitRequest, error: int) -> OffsetCommitResponse:
+    """Every partition of ``request`` answered with ``error``."""
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=topic.name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=error
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )

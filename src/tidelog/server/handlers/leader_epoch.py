@@ -11,7 +11,9 @@ from __future__ import annotations
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from tidelog.server.dispatch import RequestContext
+from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl import AclOperation
 
 __all__ = ["OffsetForLeaderEpochHandler"]
 
@@ -19,20 +21,32 @@ __all__ = ["OffsetForLeaderEpochHandler"]
 class OffsetForLeaderEpochHandler:
     """OffsetForLeaderEpoch of the partitions this broker leads."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, authz: Authz = None) -> None:
         self._replicas = replicas
+        self._authz = authz
 
     def handle(
         self, ctx: RequestContext, request: OffsetForLeaderEpochRequest
     ) -> OffsetForLeaderEpochResponse:
         response = OffsetForLeaderEpochResponse()
+        follower = ctx.api_version >= 3 and request.replica_id >= 0
+        follower_denied = follower and not cluster_allowed(self._authz, ctx, AclOperation.CLUSTER_ACTION)
         for topic in request.topics:
             results = []
+            if follower_denied:
+                refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            elif not topic_allowed(self._authz, ctx, AclOperation.DESCRIBE, topic.topic):
+                refusal = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                refusal = ErrorCode.NONE
             for wanted in topic.partitions:
                 result = OffsetForLeaderEpochResponse.EpochEndOffset(
                     partition=wanted.partition, leader_epoch=-1, end_offset=-1
                 )
                 results.append(result)
+                if refusal != ErrorCode.NONE:
+                    result.error_code = refusal
+                    continue
                 partition = self._replicas.leader_partition(topic.topic, wanted.partition)
                 if isinstance(partition, ErrorCode):
                     result.error_code = partition

@@ -18,7 +18,9 @@ from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.dispatch import RequestContext
+from tidelog.server.handlers.authz import Authz, topic_allowed
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl import AclOperation
 
 __all__ = ["EARLIEST", "EARLIEST_LOCAL", "LATEST", "MAX_TIMESTAMP", "ListOffsetsHandler"]
 
@@ -35,18 +37,23 @@ _CONSUMER_REPLICA_ID = -1  # any other id (a replica, -2 debugging) reads to the
 class ListOffsetsHandler:
     """ListOffsets: offsets of the partitions this broker leads."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, authz: Authz = None) -> None:
         self._replicas = replicas
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
         response = ListOffsetsResponse()
         for topic in request.topics:
             results = []
+            describable = topic_allowed(self._authz, ctx, AclOperation.DESCRIBE, topic.name)
             for wanted in topic.partitions:
                 result = ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=wanted.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
                 )
                 results.append(result)
+                if not describable:
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 partition = self._replicas.leader_partition(topic.name, wanted.partition_index)
                 if isinstance(partition, ErrorCode):
                     result.error_code = partition

@@ -11,6 +11,12 @@ UNKNOWN_TOPIC_OR_PARTITION; a partition without a live leader is LEADER_NOT_AVAI
 also when the state names a leader that is not a listed broker (Kafka's ``getPartitionMetadata``: the
 state of a partition whose last leader died with no other ISR member alive keeps that leader until a
 controller moves it, and a client must not be sent to a dead broker).
+
+Authorization (Kafka's ``handleTopicMetadataRequest``): a listing of all topics holds only those the
+principal may DESCRIBE; a topic asked for by name that it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+whether it exists or not (asked for by id: the name is left out); auto-creation needs CREATE on the cluster
+or the topic, else TOPIC_AUTHORIZATION_FAILED. Authorized-operation fields carry the principal's bits when
+asked for (every supported operation without an authorizer), -2147483648 otherwise.
 """
 
 from __future__ import annotations
@@ -26,16 +32,24 @@ from tidelog.protocol.messages import (
 )
 from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.dispatch import RequestContext
+from tidelog.server.handlers.authz import Authz, allowed, cluster_allowed, operations, topic_allowed
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
+from tidelog.server.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 from .topics import auto_create_topic, topic_name_error
 
 __all__ = ["DescribeClusterHandler", "MetadataHandler"]
 
 _ZERO_UUID = uuid.UUID(int=0)
-_AUTHORIZED_OPERATIONS_ALL = 0b1111111111110  # bits 1..12: every operation, as an authorizer-less Kafka says
-_OMITTED = -2147483648
 _BROKER_ENDPOINTS = 1
+
+
+def cluster_operations(authz: Authz, ctx: RequestContext, requested: bool) -> int:
+    """The cluster's authorized-operations field (Metadata v8-10, DescribeCluster): Kafka's rule, the bits
+    only for a principal that may DESCRIBE the cluster, else none."""
+    if requested and not cluster_allowed(authz, ctx, AclOperation.DESCRIBE):
+        return 0
+    return operations(authz, ctx, ResourceType.CLUSTER, CLUSTER_NAME, requested)
 
 
 def _controller_id(metadata: MetadataCache, listed: set[int]) -> int:
@@ -45,9 +59,13 @@ def _controller_id(metadata: MetadataCache, listed: set[int]) -> int:
 class MetadataHandler:
     """Metadata from the cache; auto-creation through the admin manager."""
 
-    def __init__(self, metadata: MetadataCache, admin: TopicAdmin) -> None:
+    def __init__(self, metadata: MetadataCache, admin: TopicAdmin, authz: Authz = None) -> None:
         self._metadata = metadata
         self._admin = admin
+        self._authz = authz
+
+    def _ops(self, ctx: RequestContext, topic: TopicInfo, include: bool) -> int:
+        return operations(self._authz, ctx, ResourceType.TOPIC, topic.name, include)
 
     def handle(self, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
         brokers = []
@@ -65,9 +83,16 @@ class MetadataHandler:
             controller_id=_controller_id(self._metadata, {b.node_id for b in brokers}),
         )
         include_ops = ctx.api_version >= 8 and request.include_topic_authorized_operations
+        if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations:
+            response.cluster_authorized_operations = cluster_operations(self._authz, ctx, True)
         listed = {b.node_id for b in brokers}
+        authz = self._authz
         if request.topics is None or (ctx.api_version == 0 and not request.topics):
-            response.topics = [_topic(t, include_ops, listed) for t in self._metadata.topics()]
+            response.topics = [
+                _topic(t, self._ops(ctx, t, include_ops), listed)
+                for t in self._metadata.topics()
+                if topic_allowed(authz, ctx, AclOperation.DESCRIBE, t.name)
+            ]
             return response
         for wanted in request.topics:
             if wanted.name is None:
@@ -79,12 +104,45 @@ class MetadataHandler:
                         )
                     )
                     continue
+                if not topic_allowed(authz, ctx, AclOperation.DESCRIBE, topic.name):
+                    response.topics.append(  # the name stays unsaid (Kafka's rule)
+                        MetadataResponse.MetadataResponseTopic(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            name=None,
+                            topic_id=wanted.topic_id,
+                        )
+                    )
+                    continue
             else:
+                if not topic_allowed(authz, ctx, AclOperation.DESCRIBE, wanted.name):
+                    response.topics.append(  # whether it exists or not
+                        MetadataResponse.MetadataResponseTopic(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            name=wanted.name,
+                            topic_id=_ZERO_UUID,
+                        )
+                    )
+                    continue
                 topic = self._metadata.topic(wanted.name)
                 if topic is None:
                     allow = ctx.api_version < 4 or request.allow_auto_topic_creation
                     error = topic_name_error(wanted.name)
-                    if error is None and allow and self._admin.config.auto_create_topics_enable:
+                    auto_create = error is None and allow and self._admin.config.auto_create_topics_enable
+                    if (
+                        auto_create
+                        and authz is not None
+                        and not cluster_allowed(authz, ctx, AclOperation.CREATE)
+                        and not allowed(authz, ctx, AclOperation.CREATE, ResourceType.TOPIC, wanted.name)
+                    ):
+                        response.topics.append(
+                            MetadataResponse.MetadataResponseTopic(
+                                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                name=wanted.name,
+                                topic_id=_ZERO_UUID,
+                            )
+                        )
+                        continue
+                    if auto_create:
                         topic = auto_create_topic(self._admin, wanted.name)
                         if topic is None:  # a cluster creates it: clients retry until it has leaders
                             response.topics.append(
@@ -107,11 +165,13 @@ class MetadataHandler:
                             )
                         )
                         continue
-            response.topics.append(_topic(topic, include_ops, listed))
+            response.topics.append(_topic(topic, self._ops(ctx, topic, include_ops), listed))
         return response
 
 
-def _topic(topic: TopicInfo, include_ops: bool, listed: set[int]) -> MetadataResponse.MetadataResponseTopic:
+def _topic(
+    topic: TopicInfo, authorized_operations: int, listed: set[int]
+) -> MetadataResponse.MetadataResponseTopic:
     """``listed``: the brokers this answer lists; a leader outside them is answered as none."""
     partitions = [
         MetadataResponse.MetadataResponsePartition(
@@ -131,15 +191,16 @@ def _topic(topic: TopicInfo, include_ops: bool, listed: set[int]) -> MetadataRes
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=_AUTHORIZED_OPERATIONS_ALL if include_ops else _OMITTED,
+        topic_authorized_operations=authorized_operations,
     )
 
 
 class DescribeClusterHandler:
     """DescribeCluster from the cache."""
 
-    def __init__(self, metadata: MetadataCache) -> None:
+    def __init__(self, metadata: MetadataCache, authz: Authz = None) -> None:
         self._metadata = metadata
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
         if ctx.api_version >= 1 and request.endpoint_type != _BROKER_ENDPOINTS:
@@ -165,7 +226,7 @@ class DescribeClusterHandler:
             cluster_id=self._metadata.cluster_id,
             controller_id=_controller_id(self._metadata, {b.broker_id for b in brokers}),
             brokers=brokers,
-            cluster_authorized_operations=(
-                _AUTHORIZED_OPERATIONS_ALL if request.include_cluster_authorized_operations else _OMITTED
+            cluster_authorized_operations=cluster_operations(
+                self._authz, ctx, request.include_cluster_authorized_operations
             ),
         )

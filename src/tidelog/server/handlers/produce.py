@@ -7,6 +7,9 @@ watermark passed every partition's batch (the replica manager's produce purgator
 once: the ISR is this broker), or ``timeout_ms`` ran out (REQUEST_TIMED_OUT).
 A partition's payload must be exactly one record batch (Kafka's rule for Produce v3+, the only versions served),
 else INVALID_RECORD: so the verified producer of a transactional payload is the only producer in it.
+Authorization (Kafka's): a request with transactional batches needs WRITE on its transactional id, else every
+partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else TOPIC_AUTHORIZATION_FAILED,
+answered before existence is looked at.
 A partition's transactional batches are appended only after the transaction coordinator verified that the
 partition is in the producer's transaction (KIP-890, :mod:`tidelog.server.txn_verification`), in the
 same synchronous step as the append; in a cluster only where this broker is the transactional id's
@@ -20,10 +23,12 @@ from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import NO_RESPONSE, Answer, NoResponse, RequestContext
+from tidelog.server.handlers.authz import Authz, topic_allowed, txn_allowed
 from tidelog.server.handlers.leader_hint import LeaderHints
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.produce_purgatory import PendingAppend
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl import AclOperation as Op
 from tidelog.server.txn_verification import transactional_producer, verification_error
 
 __all__ = ["ProduceHandler", "batch_count_error"]
@@ -56,10 +61,25 @@ def batch_count_error(records: object, api_version: int) -> str | None:
 class ProduceHandler:
     """Produce: appends through the replica manager, topics from the metadata cache."""
 
-    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, clock: Clock) -> None:
+    def __init__(
+        self, replicas: ReplicaManager, metadata: MetadataCache, clock: Clock, authz: Authz = None
+    ) -> None:
         self._replicas = replicas
         self._metadata = metadata
         self._clock = clock
+        self._authz = authz
+
+    def _transactional_id_denied(self, ctx: RequestContext, request: ProduceRequest) -> bool:
+        """Kafka's rule: a request carrying transactional batches needs WRITE on its transactional id
+        (none given counts as denied); refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+        if not any(
+            transactional_producer(data.records) is not None
+            for topic_data in request.topic_data
+            for data in topic_data.partition_data
+        ):
+            return False
+        tid = request.transactional_id
+        return tid is None or not txn_allowed(self._authz, ctx, Op.WRITE, tid)
 
     def handle(self, ctx: RequestContext, request: ProduceRequest) -> Answer | NoResponse:
         acks = request.acks
@@ -67,9 +87,11 @@ class ProduceHandler:
         responses = []
         waiting: list[PendingAppend] = []
         hints = LeaderHints(self._metadata, ctx.listener_name)
+        refused = self._authz is not None and self._transactional_id_denied(ctx, request)
         for topic_data in request.topic_data:
             name = topic_data.name
             topic = self._metadata.topic(name)
+            writable = topic_allowed(self._authz, ctx, Op.WRITE, name)
             results = []
             for data in topic_data.partition_data:
                 result = _PartitionResponse(
@@ -78,6 +100,12 @@ class ProduceHandler:
                 results.append(result)
                 if acks not in (0, 1, -1):
                     result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                    continue
+                if refused:
+                    result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    continue
+                if not writable:  # before existence: an unauthorized client learns nothing of the topic
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     continue
                 if topic is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

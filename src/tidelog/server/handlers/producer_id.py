@@ -24,7 +24,10 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.producer_id_manager import ProducerIds, ProducerIdsNotReadyError
+from tidelog.server.security.acl import AclOperation, ResourceType
 from tidelog.server.txn_runtime import TransactionRuntime
+
+from .authz import Authz, cluster_allowed, txn_allowed
 
 __all__ = ["InitProducerIdHandler"]
 
@@ -34,13 +37,30 @@ log = logging.getLogger("tidelog.producer_id")
 class InitProducerIdHandler:
     """InitProducerId: new ids from the producer id manager, transactional ids to the transaction runtime."""
 
-    def __init__(self, producer_ids: ProducerIds, transactions: TransactionRuntime) -> None:
+    def __init__(
+        self, producer_ids: ProducerIds, transactions: TransactionRuntime, authz: Authz = None
+    ) -> None:
         self._producer_ids = producer_ids
         self._transactions = transactions
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: InitProducerIdRequest) -> Answer:
         if request.transactional_id is not None:
+            if not txn_allowed(self._authz, ctx, AclOperation.WRITE, request.transactional_id):
+                return InitProducerIdResponse(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                )
             return self._transactions.handle(ctx, request)
+        if (
+            self._authz is not None
+            and not cluster_allowed(self._authz, ctx, AclOperation.IDEMPOTENT_WRITE)
+            and not self._authz.permits_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+        ):  # Kafka 3's rule: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+            return InitProducerIdResponse(
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
+            )
         try:
             producer_id = self._producer_ids.generate_producer_id()
         except ProducerIdsNotReadyError as exc:

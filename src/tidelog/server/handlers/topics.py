@@ -10,6 +10,11 @@ Each created, added or deleted partition counts against the client's ``controlle
 (KIP-599), taken just before the change: from CreateTopics v6, CreatePartitions v3 and DeleteTopics v5 the
 quota is strict (a topic asked for while it is exhausted fails with THROTTLING_QUOTA_EXCEEDED), older
 versions are throttled only; the response's ``throttle_time_ms`` says how long.
+
+Authorization (Kafka's): creating a topic needs CREATE on the cluster or on the topic, and its configs are
+returned only with DESCRIBE_CONFIGS on it (else ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED);
+deleting needs DELETE on the topic (asked for by id: DESCRIBE too, else the name is left out); adding
+partitions needs ALTER. A refused topic is TOPIC_AUTHORIZATION_FAILED before its existence is looked at.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import SYSTEM_CLOCK, Clock
 from tidelog.server.config import ConfigError, describe_topic_configs, validate_topic_configs
 from tidelog.server.dispatch import RequestContext
+from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
+from tidelog.server.security.acl import AclOperation
 from tidelog.server.security.quota_manager import (
     UNBOUNDED_MUTATION_QUOTA,
     ControllerMutationQuota,
@@ -74,11 +81,14 @@ class TopicsHandler:
         self,
         admin: TopicAdmin,
         metadata: MetadataCache,
+        authz: Authz = None,
+        *,
         mutation_quotas: ControllerMutationQuotaManager | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._admin = admin
         self._metadata = metadata
+        self._authz = authz
         self._mutation_quotas = mutation_quotas
         self._clock = clock
 
@@ -96,6 +106,7 @@ class TopicsHandler:
         response = CreateTopicsResponse()
         quota = self._mutation_quota(ctx, strict_since=6)
         seen: set[str] = set()
+        may_create_any = cluster_allowed(self._authz, ctx, AclOperation.CREATE)
         for wanted in request.topics:
             result = CreateTopicsResponse.CreatableTopicResult(name=wanted.name, configs=None)
             response.topics.append(result)
@@ -103,6 +114,12 @@ class TopicsHandler:
                 result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name"
                 continue
             seen.add(wanted.name)
+            if not may_create_any and not topic_allowed(self._authz, ctx, AclOperation.CREATE, wanted.name):
+                result.error_code, result.error_message = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "Authorization failed.",
+                )
+                continue
             error = self._create_error(wanted)
             if error is not None:
                 result.error_code, result.error_message = error
@@ -148,7 +165,11 @@ class TopicsHandler:
                 result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)
                 result.num_partitions = result.replication_factor = -1
                 continue
-            if ctx.api_version >= 5:
+            if ctx.api_version >= 5 and not topic_allowed(
+                self._authz, ctx, AclOperation.DESCRIBE_CONFIGS, wanted.name
+            ):
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif ctx.api_version >= 5:
                 result.configs = [
                     CreateTopicsResponse.CreatableTopicConfigs(
                         name=d.name,
@@ -204,6 +225,20 @@ class TopicsHandler:
                 topic = self._metadata.topic_by_id(topic_id) if topic_id is not None else None
             result = DeleteTopicsResponse.DeletableTopicResult(name=name)
             response.responses.append(result)
+            if self._authz is not None and (topic is not None or name is not None):
+                named = topic.name if topic is not None else name
+                assert named is not None
+                if name is None and not topic_allowed(self._authz, ctx, AclOperation.DESCRIBE, named):
+                    assert topic_id is not None  # the topic id is no secret, its name is
+                    result.topic_id = topic_id
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
+                if not topic_allowed(self._authz, ctx, AclOperation.DELETE, named):
+                    result.name = named
+                    if topic is not None and name is None:
+                        result.topic_id = topic.topic_id
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
             if topic is None:
                 if name is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
@@ -244,6 +279,10 @@ class TopicsHandler:
         for wanted in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=wanted.name)
             response.results.append(result)
+            if not topic_allowed(self._authz, ctx, AclOperation.ALTER, wanted.name):
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result.error_message = "The topic authorization is failed."
+                continue
             topic = self._metadata.topic(wanted.name)
             if topic is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -18,6 +18,9 @@ Invariants:
   TxnOffsetCommit can never leave offsets pending that no marker will settle. A partition not in the
   transaction is INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4), a fenced producer
   INVALID_PRODUCER_EPOCH, a coordinator that cannot tell yet COORDINATOR_NOT_AVAILABLE (retried).
+- Authorization (Kafka's): TxnOffsetCommit needs WRITE on the transactional id and READ on the group (else
+  every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED) and READ on
+  each topic (else TOPIC_AUTHORIZATION_FAILED, before existence); the other APIs in txn_authz.py.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.security.acl import AclOperation
 from tidelog.server.txn_runtime import TransactionRuntime
 
-from .groups import then
+from .answers import then
+from .authz import Authz, group_allowed, topic_allowed, txn_allowed
+from .txn_authz import authorize_txn_request
 
 __all__ = ["TransactionsHandler", "txn_offset_commit_verdict"]
 
@@ -87,18 +93,42 @@ class TransactionsHandler:
         groups: GroupRuntime,
         replicas: ReplicaManager,
         metadata: MetadataCache,
+        authz: Authz = None,
     ) -> None:
         self._transactions = transactions
         self._groups = groups
         self._replicas = replicas
         self._metadata = metadata
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer:
-        """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions."""
-        return self._transactions.handle(ctx, request)
+        """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions (authorized
+        first: txn_authz.py)."""
+        return authorize_txn_request(
+            self._authz, ctx, request, self._metadata, lambda r: self._transactions.handle(ctx, r)
+        )
+
+    def _txn_offset_commit_refusal(self, ctx: RequestContext, request: TxnOffsetCommitRequest) -> int | None:
+        if not txn_allowed(self._authz, ctx, AclOperation.WRITE, request.transactional_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if not group_allowed(self._authz, ctx, AclOperation.READ, request.group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return None
 
     def txn_offset_commit(self, ctx: RequestContext, request: TxnOffsetCommitRequest) -> Answer:
-        unknown = {
+        refusal = self._txn_offset_commit_refusal(ctx, request) if self._authz is not None else None
+        if refusal is not None:
+            return _response(
+                request,
+                {(t.name, p.partition_index): refusal for t in request.topics for p in t.partitions},
+            )
+        refused = {
+            (topic.name, p.partition_index)
+            for topic in request.topics
+            if not topic_allowed(self._authz, ctx, AclOperation.READ, topic.name)
+            for p in topic.partitions
+        }
+        unknown = refused | {
             (topic.name, p.partition_index)
             for topic in request.topics
             for p in topic.partitions
@@ -113,6 +143,7 @@ class TransactionsHandler:
             if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
         ]
         errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        errors.update(dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         if not known_topics:
             return _response(request, errors)
         if request.group_id:

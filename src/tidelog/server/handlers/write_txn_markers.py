@@ -41,7 +41,10 @@ from tidelog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersRes
 from tidelog.protocol.records import ControlRecordType
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import Answer, RequestContext
+from tidelog.server.security.acl import AclOperation
 from tidelog.server.txn_runtime import MarkerOutcomes, TransactionRuntime
+
+from .authz import Authz, cluster_allowed
 
 __all__ = ["WriteTxnMarkersHandler"]
 
@@ -55,11 +58,34 @@ _PartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 class WriteTxnMarkersHandler:
     """WriteTxnMarkers through the transaction runtime's marker path."""
 
-    def __init__(self, transactions: TransactionRuntime, clock: Clock) -> None:
+    def __init__(self, transactions: TransactionRuntime, clock: Clock, authz: Authz = None) -> None:
         self._transactions = transactions
         self._clock = clock
+        self._authz = authz
 
     def handle(self, ctx: RequestContext, request: WriteTxnMarkersRequest) -> Answer:
+        if not cluster_allowed(self._authz, ctx, AclOperation.CLUSTER_ACTION):  # brokers only (Kafka's rule)
+            return WriteTxnMarkersResponse(
+                markers=[
+                    WriteTxnMarkersResponse.WritableTxnMarkerResult(
+                        producer_id=marker.producer_id,
+                        topics=[
+                            WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(
+                                name=t.name,
+                                partitions=[
+                                    _PartitionResult(
+                                        partition_index=index,
+                                        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    )
+                                    for index in t.partition_indexes
+                                ],
+                            )
+                            for t in marker.topics
+                        ],
+                    )
+                    for marker in request.markers
+                ]
+            )
         now = self._clock.now_ms()
         written: list[MarkerOutcomes | asyncio.Future[MarkerOutcomes]] = []
         for marker in request.markers:

@@ -1,0 +1,173 @@
+"""SASL_SSL + SCRAM-SHA-512, the configuration issue 12 names: one broker with a SASL_SSL listener (TLS
+transport, then the SASL login), its user written offline before it starts; confluent-kafka, kafka-python
+and aiokafka configured as their docs say each produce and consume exact values, and a wrong password is
+refused with Kafka's message."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiokafka
+import aiokafka.helpers
+import confluent_kafka
+import kafka
+import pytest
+from tests.support.certs import TlsMaterial, tls_material
+from tests.support.tls_broker import TlsBroker
+
+from tidelog.server.entity_configs import FileEntityConfigs, entity_path
+from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramCredential, failure_message
+
+pytestmark = pytest.mark.clients
+
+USER, PASSWORD = "alice", "alice-secret"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    return tls_material(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def broker(pki: TlsMaterial, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
+    workdir = tmp_path_factory.mktemp("sasl-ssl")
+    credential = ScramCredential.from_password(SCRAM_MECHANISMS["SCRAM-SHA-512"], PASSWORD, iterations=4096)
+    (workdir / "data").mkdir()
+    FileEntityConfigs(workdir / "data").alter_now(
+        entity_path(user=USER), {"SCRAM-SHA-512": credential.to_config()}
+    )
+    with TlsBroker(
+        {
+            "ssl.keystore.location": str(pki.broker.keystore),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "offsets.topic.num.partitions": "1",
+        },
+        extra_listeners={"SASL_SSL": "SASL_SSL"},
+        data_dir=workdir / "data",
+        run_dir=workdir / "run",
+    ) as started:
+        yield started
+
+
+def confluent_settings(broker: TlsBroker, pki: TlsMaterial, password: str = PASSWORD) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": broker.address("SASL_SSL"),
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(pki.ca.cert),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": USER,
+        "sasl.password": password,
+    }
+
+
+def values(prefix: str) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(10)]
+
+
+def test_confluent_kafka(broker: TlsBroker, pki: TlsMaterial) -> None:
+    topic = f"sasl-ssl-confluent-{uuid.uuid4().hex[:6]}"
+    producer = confluent_kafka.Producer(confluent_settings(broker, pki))
+    for value in values("ck"):
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer(
+        {**confluent_settings(broker, pki), "group.id": "sasl-ssl", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    assert got == values("ck")
+
+
+def test_wrong_password_is_refused(broker: TlsBroker, pki: TlsMaterial) -> None:
+    errors: list[str] = []
+    producer = confluent_kafka.Producer(
+        {**confluent_settings(broker, pki, "wrong"), "error_cb": lambda e: errors.append(e.str())}
+    )
+    producer.produce("never", b"x")
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors
+    assert failure_message("SCRAM-SHA-512") in errors[0]
+
+
+def test_kafka_python(broker: TlsBroker, pki: TlsMaterial) -> None:
+    topic = f"sasl-ssl-kafka-python-{uuid.uuid4().hex[:6]}"
+    settings: dict[str, Any] = {
+        "bootstrap_servers": broker.address("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(pki.ca.cert),
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD,
+    }
+    producer = kafka.KafkaProducer(enable_idempotence=False, **settings)
+    try:
+        for value in values("kp"):
+            producer.send(topic, value).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    consumer = kafka.KafkaConsumer(group_id=None, **settings)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(r.value for r in records)
+    finally:
+        consumer.close()
+    assert got == values("kp")
+
+
+def test_aiokafka(broker: TlsBroker, pki: TlsMaterial) -> None:
+    topic = f"sasl-ssl-aiokafka-{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> list[bytes]:
+        common: dict[str, Any] = {
+            "bootstrap_servers": broker.address("SASL_SSL"),
+            "security_protocol": "SASL_SSL",
+            "ssl_context": aiokafka.helpers.create_ssl_context(cafile=str(pki.ca.cert)),
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": USER,
+            "sasl_plain_password": PASSWORD,
+        }
+        producer = aiokafka.AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            for value in values("ak"):
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
+        await consumer.start()
+        try:
+            got: list[bytes] = []
+            async with asyncio.timeout(30):
+                while len(got) < 10:
+                    batches = await consumer.getmany(timeout_ms=500)
+                    got.extend(r.value for records in batches.values() for r in records)
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(scenario()) == values("ak")
+
+
+def test_store_file_is_private(broker: TlsBroker) -> None:
+    assert (Path(broker.data_dir) / "tidelog-entity-configs.json").stat().st_mode & 0o777 == 0o600
