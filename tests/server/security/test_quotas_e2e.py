@@ -12,14 +12,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, ThrottleEvent, TopicPartition
 from tests.cli.cli_support import failed, ok, tidelog_cli
+from tests.server.security.test_sasl_broker import SASL_CONFIG, add_user_offline, client_config
 
 from tidelog.cli._wire import WireClient
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from tidelog.protocol.messages import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
 from tidelog.testing import Broker, broker
 
 QUOTA = 200 * 1024
@@ -117,9 +124,10 @@ class _Meter:
         return self.bytes / MEASURE_S
 
 
-def _produce_flat_out(b: Broker, client_id: str, meter: _Meter) -> None:
+def _produce_flat_out(b: Broker, client_id: str, meter: _Meter, extra: dict[str, str] | None = None) -> None:
     producer = Producer(
         {
+            **(extra or {}),
             "bootstrap.servers": b.bootstrap_servers,
             "client.id": client_id,
             "linger.ms": 5,
@@ -237,3 +245,41 @@ def test_a_burst_of_topic_creations_is_refused_over_the_mutation_rate(running: B
     assert [t.error_code for t in response.topics] == [0, 0, 0] + [ErrorCode.THROTTLING_QUOTA_EXCEEDED] * 2
     assert response.topics[3].error_message == "The throttling quota has been exceeded."
     assert response.throttle_time_ms > 0
+
+
+def test_a_user_quota_holds_that_user_whatever_its_client_id(tmp_path: Path) -> None:
+    """SASL users alice and bob, both with client id "shared": a quota on users/alice holds alice only."""
+    for user in ("admin", "alice", "bob"):
+        add_user_offline(tmp_path, user, f"{user}-secret")
+    with Broker(
+        {**SASL_CONFIG, "quota.window.num": 2, "quota.window.size.seconds": 1}, data_dir=tmp_path
+    ) as b:
+        with WireClient(b.host, b.port, timeout=30, sasl=("PLAIN", "admin", "admin-secret")) as wire:
+            entity = [AlterClientQuotasRequest.EntityData(entity_type="user", entity_name="alice")]
+            op = AlterClientQuotasRequest.OpData(key="producer_byte_rate", value=QUOTA)
+            answer = wire.call(
+                AlterClientQuotasRequest(
+                    entries=[AlterClientQuotasRequest.EntryData(entity=entity, ops=[op])]
+                ),
+                expect=AlterClientQuotasResponse,
+            )
+        assert [e.error_code for e in answer.entries] == [0]
+        alice, bob = _Meter(), _Meter()
+        threads = [
+            threading.Thread(
+                target=_produce_flat_out,
+                args=(b, "shared", meter, client_config(b, "PLAIN", user, f"{user}-secret")),
+            )
+            for user, meter in (("alice", alice), ("bob", bob))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    print(
+        f"user alice {alice.rate() / 1024:.0f} KiB/s (quota {QUOTA // 1024}), bob {bob.rate() / 1024:.0f} KiB/s"
+    )
+    assert 0.5 * QUOTA <= alice.rate() <= 1.6 * QUOTA
+    assert bob.rate() > 3 * QUOTA
+    assert alice.throttles
+    assert not bob.throttles
