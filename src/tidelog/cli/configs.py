@@ -57,9 +57,88 @@ class _ConfigRow(TypedDict):
     synonyms: NotRequired[list[_Synonym]]  # dropped from the output without --synonyms
 
 
-@click.group("configs")
-def configs_group() -> None:
-    """Describe and alter topic and broker configs."""
+class _ConfigsGroup(click.Group):
+    """Remembers the order of the entity options: kafka-configs.sh pairs each name or default with the
+    entity type before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from tidelog.cli.configs_quotas import entity_option_order
+
+        ctx.meta["entity_order"] = entity_option_order(args)
+        return super().parse_args(ctx, args)
+
+
+@click.group("configs", cls=_ConfigsGroup, invoke_without_command=True)
+@click.option(
+    "--entity-type",
+    "entity_types",
+    multiple=True,
+    metavar="users|clients",
+    help="Client quotas: the entity type (repeat for a user and client id).",
+)
+@click.option(
+    "--entity-name", "entity_names", multiple=True, metavar="NAME", help="Client quotas: the entity's name."
+)
+@click.option("--entity-default", count=True, help="Client quotas: the default entity of the type.")
+@click.option(
+    "--user", metavar="NAME", help="Client quotas: shorthand for --entity-type users --entity-name NAME."
+)
+@click.option(
+    "--client",
+    "client_id",
+    metavar="ID",
+    help="Client quotas: shorthand for --entity-type clients --entity-name ID.",
+)
+@click.option("--user-defaults", is_flag=True, help="Client quotas: the default user.")
+@click.option("--client-defaults", is_flag=True, help="Client quotas: the default client id.")
+@click.option("--alter", is_flag=True, help="Client quotas: alter (with --add-config / --delete-config).")
+@click.option("--describe", is_flag=True, help="Client quotas: describe.")
+@click.option(
+    "--add-config", metavar="K=V[,K=V]", help="Client quotas to set, e.g. 'producer_byte_rate=1024'."
+)
+@click.option("--delete-config", metavar="K[,K]", help="Client quotas to remove.")
+@client_options
+@click.pass_context
+def configs_group(
+    ctx: click.Context,
+    client: ClientOptions,
+    entity_types: tuple[str, ...],
+    entity_names: tuple[str, ...],
+    entity_default: int,  # noqa: ARG001 - its place among the entity options is read in parse_args
+    user: str | None,
+    client_id: str | None,
+    user_defaults: bool,
+    client_defaults: bool,
+    alter: bool,
+    describe: bool,
+    add_config: str | None,
+    delete_config: str | None,
+) -> None:
+    """Describe and alter topic and broker configs, and client quotas as kafka-configs.sh does
+    (``--entity-type users|clients --entity-name NAME|--entity-default --alter --add-config ...``)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if not (entity_types or user is not None or client_id is not None or user_defaults or client_defaults):
+        if alter or describe:
+            raise click.UsageError(
+                "name an entity: --entity-type users|clients with --entity-name or --entity-default"
+            )
+        click.echo(ctx.get_help())
+        return
+    from tidelog.cli.configs_quotas import parse_entity, run_quota_command
+
+    entity = parse_entity(
+        ctx.meta.get("entity_order", []),
+        entity_types,
+        entity_names,
+        user,
+        client_id,
+        user_defaults,
+        client_defaults,
+    )
+    run_quota_command(
+        client, entity, alter=alter, describe=describe, add_config=add_config, delete_config=delete_config
+    )
 
 
 def _resource(

@@ -66,6 +66,8 @@ from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, Prod
 from .recovery_progress import RecoveryProgressLog
 from .replica_manager import ReplicaManager
 from .security.acl_store import AclStore, LocalAclStore, authorizer_from_config
+from .security.client_quotas import client_quotas_for
+from .security.quota_throttling import QuotaEnforcer
 from .security.sasl_config import sasl_session_factory
 from .security.scram_credentials import credential_lookup
 from .security.tls_accept import accept_tls
@@ -180,19 +182,24 @@ class Broker:
         )
         if self.cluster is not None:
             self.transactions.set_broker_client(self.cluster.client)
+        self.client_quotas = client_quotas_for(config, self.entity_configs)
+        self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         self.dispatcher = Dispatcher(
-            build_routes(
-                replicas=self.replicas,
-                metadata=self.metadata,
-                admin=self.admin,
-                groups=self.groups,
-                transactions=self.transactions,
-                producer_ids=self.producer_ids,
-                fetch_purgatory=self.fetch_purgatory,
-                clock=clock,
-                controller=lambda: self.cluster.controller if self.cluster is not None else None,
-                acls=self.acls,
-                entity_configs=self.entity_configs,
+            self.quota_enforcer.wrap(
+                build_routes(
+                    replicas=self.replicas,
+                    metadata=self.metadata,
+                    admin=self.admin,
+                    groups=self.groups,
+                    transactions=self.transactions,
+                    producer_ids=self.producer_ids,
+                    fetch_purgatory=self.fetch_purgatory,
+                    clock=clock,
+                    controller=lambda: self.cluster.controller if self.cluster is not None else None,
+                    acls=self.acls,
+                    entity_configs=self.entity_configs,
+                    client_quotas=self.client_quotas,
+                )
             )
         )
         self._sasl_session = sasl_session_factory(config, credential_lookup(self.entity_configs))
@@ -207,6 +214,12 @@ class Broker:
         self._stopping = False
         if zk is None:
             self._publish_self()
+
+    def _mute(self, connection_id: int, throttle_time_ms: int) -> None:
+        """A client over its quota: its connection takes no request for ``throttle_time_ms``."""
+        connection = self._connections.get(connection_id)
+        if connection is not None:
+            connection.mute_for(throttle_time_ms)
 
     @property
     def config(self) -> BrokerConfig:
@@ -239,6 +252,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         if self._zk_entity_configs is not None:
             await self._zk_entity_configs.load()  # SCRAM credentials and quotas, before any client connects
+            self.client_quotas.apply_all()
         if isinstance(self.acls, ZkAclStore):
             await self.acls.start()  # before any listener: no request is authorized without the ACLs
         self.bound_listeners = bind_client_listeners(self.config)

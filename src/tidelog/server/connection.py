@@ -20,12 +20,15 @@ Invariants:
   ``sasl.server.max.receive.size``.
 - At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
   (back-pressure through TCP) until the writer catches up.
+- :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
+  until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import inspect
 import logging
 import time
@@ -88,6 +91,8 @@ class Connection:
         self._room.set()
         self._max_in_flight = max_in_flight
         self._closing = False
+        self._muted_until = 0.0
+        self._unmuted = asyncio.Event()
         self.last_active = time.monotonic()
         # issue 14 hook: request metrics; per pending slot (api key, version, queue ms, local ms, local end)
         self._metrics = request_metrics
@@ -129,15 +134,30 @@ class Connection:
         """Whether requests are in flight (an idle-timeout must not cut a long poll)."""
         return bool(self._pending)
 
+    def mute_for(self, throttle_time_ms: int) -> None:
+        """Take no further request from this client for ``throttle_time_ms`` (quota throttling)."""
+        until = time.monotonic() + throttle_time_ms / 1000
+        if until > self._muted_until:
+            self._muted_until = until
+            self._unmuted.clear()
+
+    async def _wait_unmuted(self) -> None:
+        while not self._closing and (delay := self._muted_until - time.monotonic()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._unmuted.wait(), delay)
+        self._muted_until = 0.0
+
     def stop_reading(self) -> None:
         """Stop taking new requests; those in flight still get their responses (graceful shutdown)."""
         self._closing = True
+        self._unmuted.set()
         self._has_pending.set()
         self._room.set()
         self._transport.shutdown_read()
 
     def close(self) -> None:
         self._closing = True
+        self._unmuted.set()
         self._transport.close()
 
     async def _read_loop(self) -> None:
@@ -155,6 +175,10 @@ class Connection:
             # not on the next recv (which may never come: the peer could wait for those answers).
             decoder.receive_data(data)
             while (frame := decoder.next_frame()) is not NEED_DATA:
+                if self._muted_until:
+                    await self._wait_unmuted()
+                    if self._closing:
+                        return
                 self._handle_frame(frame)
                 if self._closing:
                     return
@@ -191,6 +215,7 @@ class Connection:
             connection_id=self._id,
             listener_name=self._listener_name,
             principal=self.principal,
+            request_size=len(frame),
         )
         token = current_request.set(ctx)
         try:

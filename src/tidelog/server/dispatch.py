@@ -77,6 +77,8 @@ class RequestContext:
     connection_id: int
     listener_name: str | None = None
     principal: KafkaPrincipal = ANONYMOUS
+    request_size: int = 0
+    """The request's size on the wire (header and body), which ``producer_byte_rate`` counts."""
 
 
 Answer: TypeAlias = Response | Awaitable[Response]

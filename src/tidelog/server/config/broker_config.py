@@ -78,6 +78,11 @@ class BrokerConfig:
     connections_max_idle_ms: int
     max_connections: int
     max_connections_per_ip: int
+    # client quotas
+    quota_window_num: int
+    quota_window_size_seconds: int
+    controller_quota_window_num: int
+    controller_quota_window_size_seconds: int
     # SASL
     sasl_enabled_mechanisms: tuple[str, ...]
     sasl_mechanism_inter_broker_protocol: str

@@ -82,6 +82,11 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("connections.max.reauth.ms", L, "0", "Session lifetime of a SASL authentication (KIP-368): 0 never expires; otherwise a client must re-authenticate within it or be disconnected.", at_least(0)),
         ConfigDef("max.connections", I, _INT_MAX_STR, "Maximum connections allowed in the broker at any time.", at_least(0)),
         ConfigDef("max.connections.per.ip", I, _INT_MAX_STR, "Maximum connections allowed from each IP address.", at_least(0)),
+        # ---- client quotas ----
+        ConfigDef("quota.window.num", I, "11", "Number of samples kept to measure client quotas.", at_least(1)),
+        ConfigDef("quota.window.size.seconds", I, "1", "Length of each client quota sample.", at_least(1)),
+        ConfigDef("controller.quota.window.num", I, "11", "Number of samples kept to measure controller mutation quotas.", at_least(1)),
+        ConfigDef("controller.quota.window.size.seconds", I, "1", "Length of each controller mutation quota sample.", at_least(1)),
         # ---- topics ----
         ConfigDef("num.partitions", I, "1", "Default number of partitions per topic.", at_least(1)),
         ConfigDef("default.replication.factor", I, "1", "Default replication factor for automatically created topics.", at_least(1)),

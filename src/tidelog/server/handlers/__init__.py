@@ -26,10 +26,12 @@ from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl_store import AclStore
+from tidelog.server.security.client_quotas import ClientQuotas
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .acls import AclsHandler
 from .authz import Authz
+from .client_quotas import ClientQuotasHandler
 from .configs import ConfigsHandler
 from .controlled_shutdown import ControlledShutdownHandler
 from .delete_records import DeleteRecordsHandler
@@ -68,6 +70,7 @@ def build_routes(
     controller: Callable[[], Controller | None] = lambda: None,
     acls: AclStore | None = None,
     entity_configs: EntityConfigs | None = None,
+    client_quotas: ClientQuotas | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -78,7 +81,13 @@ def build_routes(
     authz = acls.authorizer if acls is not None else None
     produce = ProduceHandler(replicas, metadata, clock, authz)
     fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz)
-    topics = TopicsHandler(admin, metadata, authz)
+    topics = TopicsHandler(
+        admin,
+        metadata,
+        authz,
+        mutation_quotas=client_quotas.controller_mutation if client_quotas else None,
+        clock=clock,
+    )
     configs = ConfigsHandler(admin, metadata, authz)
     group_apis = GroupsHandler(groups, metadata, authz)
     txn_apis = TransactionsHandler(transactions, groups, replicas, metadata, authz)
@@ -133,6 +142,7 @@ def build_routes(
         Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
         *_sasl_routes(entity_configs, authz),
+        *_client_quota_routes(client_quotas, authz),
     ]
 
 
@@ -148,3 +158,14 @@ def _sasl_routes(entity_configs: EntityConfigs | None, authz: Authz) -> list[Rou
         routes.append(Route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram.describe))
         routes.append(Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram.alter))
     return routes
+
+
+def _client_quota_routes(client_quotas: ClientQuotas | None, authz: Authz) -> list[Route]:
+    """DescribeClientQuotas and AlterClientQuotas, where the quotas have a store."""
+    if client_quotas is None or client_quotas.store is None:
+        return []
+    handler = ClientQuotasHandler(client_quotas.store, authz)
+    return [
+        Route(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, handler.describe),
+        Route(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, handler.alter),
+    ]

@@ -6,6 +6,10 @@ changes nothing; partitions can only be added, never removed; a replication fact
 brokers is INVALID_REPLICATION_FACTOR, an assignment naming a broker that is not alive
 INVALID_REPLICA_ASSIGNMENT. In a cluster the answer waits (up to the request's ``timeout_ms``) until the
 metadata shows the change (REQUEST_TIMED_OUT after that: the change stands, as in Kafka).
+Each created, added or deleted partition counts against the client's ``controller_mutation_rate``
+(KIP-599), taken just before the change: from CreateTopics v6, CreatePartitions v3 and DeleteTopics v5 the
+quota is strict (a topic asked for while it is exhausted fails with THROTTLING_QUOTA_EXCEEDED), older
+versions are throttled only; the response's ``throttle_time_ms`` says how long.
 
 Authorization (Kafka's): creating a topic needs CREATE on the cluster or on the topic, and its configs are
 returned only with DESCRIBE_CONFIGS on it (else ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED);
@@ -29,11 +33,18 @@ from tidelog.protocol.messages import (
 )
 from tidelog.server.admin_errors import AdminError
 from tidelog.server.admin_manager import TopicAdmin
+from tidelog.server.clock import SYSTEM_CLOCK, Clock
 from tidelog.server.config import ConfigError, describe_topic_configs, validate_topic_configs
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.security.acl import AclOperation
+from tidelog.server.security.quota_manager import (
+    UNBOUNDED_MUTATION_QUOTA,
+    ControllerMutationQuota,
+    ControllerMutationQuotaManager,
+    ThrottlingQuotaExceededError,
+)
 
 __all__ = ["TopicsHandler", "auto_create_topic", "topic_name_error"]
 
@@ -66,13 +77,34 @@ def auto_create_topic(admin: TopicAdmin, name: str) -> TopicInfo | None:
 class TopicsHandler:
     """CreateTopics, DeleteTopics and CreatePartitions through the topic admin (single node or cluster)."""
 
-    def __init__(self, admin: TopicAdmin, metadata: MetadataCache, authz: Authz = None) -> None:
+    def __init__(
+        self,
+        admin: TopicAdmin,
+        metadata: MetadataCache,
+        authz: Authz = None,
+        *,
+        mutation_quotas: ControllerMutationQuotaManager | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self._admin = admin
         self._metadata = metadata
         self._authz = authz
+        self._mutation_quotas = mutation_quotas
+        self._clock = clock
+
+    def _mutation_quota(self, ctx: RequestContext, strict_since: int) -> ControllerMutationQuota:
+        if self._mutation_quotas is None:
+            return UNBOUNDED_MUTATION_QUOTA
+        return self._mutation_quotas.quota_for(
+            ctx.principal.name,
+            ctx.client_id or "",
+            strict=ctx.api_version >= strict_since,
+            clock=self._clock.now_ms,
+        )
 
     async def create_topics(self, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
         response = CreateTopicsResponse()
+        quota = self._mutation_quota(ctx, strict_since=6)
         seen: set[str] = set()
         may_create_any = cluster_allowed(self._authz, ctx, AclOperation.CREATE)
         for wanted in request.topics:
@@ -111,6 +143,8 @@ class TopicsHandler:
                 if request.validate_only:
                     self._admin.check_new_topic(num_partitions, replication, assignments)
                 else:
+                    self._admin.check_new_topic(num_partitions, replication, assignments)
+                    quota.record(num_partitions)
                     topic = await self._admin.create_topic(
                         wanted.name,
                         num_partitions,
@@ -127,6 +161,10 @@ class TopicsHandler:
             except AdminError as exc:
                 result.error_code, result.error_message = exc.error_code, exc.message
                 continue
+            except ThrottlingQuotaExceededError as exc:
+                result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)
+                result.num_partitions = result.replication_factor = -1
+                continue
             if ctx.api_version >= 5 and not topic_allowed(
                 self._authz, ctx, AclOperation.DESCRIBE_CONFIGS, wanted.name
             ):
@@ -142,6 +180,7 @@ class TopicsHandler:
                     )
                     for d in describe_topic_configs(config, configs)
                 ]
+        response.throttle_time_ms = quota.throttle_time_ms()
         return response
 
     def _create_error(self, wanted: CreateTopicsRequest.CreatableTopic) -> tuple[int, str] | None:
@@ -173,6 +212,7 @@ class TopicsHandler:
 
     async def delete_topics(self, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         response = DeleteTopicsResponse()
+        quota = self._mutation_quota(ctx, strict_since=5)
         wanted: list[tuple[str | None, uuid.UUID | None]]
         if ctx.api_version >= 6:
             wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -220,15 +260,22 @@ class TopicsHandler:
                     f"Topic {topic.name} is internal: the broker's coordinators keep their state in it"
                 )
                 continue
+            try:
+                quota.record(topic.num_partitions)
+            except ThrottlingQuotaExceededError as exc:
+                result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)
+                continue
             if not await self._admin.delete_topic(topic.name, timeout_ms=request.timeout_ms):
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = f"Topic '{topic.name}' is marked for deletion but not deleted yet."
+        response.throttle_time_ms = quota.throttle_time_ms()
         return response
 
     async def create_partitions(
         self, ctx: RequestContext, request: CreatePartitionsRequest
     ) -> CreatePartitionsResponse:
         response = CreatePartitionsResponse()
+        quota = self._mutation_quota(ctx, strict_since=3)
         for wanted in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=wanted.name)
             response.results.append(result)
@@ -264,6 +311,11 @@ class TopicsHandler:
             if request.validate_only:
                 continue
             try:
+                quota.record(wanted.count - topic.num_partitions)
+            except ThrottlingQuotaExceededError as exc:
+                result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)
+                continue
+            try:
                 if not await self._admin.add_partitions(
                     wanted.name, wanted.count, assignments=assignments, timeout_ms=request.timeout_ms
                 ):
@@ -273,4 +325,5 @@ class TopicsHandler:
                     )
             except AdminError as exc:
                 result.error_code, result.error_message = exc.error_code, exc.message
+        response.throttle_time_ms = quota.throttle_time_ms()
         return response
