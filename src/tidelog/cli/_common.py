@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import ssl
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
@@ -115,6 +116,28 @@ class ClientOptions:
             self.properties.get("sasl.username", ""),
             self.properties.get("sasl.password", ""),
         )
+
+    def wire_tls(self) -> ssl.SSLContext | None:
+        """A TLS context for tidelog's own wire client from librdkafka's keys when the properties ask for
+        SSL or SASL_SSL (``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+        ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``), else ``None``."""
+        protocol = str(self.properties.get("security.protocol", "")).upper()
+        if protocol not in ("SSL", "SASL_SSL"):
+            return None
+        try:
+            context = ssl.create_default_context(cafile=self.properties.get("ssl.ca.location") or None)
+            certificate = self.properties.get("ssl.certificate.location")
+            if certificate:
+                context.load_cert_chain(
+                    certificate,
+                    self.properties.get("ssl.key.location") or None,
+                    self.properties.get("ssl.key.password") or None,
+                )
+        except (OSError, ssl.SSLError) as exc:
+            fail(f"cannot use the TLS settings ({exc})")
+        if str(self.properties.get("ssl.endpoint.identification.algorithm", "https")).lower() != "https":
+            context.check_hostname = False
+        return context
 
     def _on_error(self, error: KafkaError) -> None:
         self.transport_errors.append(kafka_error_text(error))

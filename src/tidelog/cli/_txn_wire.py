@@ -1,6 +1,8 @@
 """What the ``tidelog transactions`` commands share: the connection, the transaction coordinator lookup and
 DescribeTransactions, the partition leaders. They speak the protocol through :mod:`tidelog.cli._wire`
-(confluent-kafka's AdminClient lacks these APIs), so librdkafka's ``-X`` properties are refused.
+(confluent-kafka's AdminClient lacks these APIs), so of librdkafka's ``-X`` / ``--command-config``
+properties only the security ones that client reads are taken (TLS and SASL logins); any other is refused
+by name.
 
 Invariants: a broker that cannot be reached or cannot serve a request ends the command with
 ``Error: ...`` (exit 1, :func:`~tidelog.cli._common.fail`); retriable coordinator errors are retried
@@ -34,10 +36,30 @@ __all__ = [
 _TRANSACTION_KEY_TYPE = 1
 
 
+WIRE_PROPERTIES = frozenset(
+    {
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+"""The client properties tidelog's own wire client understands (ClientOptions.sasl_login / wire_tls)."""
+
+
 def no_librdkafka_properties(client: ClientOptions) -> None:
-    if client.properties:
+    """Refuse the properties the wire client would silently ignore."""
+    unused = sorted(set(client.properties) - WIRE_PROPERTIES)
+    if unused:
         raise click.UsageError(
-            "-X/--property sets librdkafka properties; transactions commands do not use them"
+            f"transactions commands take only the connection's security properties "
+            f"({', '.join(sorted(WIRE_PROPERTIES))}), not {', '.join(unused)}"
         )
 
 
@@ -46,7 +68,12 @@ def open_wire(client: ClientOptions, address: str | None = None) -> WireClient:
     from tidelog.cli._wire import WireError, connect
 
     try:
-        return connect(address or client.bootstrap_server, timeout=client.timeout, sasl=client.sasl_login())
+        return connect(
+            address or client.bootstrap_server,
+            timeout=client.timeout,
+            sasl=client.sasl_login(),
+            tls=client.wire_tls(),
+        )
     except WireError as exc:
         fail(str(exc))
 

@@ -4,13 +4,15 @@ clients lack (confluent-kafka 2.16's AdminClient has no ListTransactions / Descr
 Invariants: every request goes at the highest version both sides support (ApiVersions v0 first, so any
 Kafka broker answers); a connection failure or a version the broker lacks raises :class:`WireError` with a
 one-line message (the commands turn it into ``Error: ...``, exit 1); sockets time out after ``timeout``.
-Given a ``sasl`` login (mechanism, username, password), the client logs in right after ApiVersions, as
-any Kafka client does on a SASL_PLAINTEXT listener.
+Given a ``tls`` context the connection speaks TLS (SSL and SASL_SSL listeners; the broker's host name is
+checked when the context says so); given a ``sasl`` login (mechanism, username, password), the client logs
+in right after ApiVersions, as any Kafka client does on a SASL_* listener.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import TypeVar, overload
 
@@ -38,14 +40,22 @@ class WireClient:
         timeout: float,
         client_id: str = "tidelog-cli",
         sasl: tuple[str, str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise WireError(f"cannot reach broker at {self.address} within {timeout:g} s: {exc}") from None
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except (ssl.SSLError, OSError) as exc:
+                sock.close()
+                raise WireError(f"TLS handshake with {self.address} failed: {exc}") from None
+        self._sock = sock
         self._correlation_id = 0
         self.versions: dict[int, tuple[int, int]] = {}
         response = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
@@ -133,13 +143,19 @@ def _split(address: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def connect(bootstrap: str, *, timeout: float, sasl: tuple[str, str, str] | None = None) -> WireClient:
+def connect(
+    bootstrap: str,
+    *,
+    timeout: float,
+    sasl: tuple[str, str, str] | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> WireClient:
     """A connection to the first reachable broker of a comma-separated ``bootstrap`` list."""
     errors = []
     for address in bootstrap.split(","):
         host, port = _split(address)
         try:
-            return WireClient(host, port, timeout=timeout, sasl=sasl)
+            return WireClient(host, port, timeout=timeout, sasl=sasl, tls=tls)
         except WireError as exc:
             errors.append(str(exc))
     raise WireError(errors[-1] if errors else "no bootstrap server given")

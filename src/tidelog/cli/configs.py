@@ -311,7 +311,9 @@ def _wire_call(client: ClientOptions, request: Request, expect: type[R]) -> R:
     from tidelog.cli._wire import WireError, connect
 
     try:
-        with connect(client.bootstrap_server, timeout=client.timeout, sasl=client.sasl_login()) as wire:
+        with connect(
+            client.bootstrap_server, timeout=client.timeout, sasl=client.sasl_login(), tls=client.wire_tls()
+        ) as wire:
             return wire.call(request, expect=expect)
     except WireError as exc:
         fail(str(exc))

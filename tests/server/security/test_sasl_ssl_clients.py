@@ -171,3 +171,53 @@ def test_aiokafka(broker: TlsBroker, pki: TlsMaterial) -> None:
 
 def test_store_file_is_private(broker: TlsBroker) -> None:
     assert (Path(broker.data_dir) / "tidelog-entity-configs.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_cli_wire_commands_log_in_over_tls(broker: TlsBroker, pki: TlsMaterial, tmp_path: Path) -> None:
+    """``configs --entity-type`` and ``transactions`` speak the protocol through tidelog's own wire client:
+    with a ``--command-config`` for SASL_SSL it does the TLS handshake and the SCRAM login itself."""
+    from tests.cli.cli_support import failed, ok, tidelog_cli
+
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"ssl.ca.location={pki.ca.cert}\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{USER}" password="{PASSWORD}";\n'
+    )
+    common = ["-b", broker.address("SASL_SSL"), "--command-config", str(properties)]
+    client_id = f"cli-{uuid.uuid4().hex[:6]}"
+    ok(
+        tidelog_cli(
+            "configs", "--entity-type", "clients", "--entity-name", client_id,
+            "--alter", "--add-config", "producer_byte_rate=1048576", *common,
+        )
+    )  # fmt: skip
+    described = ok(
+        tidelog_cli("configs", "--entity-type", "clients", "--entity-name", client_id, "--describe", *common)
+    )
+    assert f"'{client_id}' are producer_byte_rate=1048576" in " ".join(described.split())
+
+    transactional_id = f"cli-txn-{uuid.uuid4().hex[:6]}"
+    producer = confluent_kafka.Producer(
+        {**confluent_settings(broker, pki), "transactional.id": transactional_id}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(f"cli-txn-{uuid.uuid4().hex[:6]}", b"open")
+    assert producer.flush(30) == 0
+    try:
+        listed = ok(tidelog_cli("transactions", "list", *common))
+        assert transactional_id in listed
+        assert "Ongoing" in listed
+    finally:
+        producer.abort_transaction(30)
+
+    refused = failed(tidelog_cli("transactions", "list", *common, "-X", "linger.ms=5"), code=2)
+    assert "not linger.ms" in refused
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(properties.read_text().replace(PASSWORD, "not-the-password"))
+    assert "cannot log in" in failed(
+        tidelog_cli("transactions", "list", "-b", broker.address("SASL_SSL"), "--command-config", str(wrong))
+    )
