@@ -33,9 +33,10 @@ class WireConnection:
         except OSError as exc:
             raise ConsoleError(f"cannot reach broker at {self.address}: {exc}") from None
         self._correlation_id = 0
-        versions = self.call(ApiVersionsRequest(), 0, ApiVersionsResponse)
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        self.versions: dict[int, tuple[int, int]] = {}
         try:
+            versions = self.call(ApiVersionsRequest(), 0, ApiVersionsResponse)
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
             security.login(lambda request: self.call(request, self.version(type(request)), Response))
         except ConsoleError:
             self.close()

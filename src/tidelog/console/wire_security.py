@@ -63,11 +63,13 @@ class WireSecurity:
         """``sock`` in TLS when the protocol asks for it (the handshake done), else ``sock``."""
         if self.tls is None:
             return sock
+        wrapped = self.tls.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
         try:
-            return self.tls.wrap_socket(sock, server_hostname=host)
-        except (ssl.SSLError, OSError) as exc:
-            sock.close()
+            wrapped.do_handshake()
+        except OSError as exc:  # ssl.SSLError included
+            wrapped.close()
             raise ConsoleError(f"TLS handshake with {host} failed: {exc}") from None
+        return wrapped
 
     def login(self, send: Callable[[Request], Response]) -> None:
         """Log in over ``send`` when the protocol is SASL_*; raises ConsoleError on failure."""
