@@ -6,7 +6,8 @@ admin bootstrapped with ``tidelog users add --data-dir``. The consoles log in as
   log in with a confluent-kafka client; deleting it through its confirmation page removes it;
 - an ACL created through the ACL page (after its confirmation page) is listed, found by the filter and in
   ``describe_acls``; deleting it through its confirmation page removes it;
-- the read-only console lists users and ACLs but refuses to change either (403);
+- the read-only console lists users and ACLs but refuses to change either (403); a console whose user may
+  not describe the cluster's ACLs says CLUSTER_AUTHORIZATION_FAILED rather than "no ACLs";
 - the transactions page, whose wire client logs in with the console's SASL settings, shows an open
   transaction;
 - ``tidelog console --command-config FILE`` takes a Java client properties file (``sasl.jaas.config``) and
@@ -67,6 +68,7 @@ def login(user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict[st
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     base = tmp_path_factory.mktemp("console-security")
     add_user_offline(base / "data", ADMIN, ADMIN_PASSWORD)
+    add_user_offline(base / "data", "viewer", "viewer-secret")  # no ACL: may not describe the cluster's
     config = {**SASL_CONFIG, "authorizer.class.name": "tidelog", "super.users": f"User:{ADMIN}"}
     with Broker(config, data_dir=base / "data", run_dir=base / "run") as running:
         yield running
@@ -125,14 +127,14 @@ def test_a_user_added_through_the_page_is_listed_and_can_log_in(
     from selenium.webdriver.common.by import By
 
     visit(browser, console.url + "/users")
-    assert texts(browser, "#users td.mono") == [ADMIN]
+    assert texts(browser, "#users td.mono") == [ADMIN, "viewer"]
     assert browser.find_element(By.CSS_SELECTOR, "#add-user input[name=password]").get_attribute("type") == (
         "password"
     )
     fill(browser, "add-user", {"user": "carol", "mechanism": "SCRAM-SHA-512", "password": "carol-secret"})
     wait_for(lambda: browser.find_elements(By.ID, "users-done"), what="the user saved")
     browser.save_screenshot(str(SCREENSHOTS / "users.png"))
-    assert texts(browser, "#users td.mono") == [ADMIN, "carol"]
+    assert texts(browser, "#users td.mono") == [ADMIN, "carol", "viewer"]
     rows = browser.find_elements(By.CSS_SELECTOR, "#users tbody tr")
     assert rows[1].find_element(By.CSS_SELECTOR, ".chip").text == "SCRAM-SHA-512 (8192 iterations)"
     assert "carol-secret" not in browser.page_source
@@ -151,7 +153,7 @@ def test_a_user_added_through_the_page_is_listed_and_can_log_in(
     assert "SCRAM-SHA-512" in text(browser, ".confirm")
     confirm(browser)
     wait_for(lambda: browser.find_elements(By.ID, "users-done"), what="the user deleted")
-    assert texts(browser, "#users td.mono") == [ADMIN]
+    assert texts(browser, "#users td.mono") == [ADMIN, "viewer"]
 
 
 def _carol_acls(admin: AdminClient) -> list[tuple[str, str, str, str, str]]:
@@ -253,8 +255,16 @@ def test_read_only_console_lists_but_refuses_user_and_acl_writes(broker: Broker,
         assert "No ACLs match." in body
     finally:
         server.stop()
+    viewer = ConsoleServer(
+        broker.bootstrap_servers, allow_writes=False, config=login("viewer", "viewer-secret")
+    ).start()
+    try:
+        status, _, body = HttpSession(viewer.url).request("/acls")
+        assert (status, "DescribeAcls: CLUSTER_AUTHORIZATION_FAILED" in body) == (502, True)
+    finally:
+        viewer.stop()
     described = admin.describe_user_scram_credentials(request_timeout=10).result(10)  # type: ignore[union-attr]
-    assert sorted(described) == [ADMIN]
+    assert sorted(described) == [ADMIN, "viewer"]
 
 
 def test_transactions_page_logs_in_over_sasl(browser: Any, console: ConsoleServer, broker: Broker) -> None:

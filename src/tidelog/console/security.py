@@ -6,8 +6,9 @@ except inside librdkafka's ``alter_user_scram_credentials``, which salts it on t
 stores only the salted keys, as ``kafka-configs --add-config SCRAM-SHA-256=[password=...]`` does); a
 cluster without an authorizer answers the ACL calls with SECURITY_DISABLED, which is
 :class:`SecurityDisabledError` here (a page says so instead of failing) -- confluent-kafka's
-``describe_acls`` drops that error and answers an empty list, so an empty answer is checked with one
-DescribeAcls of the console's own (:mod:`tidelog.console.wire`); every call is bounded by the
+``describe_acls`` drops the response's error and answers an empty list, so an empty answer is checked
+with one DescribeAcls of the console's own (:mod:`tidelog.console.wire`), which also tells a refusal
+(CLUSTER_AUTHORIZATION_FAILED) from an empty list; every call is bounded by the
 gateway's timeout and blocks (the web layer runs it in a worker thread).
 """
 
@@ -243,6 +244,11 @@ class SecurityAdmin:
             connection.close()
         if response.error_code == ErrorCode.SECURITY_DISABLED:
             raise SecurityDisabledError(response.error_message or "No Authorizer is configured on the broker")
+        if response.error_code != ErrorCode.NONE:  # e.g. no DESCRIBE on the cluster: not "no ACLs"
+            name = ErrorCode(response.error_code).name
+            raise ConsoleError(
+                f"DescribeAcls: {name}" + (f": {response.error_message}" if response.error_message else "")
+            )
 
     def create_acl(self, acl: AclView) -> None:
         binding = acl_binding(acl)
