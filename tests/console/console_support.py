@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,17 @@ SCREENSHOTS = Path(__file__).parent / "screenshots"
 class ConsoleServer:
     """A console app served by uvicorn in a daemon thread; ``url`` is where it listens."""
 
-    def __init__(self, bootstrap: str, *, allow_writes: bool, sample_interval: float = 0.3) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        allow_writes: bool,
+        sample_interval: float = 0.3,
+        config: dict[str, str] | None = None,
+    ) -> None:
+        """``config``: more librdkafka settings (SASL, TLS), as ``tidelog console -X`` takes them."""
         app = build(
-            {"bootstrap.servers": bootstrap, "log_level": 3},
+            {"bootstrap.servers": bootstrap, "log_level": 3, **(config or {})},
             timeout=10.0,
             allow_writes=allow_writes,
             sample_interval=sample_interval,
@@ -124,3 +132,37 @@ def chromium(user_data_dir: Path) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def js_errors(driver: Any) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def visit(driver: Any, url: str, screenshot: str | None = None) -> None:
+    driver.get(url)
+    wait_for(lambda: driver.execute_script("return document.readyState") == "complete", what="page load")
+    if screenshot:
+        driver.save_screenshot(str(SCREENSHOTS / f"{screenshot}.png"))
+
+
+def text(driver: Any, css: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def texts(driver: Any, css: str) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]

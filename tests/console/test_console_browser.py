@@ -22,8 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import confluent_kafka
@@ -35,6 +34,11 @@ from tests.console.console_support import (
     HttpSession,
     chromium,
     chromium_available,
+    js_errors,
+    text,
+    texts,
+    visit,
+    wait_for,
 )
 
 from tidelog.testing import Broker
@@ -129,40 +133,6 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield driver
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def js_errors(driver: Any) -> list[str]:
-    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
-
-
-def visit(driver: Any, url: str, screenshot: str | None = None) -> None:
-    driver.get(url)
-    wait_for(lambda: driver.execute_script("return document.readyState") == "complete", what="page load")
-    if screenshot:
-        driver.save_screenshot(str(SCREENSHOTS / f"{screenshot}.png"))
-
-
-def text(driver: Any, css: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
-
-
-def texts(driver: Any, css: str) -> list[str]:
-    from selenium.webdriver.common.by import By
-
-    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
-
-
 def chart_points(driver: Any, canvas_id: str) -> list[float] | None:
     raw = driver.execute_script(f"return document.getElementById('{canvas_id}').dataset.points")
     return None if raw is None else list(json.loads(raw))
@@ -177,6 +147,8 @@ def test_every_page_loads_with_its_content_and_no_js_error(browser: Any, console
         "messages": ("/topics/orders/messages", "#messages", "order-199"),
         "groups": ("/groups", "#groups", ""),
         "transactions": ("/transactions", "#transactions", "No open transactions."),
+        "users": ("/users", "#users", "No SCRAM users."),
+        "acls-disabled": ("/acls", "#acls-disabled", "SECURITY_DISABLED"),
     }
     for name, (path, css, expected) in pages.items():
         status, headers, _ = http.request(path)

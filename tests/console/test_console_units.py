@@ -6,7 +6,9 @@ rates from it (a fake endpoint serving Kafka's JMX-exporter names), timestamps.
 - parse/scrape: per-topic counters summed over labels and endpoints, the broker-wide series (no topic label)
   ignored, an unreachable endpoint is None;
 - the sampler's throughput and topic sizes come from the endpoint when it answers (rate = counter delta /
-  elapsed), and its series is bounded.
+  elapsed), and its series is bounded;
+- the wire connections' security from librdkafka settings: the protocol honoured exactly, TLS verification
+  as librdkafka's keys say, a mechanism tidelog cannot speak refused before any connection.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from tidelog.console.browse import Record, parse_timestamp_ms, record_json, render
-from tidelog.console.kafka import KafkaGateway
+from tidelog.console.kafka import ConsoleError, KafkaGateway
 from tidelog.console.metrics_source import parse, scrape
 from tidelog.console.sampler import Sampler
+from tidelog.console.wire_security import WireSecurity
 
 EXPOSITION = """\
 # HELP kafka_server_brokertopicmetrics_messagesin_total Messages in
@@ -154,3 +157,41 @@ def test_vendored_chart_js_is_the_pinned_version_and_packaged() -> None:
     assert (vendor / "chart.umd.min.js").read_text().startswith("/*!\n * Chart.js v4.6.1\n")
     assert "| `chart.umd.min.js` | chart.js | 4.6.1 |" in (vendor / "VENDORED.md").read_text()
     assert (vendor / "chart.js.LICENSE.md").read_text().startswith("The MIT License (MIT)")
+
+
+def test_wire_security_follows_the_librdkafka_settings() -> None:
+    import ssl
+
+    assert WireSecurity.from_settings({}) == WireSecurity("PLAINTEXT", None, None)
+    sasl = WireSecurity.from_settings(
+        {
+            "security.protocol": "sasl_plaintext",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "u",
+            "sasl.password": "p",
+        }
+    )
+    assert (sasl.protocol, sasl.tls, sasl.sasl) == ("SASL_PLAINTEXT", None, ("SCRAM-SHA-512", "u", "p"))
+    tls = WireSecurity.from_settings({"security.protocol": "SSL"}).tls
+    assert tls is not None
+    assert (tls.verify_mode, tls.check_hostname) == (ssl.CERT_REQUIRED, True)
+    loose = WireSecurity.from_settings(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "ssl.endpoint.identification.algorithm": "none",
+        }
+    )
+    assert loose.tls is not None
+    assert (loose.tls.verify_mode, loose.tls.check_hostname) == (ssl.CERT_REQUIRED, False)
+    unverified = WireSecurity.from_settings(
+        {"security.protocol": "SSL", "enable.ssl.certificate.verification": "false"}
+    ).tls
+    assert unverified is not None
+    assert unverified.verify_mode == ssl.CERT_NONE
+    with pytest.raises(ConsoleError, match=r"not sasl\.mechanism=GSSAPI"):
+        WireSecurity.from_settings({"security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(ConsoleError, match=r"security\.protocol=WHATEVER is not one of"):
+        WireSecurity.from_settings({"security.protocol": "whatever"})
+    with pytest.raises(ConsoleError, match="cannot load the TLS settings"):
+        WireSecurity.from_settings({"security.protocol": "SSL", "ssl.ca.location": "/no/such/ca.pem"})

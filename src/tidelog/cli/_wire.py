@@ -63,8 +63,8 @@ class WireClient:
             raise WireError(f"broker at {self.address} refused ApiVersions (error {response.error_code})")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         if sasl is not None:
-            from tidelog.server.security.sasl_client import authenticate
-            from tidelog.server.security.scram import SaslAuthenticationError
+            from tidelog.protocol.sasl_client import authenticate
+            from tidelog.protocol.scram import SaslAuthenticationError
 
             try:
                 authenticate(self.call, *sasl)

@@ -1,8 +1,9 @@
 """``tidelog console``: serve the web console (:mod:`tidelog.console`), a Kafka client in a browser.
 
 Invariants: the console takes the same client options as every other client command (``-b``,
-``--timeout``, ``-X key=value`` for SASL/TLS and any librdkafka property); it binds loopback unless
-``--listen`` names another address, and changes nothing on the cluster unless ``--allow-writes``.
+``--timeout``, ``--command-config FILE``, ``-X key=value`` for SASL/TLS and any librdkafka property); it
+binds loopback unless ``--listen`` names another address, and changes nothing on the cluster unless
+``--allow-writes``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option(
     "--allow-writes",
     is_flag=True,
-    help="Allow changes: create/delete topics, alter configs, produce, reset offsets (refused otherwise).",
+    help="Allow changes: create/delete topics, alter configs, produce, reset offsets, add/delete SCRAM "
+    "users, create/delete ACLs (refused otherwise).",
 )
 @click.option(
     "--metrics-url",

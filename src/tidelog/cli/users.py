@@ -82,7 +82,7 @@ def add_command(
     mechanisms = mechanism or _MECHANISMS
     password = _read_password(password_stdin)
     if data_dir is not None or zookeeper is not None:
-        from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramCredential
+        from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramCredential
 
         credentials = {
             m: ScramCredential.from_password(SCRAM_MECHANISMS[m], password, iterations=iterations).to_config()

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tidelog.console import views_groups, views_messages, views_topics, views_transactions
+from tidelog.console import views_groups, views_messages, views_security, views_topics, views_transactions
 from tidelog.console.kafka import BadRequestError, ConsoleError, KafkaGateway, NotFoundError
 from tidelog.console.sampler import Sampler
 from tidelog.console.web import ConsoleState, SecurityHeaders, WriteRefused, page
@@ -77,6 +77,15 @@ def create_app(console: ConsoleState, allowed_hosts: list[str] | None = None) ->
         Route("/group/reset", views_groups.reset_execute, methods=["POST"]),
         Route("/api/group/lag", views_groups.lag_api),
         Route("/transactions", views_transactions.transactions),
+        Route("/users", views_security.users, methods=["GET"]),
+        Route("/users", views_security.add_user, methods=["POST"]),
+        Route("/users/{user}/delete", views_security.confirm_delete_user, methods=["GET"]),
+        Route("/users/{user}/delete", views_security.delete_user, methods=["POST"]),
+        Route("/acls", views_security.acls),
+        Route("/acls/new", views_security.confirm_create_acl, methods=["GET"]),
+        Route("/acls/new", views_security.create_acl, methods=["POST"]),
+        Route("/acls/delete", views_security.confirm_delete_acl, methods=["GET"]),
+        Route("/acls/delete", views_security.delete_acl, methods=["POST"]),
         Mount("/static", app=static, name="static"),
     ]
     app = Starlette(

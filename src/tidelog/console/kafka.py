@@ -209,6 +209,11 @@ class KafkaGateway:
         self._lock = threading.Lock()
 
     @property
+    def settings(self) -> dict[str, str | int | float | bool]:
+        """The librdkafka settings (no callbacks): what the console's own wire connections secure with."""
+        return dict(self._settings)
+
+    @property
     def security_protocol(self) -> str:
         return str(self._settings.get("security.protocol", "PLAINTEXT"))
 

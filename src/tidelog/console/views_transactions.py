@@ -27,7 +27,7 @@ def transactions(request: Request) -> Response:
     cluster = console.gateway.cluster(with_offsets=False)
     found = open_transactions(
         [(b.node_id, b.host, b.port) for b in cluster.brokers],
-        console.gateway.security_protocol,
+        console.gateway.settings,
         console.gateway.timeout,
     )
     now = now_ms()

@@ -131,7 +131,7 @@ async def check_write(request: Request) -> FormData:
             "Read-only console",
             "This console was started without --allow-writes, so it changes nothing on the cluster. "
             "Restart it with `tidelog console --allow-writes` to create or delete topics, alter configs, "
-            "produce messages or reset offsets.",
+            "produce messages, reset offsets or change users and ACLs.",
         )
     form = await request.form()
     sent = form.get("csrf_token")

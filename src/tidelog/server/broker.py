@@ -184,6 +184,8 @@ class Broker:
             self.transactions.set_broker_client(self.cluster.client)
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
+        if self.metrics is not None:  # issue 14 hook: quota sensors, read at scrape time
+            self.metrics.quota_values = lambda: self.client_quotas.metric_values(clock.now_ms())
         self.dispatcher = Dispatcher(
             self.quota_enforcer.wrap(
                 build_routes(

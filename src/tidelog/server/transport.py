@@ -147,7 +147,8 @@ class StreamTransport:
 
     def shutdown_read(self) -> None:
         transport = self._writer.transport
-        with contextlib.suppress(OSError, AttributeError, RuntimeError):
+        # TypeError: uvloop's pseudo-socket of a TLS transport has no shutdown()
+        with contextlib.suppress(OSError, AttributeError, RuntimeError, TypeError):
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 sock.shutdown(socket.SHUT_RD)

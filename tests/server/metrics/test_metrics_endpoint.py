@@ -178,7 +178,7 @@ def test_broker_health_gauges(traffic: Running) -> None:
         == 0
     )
     assert samples[("kafka_server_socketservermetrics_connection_count", (("listener", "PLAINTEXT"),))] >= 0
-    assert samples[("kafka_server_quota_throttle_time", (("clientId", ""), ("resource", "Produce")))] == 0
+    assert not [key for key in samples if key[0].startswith("kafka_server_quota_")]  # no quota ever set
     assert samples[("process_open_fds", ())] > 0
 
 

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from tidelog.server.security.quota_entity import QuotaEntity, QuotaKey, precedence, quota_value_error
+from tidelog.server.security.quota_entity import (
+    EntityName,
+    QuotaEntity,
+    QuotaKey,
+    precedence,
+    quota_value_error,
+)
 from tidelog.server.security.quota_manager import (
     ClientQuotaManager,
     ControllerMutationQuotaManager,
     RequestQuotaManager,
     ThrottlingQuotaExceededError,
 )
-from tidelog.server.security.quota_rate import QuotaWindow, TokenBucket, WindowedRate
+from tidelog.server.security.quota_rate import QuotaWindow, TokenBucket, WindowedAvg, WindowedRate
 
 T0 = 1_700_000_000_000
 KAFKA = QuotaWindow(11, 1000)
@@ -237,3 +243,29 @@ def test_cli_entities_pair_names_and_defaults_with_the_type_before_them(
         if a.startswith("--entity-name")
     )
     assert parse_entity(entity_option_order(args), types, names, None, None, False, False) == entity
+
+
+def test_throttle_time_average_is_kept_per_metric_entity_for_the_scrape() -> None:
+    window = QuotaWindow(2, 1000)
+    manager = ClientQuotaManager(QuotaKey.PRODUCER_BYTE_RATE, window)
+    manager.update_quota(QuotaEntity(None, EntityName("slow")), 1000)
+    first = manager.record_and_get_throttle_ms("alice", "slow", 3000, T0)
+    second = manager.record_and_get_throttle_ms("alice", "slow", 1000, T0 + 10)
+    assert first == 2000
+    assert second == 2990
+    manager.record_and_get_throttle_ms("bob", "fast", 500, T0 + 10)
+    assert list(manager.metric_values(T0 + 10)) == [
+        ("", "fast", 500.0, 0.0),
+        ("", "slow", pytest.approx(4000 / 1.01), (first + second) / 2),
+    ]
+    # both windows expired: nothing measured, nothing throttled
+    assert list(manager.metric_values(T0 + 2010)) == [("", "fast", 0.0, 0.0), ("", "slow", 0.0, 0.0)]
+
+
+def test_windowed_avg_is_the_mean_of_live_samples() -> None:
+    avg = WindowedAvg(QuotaWindow(2, 1000))
+    assert avg.measure(T0) == 0.0
+    avg.record(10, T0)
+    avg.record(30, T0 + 1500)
+    assert avg.measure(T0 + 1500) == 20.0
+    assert avg.measure(T0 + 2500) == 30.0  # the first sample is 2 windows old

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, ThrottleEvent, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.server.security.test_sasl_broker import SASL_CONFIG, add_user_offline, client_config
 
@@ -27,6 +29,7 @@ from tidelog.protocol.messages import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from tidelog.server.zookeeper_process import free_port
 from tidelog.testing import Broker, broker
 
 QUOTA = 200 * 1024
@@ -37,8 +40,27 @@ MEASURE_S = 3.0
 
 @pytest.fixture(scope="module")
 def running() -> Iterator[Broker]:
-    with broker({"quota.window.num": 2, "quota.window.size.seconds": 1, "num.partitions": 1}) as b:
+    metrics = f"http://127.0.0.1:{free_port()}"
+    config = {
+        "quota.window.num": 2,
+        "quota.window.size.seconds": 1,
+        "num.partitions": 1,
+        "metrics.listener": metrics,
+    }
+    with broker(config) as b:
         yield b
+
+
+def _quota_series(b: Broker, name: str) -> dict[tuple[str, str, str], float]:
+    """``kafka_server_quota_<name>`` from the broker's /metrics, by (resource, user, clientId)."""
+    with urllib.request.urlopen(b.config["metrics.listener"] + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.labels["resource"], s.labels["user"], s.labels["clientId"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == f"kafka_server_quota_{name}"
+    }
 
 
 def _configs(b: Broker, *args: str) -> str:
@@ -172,8 +194,18 @@ def test_a_quotad_producer_is_held_near_its_quota_and_the_other_is_not(running: 
     ]
     for t in threads:
         t.start()
+    # while they run, the scrape shows Kafka's Produce sensors of each client id (no user label: the
+    # quota is by client id); polled, as the throttle-time average only covers the quota window
+    throttle: dict[tuple[str, str, str], float] = {}
+    while any(t.is_alive() for t in threads) and not throttle.get(("Produce", "", "slow")):
+        throttle, byte_rate = _quota_series(running, "throttle_time"), _quota_series(running, "byte_rate")
+        threads[0].join(0.2)
     for t in threads:
         t.join(60)
+    assert throttle[("Produce", "", "slow")] > 0
+    assert throttle.get(("Produce", "", "fast"), 0) == 0
+    assert byte_rate[("Produce", "", "slow")] > 0
+    assert byte_rate[("Produce", "", "fast")] > 0
     print(
         f"slow producer {slow.rate() / 1024:.0f} KiB/s (quota {QUOTA // 1024}), fast {fast.rate() / 1024:.0f} KiB/s"
     )

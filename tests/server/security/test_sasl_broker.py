@@ -52,10 +52,10 @@ from tidelog.protocol.messages import (
     SaslHandshakeResponse,
 )
 from tidelog.protocol.schema import Request, Response
+from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramClient, failure_message
 from tidelog.server.config import BrokerConfig
 from tidelog.server.entity_configs import FILE_NAME
 from tidelog.server.security.inter_broker_sasl import inter_broker_authenticate
-from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramClient, failure_message
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.timeout(180)]

@@ -8,10 +8,11 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ApiKey, MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from tidelog.protocol.sasl_client import plain_message
+from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramClient, ScramCredential
 from tidelog.server.config import BrokerConfig
 from tidelog.server.config.errors import ConfigError
 from tidelog.server.dispatch import KafkaPrincipal
-from tidelog.server.security.plain import plain_message
 from tidelog.server.security.sasl_config import (
     inter_broker_login,
     parse_jaas_config,
@@ -19,7 +20,6 @@ from tidelog.server.security.sasl_config import (
     sasl_session_factory,
 )
 from tidelog.server.security.sasl_session import SaslListenerSettings, SaslSession, SaslStateError
-from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramClient, ScramCredential
 
 SHA256 = SCRAM_MECHANISMS["SCRAM-SHA-256"]
 USERS = {

@@ -20,8 +20,8 @@ import pytest
 from tests.support.certs import TlsMaterial, tls_material
 from tests.support.tls_broker import TlsBroker
 
+from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramCredential, failure_message
 from tidelog.server.entity_configs import FileEntityConfigs, entity_path
-from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramCredential, failure_message
 
 pytestmark = pytest.mark.clients
 

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from tidelog.server.security.plain import PlainServer, plain_message
-from tidelog.server.security.scram import (
+from tidelog.protocol.sasl_client import plain_message
+from tidelog.protocol.scram import (
     SCRAM_MECHANISMS,
     SaslAuthenticationError,
     ScramClient,
@@ -15,6 +15,7 @@ from tidelog.server.security.scram import (
     ScramServer,
     failure_message,
 )
+from tidelog.server.security.plain import PlainServer
 
 SHA256 = SCRAM_MECHANISMS["SCRAM-SHA-256"]
 SHA512 = SCRAM_MECHANISMS["SCRAM-SHA-512"]

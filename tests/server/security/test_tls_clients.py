@@ -256,3 +256,31 @@ def test_bad_handshakes_close_only_their_own_connection(tls_broker: TlsBroker, p
     while tls_broker.log_path.read_text().count("TLS handshake failed") < before + 5:
         assert time.monotonic() < deadline, tls_broker.log_tail()
         time.sleep(0.05)
+
+
+def test_the_consoles_own_connections_speak_tls_and_mtls(tls_broker: TlsBroker, pki: TlsMaterial) -> None:
+    """The console's wire client (its transactions page) over SSL, and over mTLS with a password-protected
+    key; a certificate the broker does not trust is refused with the TLS error, not sent in plaintext."""
+    from tidelog.console.kafka import ConsoleError
+    from tidelog.console.transactions import open_transactions
+
+    ssl_address = tls_broker.address("SSL")
+    producer = confluent_kafka.Producer(
+        {**confluent_tls(pki, ssl_address), "transactional.id": "tx-over-tls", "log_level": 3}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("console-tls", b"v")
+    producer.flush(30)
+    try:
+        for address, client in ((ssl_address, None), (tls_broker.address("MTLS"), pki.bob)):
+            host, port = address.rsplit(":", 1)
+            found = open_transactions([(1, host, int(port))], confluent_tls(pki, address, client), 10)
+            assert [(t.transactional_id, t.state, t.partitions) for t in found] == [
+                ("tx-over-tls", "Ongoing", ("console-tls/0",))
+            ]
+        host, port = tls_broker.address("MTLS").rsplit(":", 1)
+        with pytest.raises(ConsoleError):
+            open_transactions([(1, host, int(port))], confluent_tls(pki, address, pki.mallory), 10)
+    finally:
+        producer.abort_transaction(30)

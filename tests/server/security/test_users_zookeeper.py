@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from tests.cli.cli_support import ok, tidelog_cli
 
-from tidelog.server.security.scram import SCRAM_MECHANISMS, ScramCredential
+from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramCredential
 from tidelog.server.zk import KafkaZkClient
 from tidelog.testing import ZooKeeper
 

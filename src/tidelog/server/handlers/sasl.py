@@ -25,10 +25,10 @@ from tidelog.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from tidelog.protocol.scram import SCRAM_MECHANISMS
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.entity_configs import EntityConfigs, entity_path
 from tidelog.server.security.acl import AclOperation
-from tidelog.server.security.scram import SCRAM_MECHANISMS
 from tidelog.server.security.scram_credentials import Alteration, plan_alterations, scram_users
 
 from .authz import Authz, cluster_allowed

@@ -14,7 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -27,10 +27,11 @@ from .topic_metrics import BrokerTopicMetrics
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
 
-__all__ = ["BrokerCollector", "BrokerMetrics", "ThrottleTimes"]
+__all__ = ["BrokerCollector", "BrokerMetrics", "QuotaValues"]
 
-ThrottleTimes = Callable[[], Mapping[tuple[str, str], float]]
-"""(resource, client id) -> average throttle time in ms: the quota manager's hook."""
+QuotaValues = Callable[[], Iterable[tuple[str, str, str, str, float]]]
+"""The quota managers' sensors: (MBean type such as ``Produce``, attribute such as ``throttle-time``, user,
+client id, value) for every measured client."""
 
 
 class BrokerMetrics:
@@ -39,8 +40,8 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.requests = RequestMetrics()
         self.topics = BrokerTopicMetrics()
-        self.throttle_times: ThrottleTimes | None = None
-        """Set by the quota manager (issue 12); until then ``kafka_server_quota_throttle_time`` reads 0."""
+        self.quota_values: QuotaValues | None = None
+        """Set by the broker to read its client quotas (``kafka_server_quota_*``); None: no quota series."""
 
 
 def _summary(name: str, doc: str) -> Metric:
@@ -289,15 +290,25 @@ class BrokerCollector(Collector):
         yield count
 
     def _quotas(self) -> Iterator[Metric]:
-        throttle = GaugeMetricFamily(
-            "kafka_server_quota_throttle_time",
-            "Average throttle time of a client's requests, in ms.",
-            labels=["resource", "clientId"],
-        )
-        hook = self._metrics.throttle_times
-        values = hook() if hook is not None else {}
-        if not values:
-            throttle.add_metric(["Produce", ""], 0)
-        for (resource, client_id), value in sorted(values.items()):
-            throttle.add_metric([resource, client_id], value)
-        yield throttle
+        # the exporter's rules for kafka.server<type=(.+), user=(.+), client-id=(.+)><>([a-z-]+): an
+        # empty user or client id (a quota by client id only, or by user only) is an absent label
+        families: dict[str, GaugeMetricFamily] = {}
+        for attribute, doc in _QUOTA_ATTRIBUTES.items():
+            families[attribute] = GaugeMetricFamily(
+                "kafka_server_quota_" + attribute.replace("-", "_"),
+                doc,
+                labels=["resource", "user", "clientId"],
+            )
+        hook = self._metrics.quota_values
+        for resource, attribute, user, client_id, value in hook() if hook is not None else ():
+            family = families.get(attribute)
+            if family is not None:
+                family.add_metric([resource, user, client_id], value)
+        yield from families.values()
+
+
+_QUOTA_ATTRIBUTES = {
+    "throttle-time": "Average throttle time of a client's throttled requests in the quota window, in ms.",
+    "byte-rate": "Bytes per second a client produced (Produce) or fetched (Fetch), as its quota measures them.",
+    "request-time": "Handler time a client used, in percent of one thread, as request_percentage measures it.",
+}

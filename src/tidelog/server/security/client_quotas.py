@@ -11,13 +11,17 @@ Invariants:
   (this broker's own AlterClientQuotas, or another broker's through ZooKeeper's change notifications), so
   a quota set through any broker applies on every broker, each enforcing it on its own traffic as Kafka
   does (a quota is per broker).
+- :meth:`ClientQuotas.metric_values` is what Kafka's quota sensors show, read at scrape time: per
+  measured client, ``throttle-time`` and ``byte-rate`` of ``Produce`` and ``Fetch``, ``throttle-time``
+  and ``request-time`` of ``Request`` (the MBean types and attributes of Kafka's
+  ``kafka.server:type=Produce,user=..,client-id=..``). Controller mutations are not shown.
 - A stored value that does not parse as a positive number is ignored (logged), never a crash.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from tidelog.server.config import BrokerConfig
 from tidelog.server.entity_configs import EntityConfigs
@@ -26,7 +30,10 @@ from .quota_entity import QuotaEntity, QuotaKey, quota_value_error
 from .quota_manager import ClientQuotaManager, ControllerMutationQuotaManager, RequestQuotaManager
 from .quota_rate import KAFKA_QUOTA_WINDOW, QuotaWindow
 
-__all__ = ["ClientQuotas", "client_quotas_for"]
+__all__ = ["ClientQuotas", "QuotaMetricValue", "client_quotas_for"]
+
+QuotaMetricValue = tuple[str, str, str, str, float]
+"""(MBean type, attribute, user tag, client-id tag, value), e.g. ``("Produce", "throttle-time", "", "slow", 12.5)``."""
 
 log = logging.getLogger("tidelog.quotas")
 
@@ -48,6 +55,17 @@ class ClientQuotas:
             QuotaKey.CONTROLLER_MUTATION_RATE: self.controller_mutation,
         }
         self.store: EntityConfigs | None = None
+
+    def metric_values(self, now_ms: int) -> Iterator[QuotaMetricValue]:
+        """Kafka's quota sensors of every measured client at ``now_ms`` (see the module invariants)."""
+        for resource, manager, rate_name in (
+            ("Produce", self.produce, "byte-rate"),
+            ("Fetch", self.fetch, "byte-rate"),
+            ("Request", self.request, "request-time"),
+        ):
+            for user, client_id, rate, throttle in manager.metric_values(now_ms):
+                yield resource, "throttle-time", user, client_id, throttle
+                yield resource, rate_name, user, client_id, rate
 
     def attach(self, store: EntityConfigs) -> None:
         """Take every quota in ``store`` and follow its changes."""

@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tidelog.protocol.messages import ApiKey
+from tidelog.protocol.sasl_client import authenticate_async
 from tidelog.protocol.schema import Request, Response
+from tidelog.protocol.scram import SaslAuthenticationError
 from tidelog.server.cluster.inter_broker import inter_broker_listener_name
 from tidelog.server.config import BrokerConfig
 
-from .sasl_client import authenticate_async
 from .sasl_config import inter_broker_login
-from .scram import SaslAuthenticationError
 
 __all__ = ["Exchange", "inter_broker_authenticate"]
 

@@ -11,7 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
-from .scram import (
+from tidelog.protocol.scram import (
     MIN_ITERATIONS,
     SCRAM_MECHANISMS,
     CredentialLookup,
@@ -20,15 +20,10 @@ from .scram import (
     failure_message,
 )
 
-__all__ = ["PlainServer", "plain_message"]
+__all__ = ["PlainServer"]
 
 _PREFERENCE = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 _NOBODY = ScramCredential(b"\0" * 32, b"", b"", MIN_ITERATIONS)
-
-
-def plain_message(username: str, password: str) -> bytes:
-    """The client's PLAIN token (empty authzid)."""
-    return f"\0{username}\0{password}".encode()
 
 
 class PlainServer:

@@ -16,6 +16,9 @@ Invariants:
   quota the per-request cost is one attribute check.
 - A metric entity's sensor is dropped after an hour without a record (Kafka's
   ``InactiveSensorExpirationTimeSeconds``), swept at most once a minute, so idle clients cost nothing.
+- Every throttle a manager hands out (> 0) is also recorded in its metric entity's ``throttle-time``
+  average, which :meth:`ClientQuotaManager.metric_values` reads at scrape time with the measured rate
+  (Kafka's ``throttle-time`` and ``byte-rate`` / ``request-time`` sensors); nothing else is kept for it.
 - Byte rates and request time use a :class:`~.quota_rate.WindowedRate`; the request-time throttle is
   capped at one window (``quota.window.size.seconds``). Controller mutations use a
   :class:`~.quota_rate.TokenBucket`: a *strict* quota (new request versions, KIP-599) refuses a mutation
@@ -25,11 +28,11 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from .quota_entity import EntityName, QuotaEntity, QuotaKey
-from .quota_rate import KAFKA_QUOTA_WINDOW, QuotaWindow, TokenBucket, WindowedRate
+from .quota_rate import KAFKA_QUOTA_WINDOW, QuotaWindow, TokenBucket, WindowedAvg, WindowedRate
 
 __all__ = [
     "ClientQuotaManager",
@@ -51,12 +54,13 @@ _DEFAULT: Final = EntityName(None)
 
 
 class _Sensor:
-    __slots__ = ("bucket", "last_record_ms", "quota", "rate")
+    __slots__ = ("bucket", "last_record_ms", "quota", "rate", "throttle")
 
     def __init__(self, quota: float | None, rate: WindowedRate | None, bucket: TokenBucket | None) -> None:
         self.quota = quota
         self.rate = rate
         self.bucket = bucket
+        self.throttle: WindowedAvg | None = None
         self.last_record_ms = 0
 
 
@@ -160,7 +164,12 @@ class ClientQuotaManager:
         rate.record(value, now_ms)
         if sensor.quota is None:
             return 0
-        return self._throttle_ms(rate.throttle_time_ms(sensor.quota, now_ms))
+        throttle_ms = self._throttle_ms(rate.throttle_time_ms(sensor.quota, now_ms))
+        if throttle_ms > 0:
+            if sensor.throttle is None:
+                sensor.throttle = WindowedAvg(self.window)
+            sensor.throttle.record(throttle_ms, now_ms)
+        return throttle_ms
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled fetch sends nothing: Kafka's ``unrecordQuotaSensor``)."""
@@ -185,6 +194,14 @@ class ClientQuotaManager:
         if sensor is None or sensor.rate is None:
             return 0.0
         return sensor.rate.measure(now_ms)
+
+    def metric_values(self, now_ms: int) -> Iterator[tuple[str, str, float, float]]:
+        """Every measured metric entity as (user tag, client-id tag, rate, average throttle ms): what
+        Kafka's sensors of this quota show at ``now_ms``."""
+        for (user, client_id), sensor in sorted(self._sensors.items()):
+            rate = sensor.rate.measure(now_ms) if sensor.rate is not None else 0.0
+            throttle = sensor.throttle.measure(now_ms) if sensor.throttle is not None else 0.0
+            yield user, client_id, rate, throttle
 
     @property
     def sensor_count(self) -> int:

@@ -14,6 +14,8 @@ Invariants (Kafka's ``SampledStat``, ``Rate`` and ``TokenBucket``, 3.x):
 - Over quota, the throttle time is Kafka's ``QuotaUtils.throttleTime``: the delay ``X`` that brings the
   observed rate ``O`` back to the quota ``T`` over the window ``W``: ``O * W / (W + X) = T``, so
   ``X = (O - T) / T * W``, rounded half up (Java's ``Math.round``).
+- A :class:`WindowedAvg` keeps the same samples and answers the mean of the values recorded in them
+  (Kafka's ``Avg``, used for the ``throttle-time`` metric), 0 when none is left.
 - A :class:`TokenBucket` holds at most ``samples * window_s * quota`` tokens (the burst), refills at
   ``quota`` tokens per second and starts full; recording takes tokens and may drive it negative. It is
   exceeded while negative; the throttle time is the time to refill to zero: ``-tokens / quota * 1000``.
@@ -25,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["KAFKA_QUOTA_WINDOW", "QuotaWindow", "TokenBucket", "WindowedRate", "java_round"]
+__all__ = ["KAFKA_QUOTA_WINDOW", "QuotaWindow", "TokenBucket", "WindowedAvg", "WindowedRate", "java_round"]
 
 
 def java_round(value: float) -> int:
@@ -131,6 +133,20 @@ class WindowedRate:
         sample = self._samples[self._current]
         sample.reset(now_ms)
         return sample
+
+
+class WindowedAvg(WindowedRate):
+    """Kafka's ``Avg`` over the same windowed samples: the mean recorded value (see the module invariants)."""
+
+    __slots__ = ()
+
+    def measure(self, now_ms: int) -> float:
+        """The mean of the values recorded in the live samples at ``now_ms`` (0 when there are none)."""
+        self._sum_and_window(now_ms)  # resets the expired samples
+        count = sum(sample.event_count for sample in self._samples)
+        if not count:
+            return 0.0
+        return sum(sample.value for sample in self._samples) / count
 
 
 class TokenBucket:

@@ -17,12 +17,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tidelog.protocol.scram import CredentialLookup
 from tidelog.server.config import BrokerConfig, Listener
 from tidelog.server.config.broker_config import LISTENER_PREFIX
 from tidelog.server.config.errors import ConfigError
 
 from .sasl_session import SaslListenerSettings, SaslSession
-from .scram import CredentialLookup
 
 __all__ = [
     "SUPPORTED_MECHANISMS",

@@ -40,10 +40,16 @@ from tidelog.protocol.messages import (
     SaslHandshakeResponse,
 )
 from tidelog.protocol.schema import Response
+from tidelog.protocol.scram import (
+    SCRAM_MECHANISMS,
+    CredentialLookup,
+    SaslAuthenticationError,
+    ScramServer,
+    failure_message,
+)
 from tidelog.server.dispatch import KafkaPrincipal
 
 from .plain import PlainServer
-from .scram import SCRAM_MECHANISMS, CredentialLookup, SaslAuthenticationError, ScramServer, failure_message
 
 __all__ = ["SaslStateError", "SaslListenerSettings", "SaslReply", "SaslSession", "mechanism_server"]
 

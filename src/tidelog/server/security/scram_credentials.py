@@ -19,9 +19,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.scram import (
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    SCRAM_MECHANISMS,
+    CredentialLookup,
+    ScramCredential,
+)
 from tidelog.server.entity_configs import DEFAULT_ENTITY, EntityConfigs, entity_path, parse_entity_path
-
-from .scram import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISMS, CredentialLookup, ScramCredential
 
 __all__ = [
     "MECHANISM_BY_TYPE",

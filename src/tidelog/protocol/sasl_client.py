@@ -1,7 +1,7 @@
 """The client side of a SASL login (PLAIN, SCRAM-SHA-256/512) over SaslHandshake v1 + SaslAuthenticate.
 
-Used where tidelog itself is the client: a broker's connections to other brokers and the CLI's own wire
-client. :class:`SaslClientExchange` is I/O-free; :func:`authenticate` and :func:`authenticate_async` drive
+Used where tidelog itself is the client: a broker's connections to other brokers, the CLI's own wire
+client and the console's. Pure (no sockets, no server state), so every layer above the protocol may use it. :class:`SaslClientExchange` is I/O-free; :func:`authenticate` and :func:`authenticate_async` drive
 it over any ``send(request) -> response``.
 
 Invariants: a SCRAM login succeeds only when the server proved it knows the credential (its server-final
@@ -13,19 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import (
+from tidelog.protocol.scram import SCRAM_MECHANISMS, SaslAuthenticationError, ScramClient
+
+from .errors import ErrorCode
+from .messages import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from tidelog.protocol.schema import Request, Response
+from .schema import Request, Response
 
-from .plain import plain_message
-from .scram import SCRAM_MECHANISMS, SaslAuthenticationError, ScramClient
+__all__ = ["SaslClientExchange", "authenticate", "authenticate_async", "plain_message"]
 
-__all__ = ["SaslClientExchange", "authenticate", "authenticate_async"]
+
+def plain_message(username: str, password: str) -> bytes:
+    """The client's PLAIN token (RFC 4616, empty authzid): ``NUL username NUL password``."""
+    return f"\0{username}\0{password}".encode()
 
 
 class SaslClientExchange:
