@@ -3,7 +3,7 @@ the group also holds ``describe-producers``, ``find-hanging`` and ``abort``
 (:mod:`tidelog.cli.transactions_hanging`).
 
 confluent-kafka's AdminClient has no ListTransactions/DescribeTransactions, so these commands speak the
-protocol themselves (:mod:`tidelog.cli._wire`, tidelog's codec): ``list`` asks every broker of the cluster
+protocol themselves (:mod:`tidelog.client.wire`, tidelog's codec): ``list`` asks every broker of the cluster
 (Metadata) for the transactions it coordinates; ``describe`` finds each transactional id's coordinator
 (FindCoordinator, key type TRANSACTION) and asks it.
 
@@ -34,7 +34,7 @@ from tidelog.cli.transactions_hanging import abort_command, describe_producers_c
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported when a command runs
-    from tidelog.cli._wire import WireClient
+    from tidelog.client.wire import WireClient
 
 __all__ = ["transactions_group"]
 
@@ -102,7 +102,7 @@ def list_command(
     fmt: str,
 ) -> None:
     """List the transactions every broker coordinates."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
     from tidelog.protocol.messages import (
         ListTransactionsRequest,
         ListTransactionsResponse,
@@ -207,7 +207,7 @@ def _describe_one(client: ClientOptions, wire: WireClient, transactional_id: str
 @client_options
 def describe_command(client: ClientOptions, transactional_ids: tuple[str, ...], fmt: str) -> None:
     """Describe the current transaction of each TRANSACTIONAL_ID."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     described: list[_Described] = []

@@ -50,7 +50,7 @@ from tidelog.cli._txn_wire import (
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from tidelog.cli._wire import WireClient
+    from tidelog.client.wire import WireClient
     from tidelog.protocol.messages import DescribeProducersResponse
 
 __all__ = ["abort_command", "describe_producers_command", "find_hanging_command"]
@@ -178,7 +178,7 @@ class _Producer:
 @client_options
 def describe_producers_command(client: ClientOptions, topic: str, partition: int, fmt: str) -> None:
     """Show the producers a partition's log knows, with their open transactions."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     with open_wire(client) as bootstrap:
@@ -305,7 +305,7 @@ def find_hanging_command(
     fmt: str,
 ) -> None:
     """Find transactions left open on a partition that no coordinator will end."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     if partition is not None and topic is None:
@@ -402,7 +402,7 @@ def abort_command(
     coordinator_epoch: int | None,
 ) -> None:
     """Abort a hanging transaction on one partition (writes an ABORT marker)."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     given: tuple[int, int, int] | None = None

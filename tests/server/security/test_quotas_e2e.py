@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.server.security.test_sasl_broker import SASL_CONFIG, add_user_offline, client_config
 
-from tidelog.cli._wire import WireClient
+from tidelog.client.wire import WireClient
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AlterClientQuotasRequest,
