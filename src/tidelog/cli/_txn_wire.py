@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported w
 
 __all__ = [
     "describe_transaction",
-    "error_text",
     "find_coordinator",
     "no_librdkafka_properties",
     "open_wire",
@@ -76,13 +75,6 @@ def open_wire(client: ClientOptions, address: str | None = None) -> WireClient:
         fail(str(exc))
 
 
-def error_text(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
 def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]:
     """(node id, host:port) of the transactional id's coordinator."""
     from tidelog.client.wire import WireError
@@ -109,7 +101,9 @@ def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]
         if error == ErrorCode.NONE:
             return found.node_id, f"{found.host}:{found.port}"
         if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-            raise WireError(f"cannot find the coordinator of {transactional_id!r}: {error_text(error)}")
+            raise WireError(
+                f"cannot find the coordinator of {transactional_id!r}: {ErrorCode.name_of(error)}"
+            )
         time.sleep(0.1)
 
 

@@ -29,7 +29,7 @@ import click
 
 from tidelog.cli._common import ClientOptions, client_options, fail, out_console, print_error
 from tidelog.cli._common import table as make_table
-from tidelog.cli._txn_wire import describe_transaction, error_text, no_librdkafka_properties, open_wire
+from tidelog.cli._txn_wire import describe_transaction, no_librdkafka_properties, open_wire
 from tidelog.cli.transactions_hanging import abort_command, describe_producers_command, find_hanging_command
 from tidelog.protocol.errors import ErrorCode
 
@@ -134,7 +134,7 @@ def list_command(
                     response = wire.call(request, version, expect=ListTransactionsResponse)
                     if response.error_code != ErrorCode.NONE:
                         fail(
-                            f"cannot list transactions of broker {node_id}: {error_text(response.error_code)}"
+                            f"cannot list transactions of broker {node_id}: {ErrorCode.name_of(response.error_code)}"
                         )
                     listed.extend(
                         _Listed(t.transactional_id, node_id, t.producer_id, t.transaction_state)
@@ -184,7 +184,7 @@ def _describe_one(client: ClientOptions, wire: WireClient, transactional_id: str
     if error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
         return f"transactional id {transactional_id!r} not found"
     if error != ErrorCode.NONE:
-        return f"cannot describe {transactional_id!r}: {error_text(error)}"
+        return f"cannot describe {transactional_id!r}: {ErrorCode.name_of(error)}"
     started = state.transaction_start_time_ms if state.transaction_start_time_ms >= 0 else None
     return _Described(
         transactional_id=transactional_id,

@@ -45,20 +45,15 @@ class TransactionView:
         return now_ms - self.start_time_ms if self.start_time_ms >= 0 else None
 
 
-def _error(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
 def _broker_transactions(node_id: int, connection: WireClient) -> list[TransactionView]:
     listed = connection.call(
         ListTransactionsRequest(state_filters=list(OPEN_STATES), producer_id_filters=[]),
         expect=ListTransactionsResponse,
     )
     if listed.error_code != ErrorCode.NONE:
-        raise ConsoleError(f"broker {node_id} refused ListTransactions: {_error(listed.error_code)}")
+        raise ConsoleError(
+            f"broker {node_id} refused ListTransactions: {ErrorCode.name_of(listed.error_code)}"
+        )
     ids = sorted(t.transactional_id for t in listed.transaction_states)
     if not ids:
         return []
