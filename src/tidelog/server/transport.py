@@ -149,8 +149,13 @@ class StreamTransport:
         transport = self._writer.transport
         with contextlib.suppress(OSError, AttributeError, RuntimeError):
             sock = transport.get_extra_info("socket")
-            if sock is not None:
+            if sock is None:
+                return
+            try:
                 sock.shutdown(socket.SHUT_RD)
+            except TypeError:  # uvloop's transport sockets refuse shutdown(); their descriptor does not
+                with socket.socket(fileno=os.dup(sock.fileno())) as duplicate:
+                    duplicate.shutdown(socket.SHUT_RD)
 
     def close(self) -> None:
         with contextlib.suppress(OSError, RuntimeError):
