@@ -49,8 +49,8 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from tests.server.conftest import broker_problems
-from tests.support.certs import Issued, TlsMaterial, tls_material
+from tests.server.conftest import finish_broker
+from tests.support.certs import Issued, TlsMaterial
 from tests.support.tls_broker import TlsBroker
 from tests.support.users import add_user_offline
 
@@ -185,11 +185,6 @@ EXPECTED_ALICE = AliceSaw(
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return tls_material(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
 def admin_certificate(pki: TlsMaterial) -> Issued:
     return pki.ca.issue("admin", "CN=admin,OU=ops,O=acme")
 
@@ -221,12 +216,7 @@ def broker(pki: TlsMaterial, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     try:
         yield broker
     finally:
-        try:
-            assert broker.stop(timeout=30) == 0, broker.log_tail()
-            problems = broker_problems(broker)
-            assert not problems, "broker logged errors:\n" + "\n".join(problems[:20])
-        finally:
-            broker.close()
+        finish_broker(broker)
 
 
 @pytest.fixture(scope="module")
