@@ -26,7 +26,7 @@ import errno
 import os
 import socket
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, cast
 
 from tidelog.storage.fetch_data import FileRegion
 
@@ -152,7 +152,7 @@ class StreamTransport:
         # Not the socket's read side: over TLS the end of the stream closes the transport, answers in
         # flight with it (and uvloop's transport sockets refuse shutdown()). Reading stops here instead.
         with contextlib.suppress(RuntimeError):
-            self._writer.transport.pause_reading()
+            cast(asyncio.Transport, self._writer.transport).pause_reading()  # a stream's is read-write
         self._reader.feed_eof()
 
     def close(self) -> None:
