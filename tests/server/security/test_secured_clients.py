@@ -12,11 +12,14 @@ For each library x listener:
 - alice produces known values (exact offsets), consumes them back in her group ``alice-...`` (exact
   offsets and values), commits and reads the committed offset back, and runs an aborted then a committed
   transaction that a ``read_committed`` reader sees exactly (the committed records only, at their offsets);
-- bob gets Kafka's authorization errors as the library surfaces them: TOPIC_AUTHORIZATION_FAILED
-  producing to alice's topic, GROUP_AUTHORIZATION_FAILED / TOPIC_AUTHORIZATION_FAILED for a group
-  consumer, TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional id ``alice-x``, and a metadata listing
-  without alice's topics.
+- bob gets Kafka's authorization errors as the library surfaces them (an error code from librdkafka, an
+  exception class from the others): TOPIC_AUTHORIZATION_FAILED producing to alice's topic,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional id ``alice-x``, a metadata listing without
+  alice's topics, and for a group consumer of alice's topic in alice's group GROUP_AUTHORIZATION_FAILED
+  (librdkafka and kafka-python look for the group's coordinator first) or TOPIC_AUTHORIZATION_FAILED
+  (aiokafka asks for the topic's metadata first).
 
+On MTLS alice is allowed only if her certificate maps to ``User:alice``: the mapping rule is checked too.
 What the broker itself answers bob is checked on the wire, and AlterUserScramCredentials is refused to
 alice (CLUSTER_AUTHORIZATION_FAILED) and allowed to admin on every listener.
 """
