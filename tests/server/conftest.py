@@ -30,7 +30,8 @@ def broker_problems(broker: Broker) -> list[str]:
     return [line for line in text.splitlines() if "Traceback" in line or "level=ERROR" in line]
 
 
-def _finish(broker: Broker) -> None:
+def finish_broker(broker: Broker) -> None:
+    """The end-of-fixture check above (running, stops with 0 on SIGTERM, no errors logged), then close."""
     try:
         if not broker.is_running:
             pytest.fail(f"broker process was not running at the end of the test:\n{broker.log_tail()}")
@@ -54,7 +55,7 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     try:
         yield process
     finally:
-        _finish(process)
+        finish_broker(process)
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def fresh_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bro
     try:
         yield process
     finally:
-        _finish(process)
+        finish_broker(process)
 
 
 @pytest.fixture

@@ -1,13 +1,19 @@
 """Transports: the same chunks (bytes and file regions) reach the peer byte for byte over a plain socket
-(sendfile) and over asyncio streams (copied); a file shorter than its region breaks the connection."""
+(sendfile) and over asyncio streams (copied); a file shorter than its region breaks the connection; a TLS
+stream's ``shutdown_read`` (graceful broker stop, failed login) ends its reading and still lets it answer,
+on asyncio's loop and on uvloop's."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import uvloop
+from tests.support.certs import tls_material
 
 from tidelog.server.regions import RegionList
 from tidelog.server.transport import PlainTransport, StreamTransport, copy_region
@@ -81,3 +87,48 @@ def test_a_file_shorter_than_its_region_breaks_the_copy(tmp_path: Path) -> None:
         assert b"".join(copy_region(FileRegion(handle, 10, 80), chunk_bytes=16)) == b"x" * 80
     finally:
         handle.close()
+
+
+@pytest.mark.parametrize(
+    "loop_factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"]
+)
+def test_after_shutdown_read_a_tls_stream_ends_reading_and_still_answers(
+    tmp_path: Path, loop_factory: Callable[[], asyncio.AbstractEventLoop]
+) -> None:
+    """What a graceful stop and a failed SASL login over TLS need. Shutting the socket's read side did
+    neither: uvloop's transport sockets refuse shutdown() (a broker stopping with a TLS client connected
+    died of the TypeError), and on asyncio's loop the end of a TLS stream closes the transport before the
+    answer in flight is written."""
+    pki = tls_material(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(str(pki.broker.keystore))
+
+    async def scenario() -> tuple[list[bytes], bytes]:
+        received: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            transport = StreamTransport(reader, writer)
+            before = await transport.recv(100)
+            transport.shutdown_read()
+            after = await asyncio.wait_for(transport.recv(100), 10)
+            await transport.send_chunks([b"answer"])
+            received.set_result([before, after])
+            transport.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_context)
+        port = server.sockets[0].getsockname()[1]
+        client_context = ssl.create_default_context(cafile=str(pki.ca.cert))
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client_context, server_hostname="localhost"
+        )
+        writer.write(b"request")
+        try:
+            answer = await asyncio.wait_for(reader.read(100), 10)
+            return await asyncio.wait_for(received, 10), answer
+        finally:
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        assert runner.run(scenario()) == ([b"request", b""], b"answer")

@@ -14,6 +14,8 @@ Invariants:
   cannot hand a file descriptor to the kernel: it reads each region in bounded pieces and writes the bytes
   (:func:`copy_region`), never the whole region at once, draining between pieces.
 - ``recv`` returns ``b""`` at end of stream; ``close`` is idempotent and never raises.
+- After ``shutdown_read`` (a graceful stop, a failed login) ``recv`` returns ``b""`` once what was already
+  received is read, and the transport still sends: answers in flight reach the peer.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import errno
 import os
 import socket
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, cast
 
 from tidelog.storage.fetch_data import FileRegion
 
@@ -46,7 +48,8 @@ class Transport(Protocol):
 
     async def send_chunks(self, chunks: Sequence[object]) -> None: ...
 
-    def shutdown_read(self) -> None: ...
+    def shutdown_read(self) -> None:
+        """Stop receiving (``recv`` then ends), keep sending."""
 
     def close(self) -> None: ...
 
@@ -146,12 +149,11 @@ class StreamTransport:
         await self._writer.drain()
 
     def shutdown_read(self) -> None:
-        transport = self._writer.transport
-        # TypeError: uvloop's pseudo-socket of a TLS transport has no shutdown()
-        with contextlib.suppress(OSError, AttributeError, RuntimeError, TypeError):
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RD)
+        # Not the socket's read side: over TLS the end of the stream closes the transport, answers in
+        # flight with it (and uvloop's transport sockets refuse shutdown()). Reading stops here instead.
+        with contextlib.suppress(RuntimeError):
+            cast(asyncio.Transport, self._writer.transport).pause_reading()  # a stream's is read-write
+        self._reader.feed_eof()
 
     def close(self) -> None:
         with contextlib.suppress(OSError, RuntimeError):

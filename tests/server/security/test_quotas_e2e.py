@@ -19,7 +19,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, ThrottleEvent, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from tests.cli.cli_support import failed, ok, tidelog_cli
-from tests.server.security.test_sasl_broker import SASL_CONFIG, add_user_offline, client_config
+from tests.server.security.test_sasl_broker import SASL_CONFIG, client_config
+from tests.support.users import add_user_offline
 
 from tidelog.client.wire import WireClient
 from tidelog.protocol.errors import ErrorCode

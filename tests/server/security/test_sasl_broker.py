@@ -34,6 +34,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from tests.cli.cli_support import failed, ok, tidelog_cli
+from tests.support.users import add_user_offline
 
 from tidelog.client.wire import WireClient, WireError
 from tidelog.protocol.codec import encode_request
@@ -66,14 +67,6 @@ SASL_CONFIG = {
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "sasl.server.max.receive.size": "65536",
 }
-
-
-def add_user_offline(data_dir: Path, name: str, password: str) -> str:
-    return ok(
-        tidelog_cli(
-            "users", "add", name, "--data-dir", str(data_dir), "--password-stdin", stdin=password + "\n"
-        )
-    )
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import aiokafka.helpers
 import confluent_kafka
 import kafka
 import pytest
-from tests.support.certs import TlsMaterial, tls_material
+from tests.support.certs import TlsMaterial
 from tests.support.tls_broker import TlsBroker
 
 from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramCredential, failure_message
@@ -26,11 +26,6 @@ from tidelog.server.entity_configs import FileEntityConfigs, entity_path
 pytestmark = pytest.mark.clients
 
 USER, PASSWORD = "alice", "alice-secret"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return tls_material(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

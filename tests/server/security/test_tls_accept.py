@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import uvloop
-from tests.support.certs import TlsMaterial, tls_material
+from tests.support.certs import TlsMaterial
 
 from tidelog.server.config import BrokerConfig
 from tidelog.server.regions import RegionList
@@ -25,11 +25,6 @@ from tidelog.storage.fetch_data import FileRegion
 from tidelog.storage.file_handles import SegmentFile
 
 RUNNERS: dict[str, Callable[[Coroutine[Any, Any, Any]], Any]] = {"asyncio": asyncio.run, "uvloop": uvloop.run}
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return tls_material(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

@@ -21,16 +21,11 @@ import aiokafka.helpers
 import confluent_kafka
 import kafka
 import pytest
-from tests.server.conftest import broker_problems
-from tests.support.certs import Issued, TlsMaterial, tls_material
+from tests.server.conftest import finish_broker
+from tests.support.certs import Issued, TlsMaterial
 from tests.support.tls_broker import TlsBroker
 
 MTLS_RULES = "RULE:^CN=([^,]*),OU=eng,O=acme$/$1/L,DEFAULT"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return tls_material(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +48,7 @@ def tls_broker(pki: TlsMaterial, tmp_path_factory: pytest.TempPathFactory) -> It
     try:
         yield broker
     finally:
-        try:
-            assert broker.stop(timeout=30) == 0, broker.log_tail()
-            problems = broker_problems(broker)
-            assert not problems, "broker logged errors:\n" + "\n".join(problems[:20])
-        finally:
-            broker.close()
+        finish_broker(broker)
 
 
 def confluent_tls(pki: TlsMaterial, bootstrap: str, client: Issued | None = None) -> dict[str, Any]:

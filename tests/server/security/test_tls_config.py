@@ -6,15 +6,10 @@ import ssl
 from pathlib import Path
 
 import pytest
-from tests.support.certs import TlsMaterial, tls_material
+from tests.support.certs import TlsMaterial
 
 from tidelog.server.config import BrokerConfig, ConfigError, parse_broker_config
 from tidelog.server.security.tls_config import check_tls, inter_broker_tls, listener_tls, tls_settings
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return tls_material(tmp_path_factory.mktemp("pki"))
 
 
 def refusal(props: dict[str, str]) -> ConfigError:
