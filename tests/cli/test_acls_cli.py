@@ -48,20 +48,8 @@ def test_add_list_remove(broker: Broker) -> None:
     b = ("-b", broker.bootstrap_servers)
     ok(tidelog_cli("acls", "add", *b, "--allow-principal", "User:alice", "--producer", "--topic", "orders",
                    "--transactional-id", "tx-", "--resource-pattern-type", "prefixed"))  # fmt: skip
-    ok(
-        tidelog_cli(
-            "acls",
-            "add",
-            *b,
-            "--allow-principal",
-            "User:bob",
-            "--consumer",
-            "--topic",
-            "orders",
-            "--group",
-            "app",
-        )
-    )
+    bob_consumer = ("--allow-principal", "User:bob", "--consumer", "--topic", "orders", "--group", "app")
+    ok(tidelog_cli("acls", "add", *b, *bob_consumer))
     ok(tidelog_cli("acls", "add", *b, "--deny-principal", "User:bob", "--deny-host", "10.0.0.9", "--operation", "Read",
                    "--topic", "orders"))  # fmt: skip
     assert _acls(broker, "--topic", "orders", "--resource-pattern-type", "prefixed") == [
@@ -81,20 +69,7 @@ def test_add_list_remove(broker: Broker) -> None:
         _row("CLUSTER", "kafka-cluster", "User:ops", "DESCRIBE_CONFIGS"),
     ]
     assert len(_acls(broker)) == 11  # 3 + 2 transactional-id + 3 + 1 + 2
-    out = ok(
-        tidelog_cli(
-            "acls",
-            "remove",
-            *b,
-            "--allow-principal",
-            "User:bob",
-            "--consumer",
-            "--topic",
-            "orders",
-            "--group",
-            "app",
-        )
-    )
+    out = ok(tidelog_cli("acls", "remove", *b, *bob_consumer))
     assert "Removed 3 ACL(s)." in out
     assert _acls(broker, "--principal", "User:bob") == [
         _row("TOPIC", "orders", "User:bob", "READ", "DENY", host="10.0.0.9")

@@ -81,7 +81,7 @@ def plain_producer(broker: Broker) -> Any:
 
 def offsets(broker: Broker, topic: str) -> tuple[int, int]:
     """(last stable offset, high watermark) of partition 0, from ListOffsets."""
-    from tidelog.cli._wire import connect
+    from tidelog.client.wire import connect
     from tidelog.protocol.messages import ListOffsetsRequest
 
     found = []

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import http.cookiejar
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -68,6 +72,12 @@ class ConsoleServer:
         self.server.should_exit = True
         self.thread.join(timeout=30)
 
+    def __enter__(self) -> ConsoleServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 class HttpSession:
     """urllib with a cookie jar (the CSRF cookie), for what a browser cannot show: status codes, headers."""
@@ -95,6 +105,32 @@ class HttpSession:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+@contextmanager
+def console_process(*args: str) -> Iterator[tuple[str, list[str]]]:
+    """``tidelog console *args`` in a subprocess, once it listens: ``(its URL, its stderr lines so far)``.
+    On leaving it is sent SIGTERM, and must exit by it (uvicorn shuts down gracefully, then re-raises the
+    signal it caught, so the exit says SIGTERM)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tidelog", "console", *args], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                break
+        else:
+            raise AssertionError("the console did not start:\n" + "".join(lines))
+        yield found.group(1), lines
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == -signal.SIGTERM
+        assert process.stderr is not None
+        process.stderr.close()
 
 
 def chromium_available() -> bool:

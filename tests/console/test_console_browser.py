@@ -34,6 +34,7 @@ from tests.console.console_support import (
     HttpSession,
     chromium,
     chromium_available,
+    console_process,
     js_errors,
     text,
     texts,
@@ -109,20 +110,14 @@ def data(broker: Broker, admin: AdminClient) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def console(broker: Broker, data: dict[str, str]) -> Iterator[ConsoleServer]:
-    server = ConsoleServer(broker.bootstrap_servers, allow_writes=True).start()
-    try:
+    with ConsoleServer(broker.bootstrap_servers, allow_writes=True) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 def readonly_console(broker: Broker, data: dict[str, str]) -> Iterator[ConsoleServer]:
-    server = ConsoleServer(broker.bootstrap_servers, allow_writes=False).start()
-    try:
+    with ConsoleServer(broker.bootstrap_servers, allow_writes=False) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -411,48 +406,18 @@ def test_transactions_open_and_hanging(browser: Any, console: ConsoleServer, bro
 
 def test_tidelog_console_command_serves_with_client_properties(broker: Broker) -> None:
     """The command as a user runs it: port 0 picks a port, SIGTERM stops it, -X properties reach librdkafka."""
-    import re
-    import signal
     import subprocess
     import urllib.request
 
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tidelog",
-            "console",
-            "-b",
-            broker.bootstrap_servers,
-            "-X",
-            "client.id=console-under-test",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        lines = []
-        for line in process.stderr:
-            lines.append(line)
-            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                break
-        else:
-            raise AssertionError("the console did not start:\n" + "".join(lines))
+    with console_process(
+        "-b", broker.bootstrap_servers, "-X", "client.id=console-under-test", "--listen", "127.0.0.1:0"
+    ) as (url, lines):
         assert lines[0].strip() == f"tidelog console (read-only) for {broker.bootstrap_servers}"
-        with urllib.request.urlopen(found.group(1) + "/", timeout=30) as response:
+        with urllib.request.urlopen(url + "/", timeout=30) as response:
             body = response.read().decode()
         assert response.status == 200
         assert 'id="cluster-id"' in body
         assert '<span class="badge">read-only</span>' in body
-    finally:
-        process.terminate()
-        # uvicorn shuts down gracefully, then re-raises the signal it caught (so the exit says SIGTERM)
-        assert process.wait(timeout=30) == -signal.SIGTERM
-        process.stderr.close()
 
     bad = subprocess.run(
         [

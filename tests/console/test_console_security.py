@@ -18,7 +18,6 @@ admin bootstrapped with ``tidelog users add --data-dir``. The consoles log in as
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from tests.console.console_support import (
     HttpSession,
     chromium,
     chromium_available,
+    console_process,
     text,
     texts,
     visit,
@@ -83,13 +83,10 @@ def admin(broker: Broker) -> AdminClient:
 
 @pytest.fixture(scope="module")
 def console(broker: Broker) -> Iterator[ConsoleServer]:
-    server = ConsoleServer(
+    with ConsoleServer(
         broker.bootstrap_servers, allow_writes=True, config=login(ADMIN, ADMIN_PASSWORD)
-    ).start()
-    try:
+    ) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -290,9 +287,6 @@ def test_transactions_page_logs_in_over_sasl(browser: Any, console: ConsoleServe
 
 
 def test_tidelog_console_takes_a_command_config_file(broker: Broker, tmp_path: Path) -> None:
-    import re
-    import signal
-    import subprocess
     import urllib.request
 
     config = tmp_path / "client.properties"
@@ -302,31 +296,12 @@ def test_tidelog_console_takes_a_command_config_file(broker: Broker, tmp_path: P
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{ADMIN}" password="{ADMIN_PASSWORD}";\n'
     )
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "tidelog", "console", "-b", broker.bootstrap_servers),
-            *("--command-config", str(config), "--listen", "127.0.0.1:0"),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        lines = []
-        for line in process.stderr:
-            lines.append(line)
-            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                break
-        else:
-            raise AssertionError("the console did not start:\n" + "".join(lines))
+    with console_process(
+        *("-b", broker.bootstrap_servers, "--command-config", str(config), "--listen", "127.0.0.1:0")
+    ) as (url, _):
         for path, expected in (
             ("/users", f'<td class="mono">{ADMIN}</td>'),
             ("/transactions", "No open transactions."),
         ):
-            with urllib.request.urlopen(found.group(1) + path, timeout=30) as response:
+            with urllib.request.urlopen(url + path, timeout=30) as response:
                 assert (path, response.status, expected in response.read().decode()) == (path, 200, True)
-    finally:
-        process.terminate()
-        assert process.wait(timeout=30) == -signal.SIGTERM
-        process.stderr.close()

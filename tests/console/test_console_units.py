@@ -21,11 +21,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from tidelog.client.security import WireSecurity
 from tidelog.console.browse import Record, parse_timestamp_ms, record_json, render
 from tidelog.console.kafka import ConsoleError, KafkaGateway
 from tidelog.console.metrics_source import parse, scrape
 from tidelog.console.sampler import Sampler
-from tidelog.console.wire_security import WireSecurity
+from tidelog.console.wire import wire_security
 
 EXPOSITION = """\
 # HELP kafka_server_brokertopicmetrics_messagesin_total Messages in
@@ -162,8 +163,8 @@ def test_vendored_chart_js_is_the_pinned_version_and_packaged() -> None:
 def test_wire_security_follows_the_librdkafka_settings() -> None:
     import ssl
 
-    assert WireSecurity.from_settings({}) == WireSecurity("PLAINTEXT", None, None)
-    sasl = WireSecurity.from_settings(
+    assert wire_security({}) == WireSecurity("PLAINTEXT", None, None)
+    sasl = wire_security(
         {
             "security.protocol": "sasl_plaintext",
             "sasl.mechanism": "SCRAM-SHA-512",
@@ -172,10 +173,10 @@ def test_wire_security_follows_the_librdkafka_settings() -> None:
         }
     )
     assert (sasl.protocol, sasl.tls, sasl.sasl) == ("SASL_PLAINTEXT", None, ("SCRAM-SHA-512", "u", "p"))
-    tls = WireSecurity.from_settings({"security.protocol": "SSL"}).tls
+    tls = wire_security({"security.protocol": "SSL"}).tls
     assert tls is not None
     assert (tls.verify_mode, tls.check_hostname) == (ssl.CERT_REQUIRED, True)
-    loose = WireSecurity.from_settings(
+    loose = wire_security(
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
@@ -184,14 +185,14 @@ def test_wire_security_follows_the_librdkafka_settings() -> None:
     )
     assert loose.tls is not None
     assert (loose.tls.verify_mode, loose.tls.check_hostname) == (ssl.CERT_REQUIRED, False)
-    unverified = WireSecurity.from_settings(
+    unverified = wire_security(
         {"security.protocol": "SSL", "enable.ssl.certificate.verification": "false"}
     ).tls
     assert unverified is not None
     assert unverified.verify_mode == ssl.CERT_NONE
     with pytest.raises(ConsoleError, match=r"not sasl\.mechanism=GSSAPI"):
-        WireSecurity.from_settings({"security.protocol": "SASL_PLAINTEXT"})
+        wire_security({"security.protocol": "SASL_PLAINTEXT"})
     with pytest.raises(ConsoleError, match=r"security\.protocol=WHATEVER is not one of"):
-        WireSecurity.from_settings({"security.protocol": "whatever"})
+        wire_security({"security.protocol": "whatever"})
     with pytest.raises(ConsoleError, match="cannot load the TLS settings"):
-        WireSecurity.from_settings({"security.protocol": "SSL", "ssl.ca.location": "/no/such/ca.pem"})
+        wire_security({"security.protocol": "SSL", "ssl.ca.location": "/no/such/ca.pem"})

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 )
 from tests.support.kafka_workload import GROUP_ID_UNUSED, confluent_create_topic, confluent_high_watermarks
 
-from tidelog.cli._wire import connect
+from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DescribeConfigsRequest
 from tidelog.testing import Broker

@@ -46,7 +46,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from tidelog.cli._wire import WireClient, connect
+from tidelog.client.wire import WireClient, connect
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import InitProducerIdRequest, ListOffsetsRequest, ProduceRequest

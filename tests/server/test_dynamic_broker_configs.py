@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from tests.support.kafka_workload import confluent_create_topic, confluent_high_watermarks
 
-from tidelog.cli._wire import connect
+from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AlterConfigsRequest,

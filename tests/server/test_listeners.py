@@ -29,7 +29,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from tests.server.inprocess import make_broker
 
-from tidelog.cli._wire import WireClient
+from tidelog.client.wire import WireClient
 from tidelog.protocol.messages import DescribeClusterRequest, FindCoordinatorRequest, MetadataRequest
 from tidelog.server.broker import Broker
 from tidelog.server.config.listeners import WILDCARD_HOSTS

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import ssl
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
@@ -23,6 +22,8 @@ from rich.table import Table
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, Producer
     from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigEntry, ConfigSource
+
+    from tidelog.client.security import WireSecurity
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -106,38 +107,16 @@ class ClientOptions:
         config.update(self.properties)
         return config
 
-    def sasl_login(self) -> tuple[str, str, str] | None:
-        """``(mechanism, username, password)`` for tidelog's own wire client when the properties ask for a
-        SASL_* security protocol (librdkafka's keys), else ``None``."""
-        if not str(self.properties.get("security.protocol", "")).upper().startswith("SASL_"):
-            return None
-        return (
-            self.properties.get("sasl.mechanism", self.properties.get("sasl.mechanisms", "GSSAPI")),
-            self.properties.get("sasl.username", ""),
-            self.properties.get("sasl.password", ""),
-        )
+    def wire_security(self) -> WireSecurity:
+        """TLS and SASL for tidelog's own wire client from the properties' librdkafka keys
+        (``security.protocol``, ``sasl.*``, ``ssl.*``); a setting it cannot honour ends the command."""
+        from tidelog.client.security import WireSecurity
+        from tidelog.client.wire import WireError
 
-    def wire_tls(self) -> ssl.SSLContext | None:
-        """A TLS context for tidelog's own wire client from librdkafka's keys when the properties ask for
-        SSL or SASL_SSL (``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
-        ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``), else ``None``."""
-        protocol = str(self.properties.get("security.protocol", "")).upper()
-        if protocol not in ("SSL", "SASL_SSL"):
-            return None
         try:
-            context = ssl.create_default_context(cafile=self.properties.get("ssl.ca.location") or None)
-            certificate = self.properties.get("ssl.certificate.location")
-            if certificate:
-                context.load_cert_chain(
-                    certificate,
-                    self.properties.get("ssl.key.location") or None,
-                    self.properties.get("ssl.key.password") or None,
-                )
-        except (OSError, ssl.SSLError) as exc:
-            fail(f"cannot use the TLS settings ({exc})")
-        if str(self.properties.get("ssl.endpoint.identification.algorithm", "https")).lower() != "https":
-            context.check_hostname = False
-        return context
+            return WireSecurity.from_settings(self.properties)
+        except WireError as exc:
+            fail(str(exc))
 
     def _on_error(self, error: KafkaError) -> None:
         self.transport_errors.append(kafka_error_text(error))

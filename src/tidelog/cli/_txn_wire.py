@@ -1,5 +1,5 @@
 """What the ``tidelog transactions`` commands share: the connection, the transaction coordinator lookup and
-DescribeTransactions, the partition leaders. They speak the protocol through :mod:`tidelog.cli._wire`
+DescribeTransactions, the partition leaders. They speak the protocol through :mod:`tidelog.client.wire`
 (confluent-kafka's AdminClient lacks these APIs), so of librdkafka's ``-X`` / ``--command-config``
 properties only the security ones that client reads are taken (TLS and SASL logins); any other is refused
 by name.
@@ -21,12 +21,11 @@ from tidelog.cli._common import ClientOptions, fail
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported when a command runs
-    from tidelog.cli._wire import WireClient
+    from tidelog.client.wire import WireClient
     from tidelog.protocol.messages import DescribeTransactionsResponse, MetadataResponse
 
 __all__ = [
     "describe_transaction",
-    "error_text",
     "find_coordinator",
     "no_librdkafka_properties",
     "open_wire",
@@ -50,7 +49,7 @@ WIRE_PROPERTIES = frozenset(
         "ssl.endpoint.identification.algorithm",
     }
 )
-"""The client properties tidelog's own wire client understands (ClientOptions.sasl_login / wire_tls)."""
+"""The client properties tidelog's own wire client understands (ClientOptions.wire_security)."""
 
 
 def no_librdkafka_properties(client: ClientOptions) -> None:
@@ -65,29 +64,20 @@ def no_librdkafka_properties(client: ClientOptions) -> None:
 
 def open_wire(client: ClientOptions, address: str | None = None) -> WireClient:
     """A connection to ``address`` (default: the bootstrap servers)."""
-    from tidelog.cli._wire import WireError, connect
+    from tidelog.client.wire import WireError, connect
 
+    security = client.wire_security()
     try:
         return connect(
-            address or client.bootstrap_server,
-            timeout=client.timeout,
-            sasl=client.sasl_login(),
-            tls=client.wire_tls(),
+            address or client.bootstrap_server, timeout=client.timeout, sasl=security.sasl, tls=security.tls
         )
     except WireError as exc:
         fail(str(exc))
 
 
-def error_text(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
 def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]:
     """(node id, host:port) of the transactional id's coordinator."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
     from tidelog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
     version = wire.version_for(FindCoordinatorRequest, 6)
@@ -111,7 +101,9 @@ def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]
         if error == ErrorCode.NONE:
             return found.node_id, f"{found.host}:{found.port}"
         if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-            raise WireError(f"cannot find the coordinator of {transactional_id!r}: {error_text(error)}")
+            raise WireError(
+                f"cannot find the coordinator of {transactional_id!r}: {ErrorCode.name_of(error)}"
+            )
         time.sleep(0.1)
 
 

@@ -3,7 +3,7 @@
 Invariants: exactly one of ``--topic`` / ``--broker`` / ``--broker-defaults`` names the resource; describe
 shows overrides only (topic: ``DYNAMIC_TOPIC_CONFIG``; broker: anything not ``DEFAULT_CONFIG``) unless
 ``--all``. ``--broker-defaults`` is the BROKER resource named ``""`` (the dynamic cluster-wide defaults),
-which confluent-kafka cannot address: those requests go through :mod:`tidelog.cli._wire`.
+which confluent-kafka cannot address: those requests go through :mod:`tidelog.client.wire`.
 """
 
 from __future__ import annotations
@@ -308,11 +308,12 @@ def _alter_broker_defaults(client: ClientOptions, sets: dict[str, str], deletes:
 
 
 def _wire_call(client: ClientOptions, request: Request, expect: type[R]) -> R:
-    from tidelog.cli._wire import WireError, connect
+    from tidelog.client.wire import WireError, connect
 
     try:
+        security = client.wire_security()
         with connect(
-            client.bootstrap_server, timeout=client.timeout, sasl=client.sasl_login(), tls=client.wire_tls()
+            client.bootstrap_server, timeout=client.timeout, sasl=security.sasl, tls=security.tls
         ) as wire:
             return wire.call(request, expect=expect)
     except WireError as exc:

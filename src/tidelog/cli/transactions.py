@@ -3,7 +3,7 @@ the group also holds ``describe-producers``, ``find-hanging`` and ``abort``
 (:mod:`tidelog.cli.transactions_hanging`).
 
 confluent-kafka's AdminClient has no ListTransactions/DescribeTransactions, so these commands speak the
-protocol themselves (:mod:`tidelog.cli._wire`, tidelog's codec): ``list`` asks every broker of the cluster
+protocol themselves (:mod:`tidelog.client.wire`, tidelog's codec): ``list`` asks every broker of the cluster
 (Metadata) for the transactions it coordinates; ``describe`` finds each transactional id's coordinator
 (FindCoordinator, key type TRANSACTION) and asks it.
 
@@ -29,12 +29,12 @@ import click
 
 from tidelog.cli._common import ClientOptions, client_options, fail, out_console, print_error
 from tidelog.cli._common import table as make_table
-from tidelog.cli._txn_wire import describe_transaction, error_text, no_librdkafka_properties, open_wire
+from tidelog.cli._txn_wire import describe_transaction, no_librdkafka_properties, open_wire
 from tidelog.cli.transactions_hanging import abort_command, describe_producers_command, find_hanging_command
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported when a command runs
-    from tidelog.cli._wire import WireClient
+    from tidelog.client.wire import WireClient
 
 __all__ = ["transactions_group"]
 
@@ -102,7 +102,7 @@ def list_command(
     fmt: str,
 ) -> None:
     """List the transactions every broker coordinates."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
     from tidelog.protocol.messages import (
         ListTransactionsRequest,
         ListTransactionsResponse,
@@ -134,7 +134,7 @@ def list_command(
                     response = wire.call(request, version, expect=ListTransactionsResponse)
                     if response.error_code != ErrorCode.NONE:
                         fail(
-                            f"cannot list transactions of broker {node_id}: {error_text(response.error_code)}"
+                            f"cannot list transactions of broker {node_id}: {ErrorCode.name_of(response.error_code)}"
                         )
                     listed.extend(
                         _Listed(t.transactional_id, node_id, t.producer_id, t.transaction_state)
@@ -184,7 +184,7 @@ def _describe_one(client: ClientOptions, wire: WireClient, transactional_id: str
     if error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
         return f"transactional id {transactional_id!r} not found"
     if error != ErrorCode.NONE:
-        return f"cannot describe {transactional_id!r}: {error_text(error)}"
+        return f"cannot describe {transactional_id!r}: {ErrorCode.name_of(error)}"
     started = state.transaction_start_time_ms if state.transaction_start_time_ms >= 0 else None
     return _Described(
         transactional_id=transactional_id,
@@ -207,7 +207,7 @@ def _describe_one(client: ClientOptions, wire: WireClient, transactional_id: str
 @client_options
 def describe_command(client: ClientOptions, transactional_ids: tuple[str, ...], fmt: str) -> None:
     """Describe the current transaction of each TRANSACTIONAL_ID."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     described: list[_Described] = []

@@ -42,7 +42,6 @@ from tidelog.cli._common import ClientOptions, client_options, err_console, fail
 from tidelog.cli._common import table as make_table
 from tidelog.cli._txn_wire import (
     describe_transaction,
-    error_text,
     no_librdkafka_properties,
     open_wire,
     partition_leaders,
@@ -50,7 +49,7 @@ from tidelog.cli._txn_wire import (
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from tidelog.cli._wire import WireClient
+    from tidelog.client.wire import WireClient
     from tidelog.protocol.messages import DescribeProducersResponse
 
 __all__ = ["abort_command", "describe_producers_command", "find_hanging_command"]
@@ -98,7 +97,9 @@ def _partitions(
         return [_Partition(topic, partition, leaders[0] if leaders else None)]
     if topic is not None:
         if found is None or found.error_code != ErrorCode.NONE:
-            fail(f"topic {topic!r}: {'does not exist' if found is None else error_text(found.error_code)}")
+            fail(
+                f"topic {topic!r}: {'does not exist' if found is None else ErrorCode.name_of(found.error_code)}"
+            )
         selected = [(topic, found)]
     else:
         selected = [(name, t) for name, t in sorted(topics.items()) if not t.is_internal]
@@ -141,7 +142,7 @@ def _describe_producers(
                             detail = f" ({answer.error_message})" if answer.error_message else ""
                             fail(
                                 f"cannot describe the producers of partition {t.name}-{answer.partition_index}"
-                                f" on {wire.address}: {error_text(answer.error_code)}{detail}"
+                                f" on {wire.address}: {ErrorCode.name_of(answer.error_code)}{detail}"
                             )
                         producers[(t.name, answer.partition_index)] = list(answer.active_producers)
     return producers
@@ -178,7 +179,7 @@ class _Producer:
 @client_options
 def describe_producers_command(client: ClientOptions, topic: str, partition: int, fmt: str) -> None:
     """Show the producers a partition's log knows, with their open transactions."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     with open_wire(client) as bootstrap:
@@ -257,7 +258,9 @@ def _transactional_ids(
         with open_wire(client, f"{b.host}:{b.port}") as wire:
             response = wire.call(request, expect=ListTransactionsResponse)
             if response.error_code != ErrorCode.NONE:
-                fail(f"cannot list the transactions of broker {b.node_id}: {error_text(response.error_code)}")
+                fail(
+                    f"cannot list the transactions of broker {b.node_id}: {ErrorCode.name_of(response.error_code)}"
+                )
             for listed in response.transaction_states:
                 if listed.producer_id in producer_ids:
                     found[listed.producer_id] = listed.transactional_id
@@ -274,7 +277,9 @@ def _coordinator_partitions(
         if state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
             result[transactional_id] = None
         elif state.error_code != ErrorCode.NONE:
-            fail(f"cannot describe transactional id {transactional_id!r}: {error_text(state.error_code)}")
+            fail(
+                f"cannot describe transactional id {transactional_id!r}: {ErrorCode.name_of(state.error_code)}"
+            )
         else:
             result[transactional_id] = {(t.topic, p) for t in state.topics for p in t.partitions}
     return result
@@ -305,7 +310,7 @@ def find_hanging_command(
     fmt: str,
 ) -> None:
     """Find transactions left open on a partition that no coordinator will end."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     if partition is not None and topic is None:
@@ -402,7 +407,7 @@ def abort_command(
     coordinator_epoch: int | None,
 ) -> None:
     """Abort a hanging transaction on one partition (writes an ABORT marker)."""
-    from tidelog.cli._wire import WireError
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     given: tuple[int, int, int] | None = None
@@ -433,7 +438,7 @@ def abort_command(
             fail(str(exc))
     what = f"the transaction of producer {pid} (epoch {epoch}) on partition {name}"
     if error != ErrorCode.NONE:
-        fail(f"cannot abort {what}: {error_text(error)}")
+        fail(f"cannot abort {what}: {ErrorCode.name_of(error)}")
     err_console.print(f"Aborted {what}.")
 
 

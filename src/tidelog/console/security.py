@@ -35,8 +35,7 @@ from confluent_kafka.admin import (
 )
 
 from tidelog.console.kafka import BadRequestError, ConsoleError, error_text
-from tidelog.console.wire import WireConnection
-from tidelog.console.wire_security import WireSecurity
+from tidelog.console.wire import wire_connection, wire_security
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import DescribeAclsRequest, DescribeAclsResponse
 
@@ -236,12 +235,9 @@ class SecurityAdmin:
             operation=any_,
             permission_type=any_,
         )
-        security = WireSecurity.from_settings(self.settings)
-        connection = WireConnection(str(broker.host), int(broker.port), self.timeout, security)
-        try:
-            response = connection.call(request, connection.version(DescribeAclsRequest), DescribeAclsResponse)
-        finally:
-            connection.close()
+        security = wire_security(self.settings)
+        with wire_connection(str(broker.host), int(broker.port), self.timeout, security) as connection:
+            response = connection.call(request, expect=DescribeAclsResponse)
         if response.error_code == ErrorCode.SECURITY_DISABLED:
             raise SecurityDisabledError(response.error_message or "No Authorizer is configured on the broker")
         if response.error_code != ErrorCode.NONE:  # e.g. no DESCRIBE on the cluster: not "no ACLs"

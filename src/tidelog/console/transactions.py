@@ -5,7 +5,7 @@ connection (:mod:`tidelog.console.wire`). Invariants: each
 broker is asked for the transactions it coordinates, and those are described on the same connection (a
 broker coordinates what it lists); every socket times out after ``timeout`` seconds.
 Connections are secured as the console's librdkafka clients are (TLS, SASL: see
-:mod:`tidelog.console.wire_security`).
+:mod:`tidelog.client.security`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from tidelog.client.wire import WireClient
 from tidelog.console.kafka import ConsoleError
-from tidelog.console.wire import WireConnection
-from tidelog.console.wire_security import WireSecurity
+from tidelog.console.wire import wire_connection, wire_security
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     DescribeTransactionsRequest,
@@ -45,28 +45,20 @@ class TransactionView:
         return now_ms - self.start_time_ms if self.start_time_ms >= 0 else None
 
 
-def _error(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
-def _broker_transactions(node_id: int, connection: WireConnection) -> list[TransactionView]:
+def _broker_transactions(node_id: int, connection: WireClient) -> list[TransactionView]:
     listed = connection.call(
         ListTransactionsRequest(state_filters=list(OPEN_STATES), producer_id_filters=[]),
-        connection.version(ListTransactionsRequest),
-        ListTransactionsResponse,
+        expect=ListTransactionsResponse,
     )
     if listed.error_code != ErrorCode.NONE:
-        raise ConsoleError(f"broker {node_id} refused ListTransactions: {_error(listed.error_code)}")
+        raise ConsoleError(
+            f"broker {node_id} refused ListTransactions: {ErrorCode.name_of(listed.error_code)}"
+        )
     ids = sorted(t.transactional_id for t in listed.transaction_states)
     if not ids:
         return []
     described = connection.call(
-        DescribeTransactionsRequest(transactional_ids=ids),
-        connection.version(DescribeTransactionsRequest),
-        DescribeTransactionsResponse,
+        DescribeTransactionsRequest(transactional_ids=ids), expect=DescribeTransactionsResponse
     )
     result = []
     for state in described.transaction_states:
@@ -92,14 +84,11 @@ def open_transactions(
 ) -> list[TransactionView]:
     """The open transactions of every broker ``(node id, host, port)``, oldest first; ``settings``: the
     console's librdkafka settings (security.protocol, sasl.*, ssl.*)."""
-    security = WireSecurity.from_settings(settings)
+    security = wire_security(settings)
     found: list[TransactionView] = []
     for node_id, host, port in sorted(brokers):
-        connection = WireConnection(host, port, timeout, security)
-        try:
+        with wire_connection(host, port, timeout, security) as connection:
             found.extend(_broker_transactions(node_id, connection))
-        finally:
-            connection.close()
     return sorted(found, key=lambda t: (t.start_time_ms, t.transactional_id))
 
 

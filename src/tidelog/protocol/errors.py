@@ -157,6 +157,14 @@ class ErrorCode(IntEnum):
         return _DESCRIPTIONS.get(self, "")
 
     @classmethod
+    def name_of(cls, code: int) -> str:
+        """Kafka's name for ``code`` (``NOT_COORDINATOR``), or ``error <code>`` for a number it never defined."""
+        try:
+            return cls(code).name
+        except ValueError:
+            return f"error {code}"
+
+    @classmethod
     def of(cls, code: int) -> ErrorCode:
         """The member for ``code``, or ``UNKNOWN_SERVER_ERROR`` for a number Kafka never defined."""
         try:

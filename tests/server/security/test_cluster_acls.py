@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from tidelog.cli._wire import connect
+from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     CreateAclsRequest,

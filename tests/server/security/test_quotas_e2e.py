@@ -22,7 +22,7 @@ from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.server.security.test_sasl_broker import SASL_CONFIG, client_config
 from tests.support.users import add_user_offline
 
-from tidelog.cli._wire import WireClient
+from tidelog.client.wire import WireClient
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     AlterClientQuotasRequest,

@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
 from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.support.users import add_user_offline
 
-from tidelog.cli._wire import WireClient, WireError
+from tidelog.client.wire import WireClient, WireError
 from tidelog.protocol.codec import encode_request
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (

@@ -57,7 +57,7 @@ from tests.support.certs import Issued, TlsMaterial
 from tests.support.tls_broker import TlsBroker
 from tests.support.users import add_user_offline
 
-from tidelog.cli._wire import WireClient
+from tidelog.client.wire import WireClient
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     FindCoordinatorRequest,

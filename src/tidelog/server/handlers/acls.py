@@ -75,15 +75,20 @@ class AclsHandler:
     def __init__(self, store: AclStore | None) -> None:
         self._store = store
 
-    def _cluster_denied(self, ctx: RequestContext, operation: AclOperation) -> bool:
-        assert self._store is not None
-        return not self._store.authorizer.permits(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    def _refusal(self, ctx: RequestContext, operation: AclOperation) -> tuple[ErrorCode, str | None] | None:
+        """``(error code, message)`` for a request refused whole: no authorizer (SECURITY_DISABLED), or no
+        ``operation`` on the cluster (CLUSTER_AUTHORIZATION_FAILED); ``None`` when it may go on."""
+        if self._store is None:
+            return ErrorCode.SECURITY_DISABLED, _DISABLED
+        if not self._store.authorizer.permits(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return None
 
     def describe_acls(self, ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-        if self._store is None:
-            return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=_DISABLED)
-        if self._cluster_denied(ctx, AclOperation.DESCRIBE):
-            return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+        refusal = self._refusal(ctx, AclOperation.DESCRIBE)
+        if refusal is not None:
+            return DescribeAclsResponse(error_code=refusal[0], error_message=refusal[1])
+        assert self._store is not None  # else refused
         acl_filter = _filter(request)
         problem = filter_error(acl_filter)
         if problem is not None:
@@ -107,20 +112,13 @@ class AclsHandler:
         )
 
     async def create_acls(self, ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-        if self._store is None:
+        refusal = self._refusal(ctx, AclOperation.ALTER)
+        if refusal is not None:
+            code, message = refusal
             return CreateAclsResponse(
-                results=[
-                    _CreateResult(error_code=ErrorCode.SECURITY_DISABLED, error_message=_DISABLED)
-                    for _ in request.creations
-                ]
+                results=[_CreateResult(error_code=code, error_message=message) for _ in request.creations]
             )
-        if self._cluster_denied(ctx, AclOperation.ALTER):
-            return CreateAclsResponse(
-                results=[
-                    _CreateResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
-                    for _ in request.creations
-                ]
-            )
+        assert self._store is not None  # else refused
         results: list[_CreateResult] = []
         valid: list[AclBinding] = []
         for creation in request.creations:
@@ -150,20 +148,15 @@ class AclsHandler:
         return CreateAclsResponse(results=results)
 
     async def delete_acls(self, ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-        if self._store is None:
+        refusal = self._refusal(ctx, AclOperation.ALTER)
+        if refusal is not None:
+            code, message = refusal
             return DeleteAclsResponse(
                 filter_results=[
-                    _FilterResult(error_code=ErrorCode.SECURITY_DISABLED, error_message=_DISABLED)
-                    for _ in request.filters
+                    _FilterResult(error_code=code, error_message=message) for _ in request.filters
                 ]
             )
-        if self._cluster_denied(ctx, AclOperation.ALTER):
-            return DeleteAclsResponse(
-                filter_results=[
-                    _FilterResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
-                    for _ in request.filters
-                ]
-            )
+        assert self._store is not None  # else refused
         filters = [_filter(f) for f in request.filters]
         problems = [filter_error(f) for f in filters]
         usable = [f for f, problem in zip(filters, problems, strict=True) if problem is None]

@@ -34,6 +34,7 @@ from tidelog.server.security.acl import AclOperation
 from .answers import then
 from .authz import Authz, group_allowed, topic_allowed
 from .group_authz import authorize_group_request
+from .offset_refusals import unreadable_or_unknown
 
 __all__ = ["GroupsHandler", "then"]
 
@@ -115,18 +116,7 @@ class GroupsHandler:
     def offset_delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Answer:
         if not group_allowed(self._authz, ctx, AclOperation.DELETE, request.group_id):
             return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        refused = {
-            (topic.name, p.partition_index)
-            for topic in request.topics
-            if not topic_allowed(self._authz, ctx, AclOperation.READ, topic.name)
-            for p in topic.partitions
-        }
-        unknown = refused | {
-            (topic.name, p.partition_index)
-            for topic in request.topics
-            for p in topic.partitions
-            if not self._metadata.has_partition(topic.name, p.partition_index)
-        }
+        unknown = unreadable_or_unknown(self._authz, ctx, self._metadata, request.topics)
         if not unknown:
             return self._groups.handle(ctx, request)
         known_topics = [
@@ -139,8 +129,7 @@ class GroupsHandler:
         ]
 
         def merge(answer: OffsetDeleteResponse | None) -> OffsetDeleteResponse:
-            errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            errors.update(dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            errors = dict(unknown)
             merged = OffsetDeleteResponse()
             if answer is not None:
                 merged.error_code = answer.error_code

@@ -36,7 +36,8 @@ from tidelog.server.security.acl import AclOperation
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .answers import then
-from .authz import Authz, group_allowed, topic_allowed, txn_allowed
+from .authz import Authz, group_allowed, txn_allowed
+from .offset_refusals import unreadable_or_unknown
 from .txn_authz import authorize_txn_request
 
 __all__ = ["TransactionsHandler", "txn_offset_commit_verdict"]
@@ -122,18 +123,7 @@ class TransactionsHandler:
                 request,
                 {(t.name, p.partition_index): refusal for t in request.topics for p in t.partitions},
             )
-        refused = {
-            (topic.name, p.partition_index)
-            for topic in request.topics
-            if not topic_allowed(self._authz, ctx, AclOperation.READ, topic.name)
-            for p in topic.partitions
-        }
-        unknown = refused | {
-            (topic.name, p.partition_index)
-            for topic in request.topics
-            for p in topic.partitions
-            if not self._metadata.has_partition(topic.name, p.partition_index)
-        }
+        unknown = unreadable_or_unknown(self._authz, ctx, self._metadata, request.topics)
         known_topics = [
             TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
                 name=topic.name,
@@ -142,8 +132,7 @@ class TransactionsHandler:
             for topic in request.topics
             if any((topic.name, p.partition_index) not in unknown for p in topic.partitions)
         ]
-        errors: dict[tuple[str, int], int] = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        errors.update(dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        errors = dict(unknown)
         if not known_topics:
             return _response(request, errors)
         if request.group_id:

@@ -1,12 +1,15 @@
-"""A small blocking Kafka client over tidelog's own codec, for the commands whose APIs the bundled Kafka
-clients lack (confluent-kafka 2.16's AdminClient has no ListTransactions / DescribeTransactions).
+"""A small blocking Kafka client over tidelog's own codec, for the APIs the bundled Kafka clients lack
+(confluent-kafka 2.16's AdminClient has no ListTransactions / DescribeTransactions): the CLI's commands and
+the web console both speak through it.
 
 Invariants: every request goes at the highest version both sides support (ApiVersions v0 first, so any
 Kafka broker answers); a connection failure or a version the broker lacks raises :class:`WireError` with a
-one-line message (the commands turn it into ``Error: ...``, exit 1); sockets time out after ``timeout``.
-Given a ``tls`` context the connection speaks TLS (SSL and SASL_SSL listeners; the broker's host name is
-checked when the context says so); given a ``sasl`` login (mechanism, username, password), the client logs
-in right after ApiVersions, as any Kafka client does on a SASL_* listener.
+one-line message (the CLI turns it into ``Error: ...``, exit 1; the console into an error page); sockets
+time out after ``timeout``. Given a ``tls`` context the connection speaks TLS before any byte (SSL and
+SASL_SSL listeners; the broker's host name is checked when the context says so); given a ``sasl`` login
+(mechanism, username, password), the client logs in right after ApiVersions, as any Kafka client does on a
+SASL_* listener (a failed login never shows the password). A connection that fails while it is being set
+up is closed. :mod:`tidelog.client.security` builds ``tls`` and ``sasl`` from librdkafka's properties.
 """
 
 from __future__ import annotations
@@ -50,14 +53,22 @@ class WireClient:
         except OSError as exc:
             raise WireError(f"cannot reach broker at {self.address} within {timeout:g} s: {exc}") from None
         if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
             try:
-                sock = tls.wrap_socket(sock, server_hostname=host)
-            except (ssl.SSLError, OSError) as exc:
+                sock.do_handshake()
+            except OSError as exc:  # ssl.SSLError included
                 sock.close()
                 raise WireError(f"TLS handshake with {self.address} failed: {exc}") from None
         self._sock = sock
         self._correlation_id = 0
         self.versions: dict[int, tuple[int, int]] = {}
+        try:
+            self._handshake(sasl)
+        except WireError:
+            self.close()
+            raise
+
+    def _handshake(self, sasl: tuple[str, str, str] | None) -> None:
         response = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
         if response.error_code:
             raise WireError(f"broker at {self.address} refused ApiVersions (error {response.error_code})")
@@ -69,7 +80,6 @@ class WireClient:
             try:
                 authenticate(self.call, *sasl)
             except SaslAuthenticationError as exc:
-                self.close()
                 raise WireError(f"cannot log in to {self.address}: {exc}") from None
 
     def __enter__(self) -> WireClient:
