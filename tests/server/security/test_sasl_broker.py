@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import aiokafka
 import confluent_kafka
 import kafka
 import pytest
@@ -34,6 +33,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from tests.cli.cli_support import failed, ok, tidelog_cli
+from tests.support.round_trip import aiokafka_round_trip, confluent_consume
 from tests.support.users import add_user_offline
 
 from tidelog.client.wire import WireClient, WireError
@@ -122,19 +122,7 @@ def test_confluent_kafka_produces_and_consumes(broker: Broker, mechanism: str) -
         )
     assert producer.flush(30) == 0
     assert delivered == [(i, f"{mechanism}-{i}".encode()) for i in range(3)]
-    consumer = confluent_kafka.Consumer(
-        {**client_config(broker, mechanism), "group.id": f"g-{mechanism}", "auto.offset.reset": "earliest"}
-    )
-    try:
-        consumer.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 3 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
+    got = confluent_consume(client_config(broker, mechanism), topic, 3, group_id=f"g-{mechanism}")
     assert got == [f"{mechanism}-{i}".encode() for i in range(3)]
 
 
@@ -178,29 +166,8 @@ def test_aiokafka_produces_and_consumes(broker: Broker) -> None:
         "sasl_plain_password": ADMIN_PASSWORD,
     }
 
-    async def scenario() -> list[bytes]:
-        producer = aiokafka.AIOKafkaProducer(**settings)
-        await producer.start()
-        try:
-            for i in range(3):
-                await producer.send_and_wait("aiokafka-sasl", f"ak-{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer(
-            "aiokafka-sasl", auto_offset_reset="earliest", group_id="aiokafka-sasl-group", **settings
-        )
-        await consumer.start()
-        try:
-            got: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(got) < 3:
-                    batches = await consumer.getmany(timeout_ms=500)
-                    got.extend(r.value for records in batches.values() for r in records)
-            return got
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(scenario()) == [b"ak-0", b"ak-1", b"ak-2"]
+    sent = [b"ak-0", b"ak-1", b"ak-2"]
+    assert aiokafka_round_trip(settings, "aiokafka-sasl", sent, group_id="aiokafka-sasl-group") == sent
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])

@@ -5,7 +5,6 @@ refused with Kafka's message."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import confluent_kafka
 import kafka
 import pytest
 from tests.support.certs import TlsMaterial
+from tests.support.round_trip import aiokafka_round_trip, confluent_consume
 from tests.support.tls_broker import TlsBroker
 
 from tidelog.protocol.scram import SCRAM_MECHANISMS, ScramCredential, failure_message
@@ -70,19 +70,7 @@ def test_confluent_kafka(broker: TlsBroker, pki: TlsMaterial) -> None:
     for value in values("ck"):
         producer.produce(topic, value)
     assert producer.flush(30) == 0
-    consumer = confluent_kafka.Consumer(
-        {**confluent_settings(broker, pki), "group.id": "sasl-ssl", "auto.offset.reset": "earliest"}
-    )
-    try:
-        consumer.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 10 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
+    got = confluent_consume(confluent_settings(broker, pki), topic, 10, group_id="sasl-ssl")
     assert got == values("ck")
 
 
@@ -133,35 +121,15 @@ def test_kafka_python(broker: TlsBroker, pki: TlsMaterial) -> None:
 def test_aiokafka(broker: TlsBroker, pki: TlsMaterial) -> None:
     topic = f"sasl-ssl-aiokafka-{uuid.uuid4().hex[:6]}"
 
-    async def scenario() -> list[bytes]:
-        common: dict[str, Any] = {
-            "bootstrap_servers": broker.address("SASL_SSL"),
-            "security_protocol": "SASL_SSL",
-            "ssl_context": aiokafka.helpers.create_ssl_context(cafile=str(pki.ca.cert)),
-            "sasl_mechanism": "SCRAM-SHA-512",
-            "sasl_plain_username": USER,
-            "sasl_plain_password": PASSWORD,
-        }
-        producer = aiokafka.AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            for value in values("ak"):
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
-        await consumer.start()
-        try:
-            got: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(got) < 10:
-                    batches = await consumer.getmany(timeout_ms=500)
-                    got.extend(r.value for records in batches.values() for r in records)
-            return got
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(scenario()) == values("ak")
+    common: dict[str, Any] = {
+        "bootstrap_servers": broker.address("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "ssl_context": aiokafka.helpers.create_ssl_context(cafile=str(pki.ca.cert)),
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD,
+    }
+    assert aiokafka_round_trip(common, topic, values("ak")) == values("ak")
 
 
 def test_store_file_is_private(broker: TlsBroker) -> None:

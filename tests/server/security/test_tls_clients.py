@@ -5,7 +5,6 @@ handshakes that end only their own connection."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import socket
@@ -23,6 +22,7 @@ import kafka
 import pytest
 from tests.server.conftest import finish_broker
 from tests.support.certs import Issued, TlsMaterial
+from tests.support.round_trip import aiokafka_round_trip, confluent_consume, confluent_produce
 from tests.support.tls_broker import TlsBroker
 
 MTLS_RULES = "RULE:^CN=([^,]*),OU=eng,O=acme$/$1/L,DEFAULT"
@@ -63,32 +63,6 @@ def confluent_tls(pki: TlsMaterial, bootstrap: str, client: Issued | None = None
         if client.key_password:
             settings["ssl.key.password"] = client.key_password
     return settings
-
-
-def confluent_produce(settings: dict[str, Any], topic: str, values: list[bytes]) -> None:
-    producer = confluent_kafka.Producer({**settings, "linger.ms": 5})
-    for i, value in enumerate(values):
-        producer.produce(topic, value, key=str(i).encode())
-    assert producer.flush(30) == 0
-
-
-def confluent_consume(settings: dict[str, Any], topic: str, count: int) -> list[bytes]:
-    consumer = confluent_kafka.Consumer(
-        {**settings, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
-    )
-    try:
-        consumer.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            got.append(message.value())
-        return got
-    finally:
-        consumer.close()
 
 
 def values(prefix: str, count: int = 20) -> list[bytes]:
@@ -143,36 +117,15 @@ def test_kafka_python_over_mtls(tls_broker: TlsBroker, pki: TlsMaterial) -> None
 
 def test_aiokafka_over_mtls(tls_broker: TlsBroker, pki: TlsMaterial) -> None:
     topic = f"tls-aiokafka-{uuid.uuid4().hex[:6]}"
-
-    async def scenario() -> list[bytes]:
-        context = aiokafka.helpers.create_ssl_context(
-            cafile=str(pki.ca.cert), certfile=str(pki.alice.cert), keyfile=str(pki.alice.key)
-        )
-        common: dict[str, Any] = {
-            "bootstrap_servers": tls_broker.address("MTLS"),
-            "security_protocol": "SSL",
-            "ssl_context": context,
-        }
-        producer = aiokafka.AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            for value in values("aio"):
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
-        await consumer.start()
-        try:
-            got: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(got) < 20:
-                    batch = await consumer.getmany(timeout_ms=500)
-                    got += [m.value for messages in batch.values() for m in messages if m.value is not None]
-            return got
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(scenario()) == values("aio")
+    context = aiokafka.helpers.create_ssl_context(
+        cafile=str(pki.ca.cert), certfile=str(pki.alice.cert), keyfile=str(pki.alice.key)
+    )
+    common: dict[str, Any] = {
+        "bootstrap_servers": tls_broker.address("MTLS"),
+        "security_protocol": "SSL",
+        "ssl_context": context,
+    }
+    assert aiokafka_round_trip(common, topic, values("aio")) == values("aio")
 
 
 def test_a_large_fetch_over_tls_returns_the_exact_bytes(tls_broker: TlsBroker, pki: TlsMaterial) -> None:
