@@ -20,7 +20,7 @@ typecheck:
 	.venv/bin/mypy src/tidelog
 
 pytest:
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest --durations=40
 
 generate:
 	.venv/bin/python tools/gen_messages.py
