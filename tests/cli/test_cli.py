@@ -480,3 +480,24 @@ def test_configs_dynamic_broker_configs(b: list[str]) -> None:
     assert describe("--broker-defaults") == {}
     topic = describe("--topic", "dynamic-plain", "--all")
     assert retention(topic, "retention.ms") == ("604800000", "DEFAULT_CONFIG", False)
+
+
+def test_leader_election_on_a_standalone_broker(b: list[str], tmp_path: Path) -> None:
+    """One replica per partition leads it already: PREFERRED elects nothing, says so per partition, and an
+    unknown partition is the broker's UNKNOWN_TOPIC_OR_PARTITION; naming no partitions is a usage error."""
+    ok(tidelog_cli("topics", "create", "elect-me", "-p", "2", *b))
+    out = ok(tidelog_cli("leader-election", "--election-type", "preferred", "--topic", "elect-me", *b))
+    assert out.splitlines() == ["Valid replica already elected for partitions elect-me-0, elect-me-1"]
+    out = ok(tidelog_cli("leader-election", "--election-type", "PREFERRED", "--all-topic-partitions", *b))
+    assert out.splitlines() == ["No partitions needed a leader election"]
+    plan = tmp_path / "elect.json"
+    plan.write_text(
+        '{"partitions": [{"topic": "elect-me", "partition": 1}, {"topic": "elect-me", "partition": 7}]}'
+    )
+    refused = failed(
+        tidelog_cli("leader-election", "--election-type", "preferred", "--path-to-json-file", str(plan), *b)
+    )
+    assert "Error completing leader election (PREFERRED) for partitions: elect-me-7:" in refused
+    assert "does not exist" in refused
+    usage = failed(tidelog_cli("leader-election", "--election-type", "preferred", *b), 2, marker="Error")
+    assert "exactly one of --topic, --all-topic-partitions, --path-to-json-file" in usage

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from tests.cli.cli_support import ok, tidelog_cli
 from tests.cluster.harness import Scenario
 from tests.cluster.workload import ProducerSpec
 
@@ -54,6 +55,23 @@ def test_leader_kill_then_restart_truncates_its_unreplicated_tail(scenario: Scen
         scenario.event(f"broker {old.leader} restarted")
         scenario.wait_for(lambda: scenario.full_isr(TOPIC, partition), f"broker {old.leader} back in the ISR")
         load.wait_acked(200, "after the rejoin")
+        # ElectLeaders (KIP-460) through the CLI, under load: leadership goes back to the preferred replica
+        preferred = scenario.replicas(TOPIC, partition)[0]
+        moved = scenario.leader(TOPIC, partition) != preferred
+        out = ok(tidelog_cli("leader-election", "--election-type", "preferred", "--topic", TOPIC,
+                             "--partition", str(partition), "-b", scenario.bootstrap))  # fmt: skip
+        name = f"{TOPIC}-{partition}"
+        expected = (
+            f"Successfully completed leader election (PREFERRED) for partitions {name}"
+            if moved
+            else f"Valid replica already elected for partitions {name}"
+        )
+        assert out.splitlines() == [expected]
+        scenario.event(f"preferred leader election of {TOPIC}-{partition} (leader moved: {moved})")
+        scenario.wait_for(
+            lambda: scenario.leader(TOPIC, partition) == preferred, f"broker {preferred} leading"
+        )
+        load.wait_acked(100, "after the preferred leader election")
     scenario.verify()
     cut = truncations(scenario, old.leader, TOPIC, partition)
     assert cut, f"broker {old.leader} never truncated {TOPIC}-{partition}"

@@ -1,6 +1,6 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
 ``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``, ``users``,
-``acls``.
+``acls``, ``leader-election``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -19,6 +19,7 @@ from tidelog.cli.console import console_command
 from tidelog.cli.consume import consume_command
 from tidelog.cli.doctor import doctor_command
 from tidelog.cli.groups import groups_group
+from tidelog.cli.leader_election import leader_election_command
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
 from tidelog.cli.topics import topics_group
@@ -52,6 +53,7 @@ cli.add_command(cluster_group)
 cli.add_command(users_group)
 cli.add_command(doctor_command)
 cli.add_command(console_command)
+cli.add_command(leader_election_command)
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from .configs import ConfigsHandler
 from .controlled_shutdown import ControlledShutdownHandler
 from .delete_records import DeleteRecordsHandler
 from .describe_producers import DescribeProducersHandler
+from .elect_leaders import ElectLeadersHandler
 from .fetch import FetchHandler
 from .find_coordinator import (
     GROUP_KEY_TYPE,
@@ -138,6 +139,7 @@ def build_routes(
         Route(ApiKey.LIST_TRANSACTIONS, 0, 1, txn_apis.handle),
         Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas, authz).handle),
         Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller, authz).handle),
+        Route(ApiKey.ELECT_LEADERS, 0, 2, ElectLeadersHandler(controller, metadata, authz).handle),
         Route(ApiKey.DESCRIBE_ACLS, 0, 3, acl_apis.describe_acls),
         Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
