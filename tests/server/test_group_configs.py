@@ -2,12 +2,14 @@
 confluent-kafka's AdminClient describing defaults and overrides, IncrementalAlterConfigs SET / DELETE and
 AlterConfigs replacing, refusals with Kafka's error codes and messages (nothing stored), the consumer
 group coordinator taking a group's ``consumer.heartbeat.interval.ms``, ``tidelog configs --group``, and
-the overrides surviving a restart in their checksummed file."""
+the overrides surviving a restart in their checksummed file (a damaged one refused by name)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,9 @@ from tidelog.protocol.messages import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from tidelog.server.config import BrokerConfig
+from tidelog.server.entity_configs import EntityConfigsError
+from tidelog.server.group_configs import GroupConfigStore
 from tidelog.server.json_checksum import json_crc32c
 from tidelog.testing import Broker
 
@@ -257,3 +262,20 @@ def test_overrides_survive_a_restart_in_their_checksummed_file(broker: Broker, a
     stored = json.loads((broker.data_dir / "tidelog-group-configs.json").read_text())
     assert stored["entities"]["groups/durable%2Fgroup"] == {"share.record.lock.duration.ms": "25000"}
     assert stored["crc32c"] == json_crc32c(stored["entities"])
+
+
+def test_the_store_refuses_a_damaged_file_by_name_and_validate_only_stores_nothing(tmp_path: Path) -> None:
+    config = BrokerConfig.from_mapping({})
+    store = GroupConfigStore.on_disk(tmp_path, lambda: config)
+    asyncio.run(store.incremental_alter("g", [("share.delivery.count.limit", 0, "3")], validate_only=True))
+    assert store.configs_of("g") == {}
+    asyncio.run(store.incremental_alter("g", [("share.delivery.count.limit", 0, "3")]))
+    assert GroupConfigStore.on_disk(tmp_path, lambda: config).configs_of("g") == {
+        "share.delivery.count.limit": "3"
+    }
+    path = tmp_path / "tidelog-group-configs.json"
+    path.write_text(path.read_text().replace('"3"', '"4"'))
+    with pytest.raises(
+        EntityConfigsError, match=r"the group configs in .*tidelog-group-configs.json are damaged"
+    ):
+        GroupConfigStore.on_disk(tmp_path, lambda: config)
