@@ -56,8 +56,8 @@ DEFAULTS = {
     "errors.deadletterqueue.topic.name": "",
     "errors.deadletterqueue.copy.record.enable": "false",
     "share.release.backoff.ms": "0",
-    "share.release.backoff.multiplier": "2.0",
-    "share.release.backoff.max.ms": "60000",
+    "share.release.backoff.multiplier": "1.0",
+    "share.release.backoff.max.ms": "0",
 }
 
 

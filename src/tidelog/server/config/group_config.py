@@ -16,7 +16,7 @@ Invariants:
   ``group.share.min.record.lock.duration.ms`` .. ``group.share.max.record.lock.duration.ms``:
   ``<key> must be in the range <min> to <max> inclusive.``), a session timeout exceeds its heartbeat
   interval (the broker's value standing in for the one not overridden), a dead-letter topic name does not
-  start with ``__``; tidelog's backoff maximum is not below the backoff. Every refusal is a
+  start with ``__``; tidelog's backoff maximum, when set (0: none), is not below the backoff. Every refusal is a
   :class:`ConfigError` (INVALID_CONFIG) naming the key.
 - Described values are the override (source ``GROUP_CONFIG``) or the broker's value (``DEFAULT_CONFIG``),
   with Kafka's synonyms: the key itself, then the broker key's chain where the broker defines it.
@@ -196,13 +196,13 @@ _DEFS = (
         at_least(0),
     ),
     GroupConfigDef(
-        "share.release.backoff.multiplier", _D, 2.0,
-        "tidelog only: the factor the release backoff grows by with each delivery.",
+        "share.release.backoff.multiplier", _D, 1.0,
+        "tidelog only: the factor the release backoff grows by with each delivery (1.0: a constant backoff).",
         at_least(1.0),
     ),
     GroupConfigDef(
-        "share.release.backoff.max.ms", _I, 60000,
-        "tidelog only: the longest release backoff.",
+        "share.release.backoff.max.ms", _I, 0,
+        "tidelog only: the longest release backoff; 0: no maximum.",
         at_least(0),
     ),
 )  # fmt: skip
@@ -255,7 +255,7 @@ def validate_group_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
     backoff_keys = ("share.release.backoff.ms", "share.release.backoff.max.ms")
     if any(key in parsed for key in backoff_keys):
         backoff, backoff_max = (_int(parsed.get(key, GROUP_CONFIGS[key].default)) for key in backoff_keys)
-        if backoff_max < backoff:
+        if 0 < backoff_max < backoff:
             raise ConfigError(
                 "share.release.backoff.max.ms must be greater than or equal to share.release.backoff.ms",
                 key="share.release.backoff.max.ms",
