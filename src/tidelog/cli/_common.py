@@ -284,7 +284,7 @@ def alter_configs(
 
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
-    restype = ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER
+    restype = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP}.get(kind, ResourceType.BROKER)
     resource = ConfigResource(restype, name, incremental_configs=entries)
     futures = admin.incremental_alter_configs([resource], request_timeout=client.timeout)
     wait_result(client, futures[resource], f"cannot alter configs of {kind} {name!r}")

@@ -1,4 +1,6 @@
-"""``tidelog configs describe|alter`` for topics and brokers (the jobs of ``kafka-configs.sh``).
+"""``tidelog configs describe|alter`` for topics and brokers (the jobs of ``kafka-configs.sh``); group
+configs with ``tidelog configs --group G`` (configs_groups.py), client quotas with ``--entity-type``
+(configs_quotas.py).
 
 Invariants: exactly one of ``--topic`` / ``--broker`` / ``--broker-defaults`` names the resource; describe
 shows overrides only (topic: ``DYNAMIC_TOPIC_CONFIG``; broker: anything not ``DEFAULT_CONFIG``) unless
@@ -97,6 +99,20 @@ class _ConfigsGroup(click.Group):
     "--add-config", metavar="K=V[,K=V]", help="Client quotas to set, e.g. 'producer_byte_rate=1024'."
 )
 @click.option("--delete-config", metavar="K[,K]", help="Client quotas to remove.")
+@click.option(
+    "--group",
+    metavar="GROUP",
+    help="Group configs: describe the group's (default) or --alter them with --add-config / --delete-config.",
+)
+@click.option("--all", "show_all", is_flag=True, help="Group configs: show every config, not only overrides.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    help="Group configs: output.",
+)
 @client_options
 @click.pass_context
 def configs_group(
@@ -113,10 +129,37 @@ def configs_group(
     describe: bool,
     add_config: str | None,
     delete_config: str | None,
+    group: str | None,
+    show_all: bool,
+    fmt: str,
 ) -> None:
-    """Describe and alter topic and broker configs, and client quotas as kafka-configs.sh does
-    (``--entity-type users|clients --entity-name NAME|--entity-default --alter --add-config ...``)."""
+    """Describe and alter topic and broker configs, group configs (``--group G``) and client quotas as
+    kafka-configs.sh does (``--entity-type users|clients|groups --entity-name NAME|--entity-default --alter
+    --add-config ...``)."""
     if ctx.invoked_subcommand is not None:
+        return
+    if entity_types == ("groups",) and len(entity_names) == 1 and group is None:
+        group, entity_types, entity_names = entity_names[0], (), ()
+    if group is not None:
+        from tidelog.cli.configs_groups import check_group_options, run_group_configs_command
+
+        check_group_options(
+            group,
+            bool(
+                entity_types or user is not None or client_id is not None or user_defaults or client_defaults
+            ),
+        )
+        if describe and alter:
+            raise click.UsageError("give at most one of --alter or --describe")
+        run_group_configs_command(
+            client,
+            group,
+            alter=alter,
+            add_config=add_config,
+            delete_config=delete_config,
+            show_all=show_all,
+            fmt=fmt,
+        )
         return
     if not (entity_types or user is not None or client_id is not None or user_defaults or client_defaults):
         if alter or describe:

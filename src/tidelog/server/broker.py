@@ -20,9 +20,9 @@ Invariants:
   The periodic flush (rolled segments, ``flush.ms``) is planned and completed on the loop and fsyncs in a
   worker thread (log_flush_task.py); stopping awaits it before the logs are flushed and closed.
   Stopping unloads the coordinators first, so parked JoinGroup/SyncGroup requests are answered.
-- User and client entity configs (client quotas, SCRAM credentials: entity_configs.py) are read before
-  the listeners bind: from the first log dir on a single node, from ZooKeeper in a cluster, where the
-  metadata watcher's change notifications keep them current.
+- User and client entity configs (client quotas, SCRAM credentials: entity_configs.py) and group configs
+  (group_configs.py) are read before the listeners bind: from the first log dir on a single node, from
+  ZooKeeper in a cluster, where the metadata watcher's change notifications keep them current.
 - ``self.config`` is the effective config: the static one with the dynamic broker configs laid over it
   (dynamic_config.py). Altering them stores them first, then swaps ``self.config`` and gives every
   partition log its re-derived ``LogConfig`` (topics without an override take the new defaults).
@@ -52,6 +52,7 @@ from .connection import Connection
 from .dispatch import ANONYMOUS, Dispatcher, KafkaPrincipal
 from .dynamic_config import DynamicBrokerConfigs
 from .entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
+from .group_configs import GroupConfigStore
 from .group_runtime import GroupRuntime
 from .handlers import build_routes
 from .listeners import BoundListener, bind_client_listeners, canonical_hostname
@@ -129,9 +130,11 @@ class Broker:
         self.cluster: ClusterMember | None = None
         self.entity_configs: EntityConfigs
         self._zk_entity_configs: ZkEntityConfigs | None = None
+        self.group_configs: GroupConfigStore  # per-group overrides; configs_of is the coordinators' lookup
         if zk is None:
             assert self.metadata_store is not None
             self.entity_configs = FileEntityConfigs(log_dirs[0])
+            self.group_configs = GroupConfigStore.on_disk(log_dirs[0], lambda: self.config)
             self.metadata.set_controller(self.node_id)
             producer_ids = ProducerIdManager(log_dirs[0] / PRODUCER_ID_BLOCK_FILE, node_id=config.node_id)
             self.producer_ids = producer_ids
@@ -159,6 +162,8 @@ class Broker:
             self._zk_entity_configs = ZkEntityConfigs(zk)
             self.entity_configs = self._zk_entity_configs
             self.cluster.watcher.add_entity_config_listener(self._zk_entity_configs.reload)
+            self.group_configs = GroupConfigStore.in_zookeeper(zk, lambda: self.config)
+            self.cluster.watcher.add_entity_config_listener(self.group_configs.reload)
         self.producer_ids.raise_floor(*highest_in_logs(self.logs))  # before strays are closed
         self.log_cleaner = LogCleanerTask(
             self.logs,
@@ -170,7 +175,11 @@ class Broker:
         if zk is None:
             local_admin.load(self.logs)
         self.groups = GroupRuntime(
-            admin=self.admin, metadata=self.metadata, replicas=self.replicas, clock=clock
+            admin=self.admin,
+            metadata=self.metadata,
+            replicas=self.replicas,
+            clock=clock,
+            group_configs=self.group_configs.configs_of,
         )
         self.transactions = TransactionRuntime(
             admin=self.admin,
@@ -201,6 +210,7 @@ class Broker:
                     acls=self.acls,
                     entity_configs=self.entity_configs,
                     client_quotas=self.client_quotas,
+                    group_configs=self.group_configs,
                 )
             )
         )
@@ -255,6 +265,7 @@ class Broker:
         if self._zk_entity_configs is not None:
             await self._zk_entity_configs.load()  # SCRAM credentials and quotas, before any client connects
             self.client_quotas.apply_all()
+            await self.group_configs.load()
         if isinstance(self.acls, ZkAclStore):
             await self.acls.start()  # before any listener: no request is authorized without the ACLs
         self.bound_listeners = bind_client_listeners(self.config)

@@ -24,6 +24,9 @@ Invariants:
 - Subscribers are called with the entity path after every change this broker makes or learns of from
   ZooKeeper (:meth:`ZkEntityConfigs.reload`), after the new configs are visible.
 - Nothing here reads the wall clock; the ZooKeeper store is driven by the broker's event loop.
+- The same stores hold other kinds of entity (an :class:`EntityKind`: which paths, which file, which
+  ``/config`` children): group configs (``groups/<group>``, group_configs.py) are a second store of this
+  module's classes with its own file and znodes, never mixed with the user and client entities.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import json
 import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,7 +48,9 @@ __all__ = [
     "FILE_NAME",
     "EntityConfigs",
     "EntityConfigsError",
+    "EntityKind",
     "FileEntityConfigs",
+    "USERS_AND_CLIENTS",
     "ZkEntityConfigs",
     "desanitize",
     "entity_path",
@@ -117,6 +123,41 @@ def is_entity_path(path: str) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class EntityKind:
+    """What one store holds: the entity paths it accepts, its file on a single node, the ``/config``
+    children it reads in a cluster, and the words its errors use."""
+
+    description: str
+    """Names the store's contents in an error: ``the user and client configs``."""
+    file_name: str
+    """The store's file in the first log dir on a single node."""
+    check_path: Callable[[str], object]
+    """Raises :class:`EntityConfigsError` for a path that is not an entity of this kind."""
+    zk_types: tuple[str, ...]
+    """The ``/config/<type>`` children holding this kind's entities (``users`` also reads the nested
+    ``users/<user>/clients``)."""
+    without: str
+    """What starting without the file would mean, for the damaged-file error."""
+
+    def is_path(self, path: str) -> bool:
+        try:
+            self.check_path(path)
+        except EntityConfigsError:
+            return False
+        return True
+
+
+USERS_AND_CLIENTS: Final = EntityKind(
+    description="the user and client configs",
+    file_name=FILE_NAME,
+    check_path=parse_entity_path,
+    zk_types=("clients", "users"),
+    without="to start without any client quota or SCRAM credential",
+)
+"""Kafka's ``/config/users`` and ``/config/clients``: client quotas and SCRAM credentials."""
+
+
 def _changed(current: Mapping[str, str], set_: Mapping[str, str], delete: Collection[str]) -> dict[str, str]:
     updated = {key: value for key, value in current.items() if key not in delete}
     updated.update(set_)
@@ -158,9 +199,10 @@ class EntityConfigs(ABC):
 class FileEntityConfigs(EntityConfigs):
     """A single node's entity configs, in one file in its first log dir."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, kind: EntityKind = USERS_AND_CLIENTS) -> None:
         super().__init__()
-        self.path = directory / FILE_NAME
+        self.kind = kind
+        self.path = directory / kind.file_name
         self._entities = self._load()
 
     async def alter(self, path: str, set: Mapping[str, str], delete: Collection[str] = ()) -> None:
@@ -168,7 +210,7 @@ class FileEntityConfigs(EntityConfigs):
 
     def alter_now(self, path: str, set: Mapping[str, str], delete: Collection[str] = ()) -> None:
         """:meth:`alter` without an event loop (the offline bootstrap of a first SCRAM user)."""
-        parse_entity_path(path)
+        self.kind.check_path(path)
         updated = _changed(self._entities.get(path, {}), set, delete)
         entities = {**self._entities, path: updated}
         if not updated:
@@ -202,54 +244,58 @@ class FileEntityConfigs(EntityConfigs):
                     f"CRC32C {json_crc32c(entities)} of the entities, {document.get('crc32c')} stored"
                 )
             for path in entities:
-                parse_entity_path(path)
+                self.kind.check_path(path)
         except (ValueError, TypeError) as exc:
             raise EntityConfigsError(
-                f"the user and client configs in {self.path} are damaged ({exc}); restore the file from a "
-                "backup, or remove it to start without any client quota or SCRAM credential"
+                f"{self.kind.description} in {self.path} are damaged ({exc}); restore the file from a "
+                f"backup, or remove it {self.kind.without}"
             ) from exc
         return {path: dict(configs) for path, configs in entities.items() if configs}
 
 
 def _zk_location(path: str) -> tuple[str, str]:
     """``(entity_type, entity_name)`` for :class:`KafkaZkClient`: ``users/alice/clients/c`` is the entity
-    ``c`` of type ``users/alice/clients`` (``/config/users/alice/clients/c``, as Kafka nests it)."""
-    parse_entity_path(path)
+    ``c`` of type ``users/alice/clients`` (``/config/users/alice/clients/c``, as Kafka nests it); the
+    caller has checked the path."""
     entity_type, _, name = path.rpartition("/")
     return entity_type, name
 
 
 class ZkEntityConfigs(EntityConfigs):
-    """A cluster's entity configs: ZooKeeper's ``/config/users`` and ``/config/clients``, cached here.
+    """A cluster's entity configs: ZooKeeper's ``/config/users`` and ``/config/clients`` (or the children
+    its :class:`EntityKind` names), cached here.
 
     :meth:`load` reads them all (before the broker serves); the metadata watcher calls :meth:`reload` for
-    each ``users/...`` or ``clients/...`` change notification.
+    each change notification, and a store ignores the paths that are not of its kind.
     """
 
-    def __init__(self, zk: KafkaZkClient) -> None:
+    def __init__(self, zk: KafkaZkClient, kind: EntityKind = USERS_AND_CLIENTS) -> None:
         super().__init__()
         self._zk = zk
+        self.kind = kind
 
     async def load(self) -> None:
         entities: dict[str, dict[str, str]] = {}
-        for name in await self._zk.get_all_entities_with_config("clients"):
-            entities[f"clients/{name}"] = await self._zk.get_entity_config("clients", name)
-        for name in await self._zk.get_all_entities_with_config("users"):
-            entities[f"users/{name}"] = await self._zk.get_entity_config("users", name)
-            for client in await self._zk.get_all_entities_with_config(f"users/{name}/clients"):
-                nested = f"users/{name}/clients/{client}"
-                entities[nested] = await self._zk.get_entity_config(f"users/{name}/clients", client)
+        for entity_type in self.kind.zk_types:
+            for name in await self._zk.get_all_entities_with_config(entity_type):
+                entities[f"{entity_type}/{name}"] = await self._zk.get_entity_config(entity_type, name)
+                if entity_type != "users":
+                    continue
+                for client in await self._zk.get_all_entities_with_config(f"users/{name}/clients"):
+                    nested = f"users/{name}/clients/{client}"
+                    entities[nested] = await self._zk.get_entity_config(f"users/{name}/clients", client)
         self._entities = {
-            path: configs for path, configs in entities.items() if configs and is_entity_path(path)
+            path: configs for path, configs in entities.items() if configs and self.kind.is_path(path)
         }
 
     async def reload(self, path: str) -> None:
         """Read one entity again (a change notification named it) and tell the subscribers."""
-        if not is_entity_path(path):
+        if not self.kind.is_path(path):
             return
         self._apply(path, await self._zk.get_entity_config(*_zk_location(path)))
 
     async def alter(self, path: str, set: Mapping[str, str], delete: Collection[str] = ()) -> None:
+        self.kind.check_path(path)
         entity_type, name = _zk_location(path)
         # Read what is stored, not the cache: another broker may have changed other keys a moment ago.
         updated = _changed(await self._zk.get_entity_config(entity_type, name), set, delete)

@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tidelog.coordinator.common import GROUP_METADATA_TOPIC_NAME, CoordinatorRecord
 from tidelog.coordinator.group import (
@@ -59,14 +61,21 @@ OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
 """Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``."""
 
 
-def coordinator_config(broker_config: BrokerConfig, num_partitions: int) -> GroupCoordinatorConfig:
-    """The coordinator's settings: the broker attributes of the same names (see GroupCoordinatorConfig)."""
-    values = {
+def coordinator_config(
+    broker_config: BrokerConfig,
+    num_partitions: int,
+    group_configs: Callable[[str], Mapping[str, str]] | None = None,
+) -> GroupCoordinatorConfig:
+    """The coordinator's settings: the broker attributes of the same names (see GroupCoordinatorConfig),
+    and each group's own configs through ``group_configs``."""
+    values: dict[str, Any] = {
         f.name: getattr(broker_config, f.name)
         for f in dataclasses.fields(GroupCoordinatorConfig)
         if hasattr(broker_config, f.name)
     }
     values["offsets_topic_num_partitions"] = num_partitions
+    if group_configs is not None:
+        values["group_configs"] = group_configs
     return GroupCoordinatorConfig(**values)
 
 
@@ -89,13 +98,19 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
     coordinator: GroupCoordinator
 
     def __init__(
-        self, *, admin: TopicAdmin, metadata: MetadataCache, replicas: ReplicaManager, clock: Clock
+        self,
+        *,
+        admin: TopicAdmin,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        clock: Clock,
+        group_configs: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         config = admin.config
         existing = metadata.topic(OFFSETS_TOPIC)
         partitions = existing.num_partitions if existing is not None else config.offsets_topic_num_partitions
         super().__init__(
-            GroupCoordinator(coordinator_config(config, partitions)),
+            GroupCoordinator(coordinator_config(config, partitions, group_configs)),
             admin=admin,
             metadata=metadata,
             replicas=replicas,

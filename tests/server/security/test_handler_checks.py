@@ -23,6 +23,7 @@ from tidelog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     JoinGroupRequest,
     ListGroupsRequest,
@@ -348,3 +349,36 @@ def test_topics_named_by_id_keep_their_names_secret(broker: Broker) -> None:
         (None, hidden.topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     ]
     assert broker.metadata.topic("u") is not None
+
+
+def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(broker: Broker) -> None:
+    assert broker.acls is not None
+    grant = AclBinding(
+        ResourceType.GROUP, "configured", PatternType.LITERAL, ALICE, "*", O.DESCRIBE_CONFIGS, ALLOW
+    )
+    broker.acls.authorizer.add([grant])
+    resources = [
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=name)
+        for name in ("configured", "other")
+    ]
+    described = _call(broker, ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=resources))
+    assert [(r.resource_name, r.error_code) for r in described.results] == [
+        ("configured", ErrorCode.NONE),
+        ("other", ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ]
+    config = IncrementalAlterConfigsRequest.AlterableConfig(
+        name="share.delivery.count.limit", config_operation=0, value="3"
+    )
+    alter = IncrementalAlterConfigsRequest(
+        resources=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=32, resource_name="configured", configs=[config]
+            )
+        ]
+    )
+    refused = _call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)
+    assert refused.responses[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    assert broker.group_configs.configs_of("configured") == {}
+    broker.acls.authorizer.add([dataclasses.replace(grant, operation=O.ALTER_CONFIGS)])
+    assert _call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter).responses[0].error_code == ErrorCode.NONE
+    assert broker.group_configs.configs_of("configured") == {"share.delivery.count.limit": "3"}

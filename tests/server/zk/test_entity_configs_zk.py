@@ -1,6 +1,7 @@
 """User and client entity configs in a cluster (tidelog.server.entity_configs.ZkEntityConfigs) against a real
 ZooKeeper: Kafka's znodes (``/config/users/alice/clients/c1`` nested as Kafka nests it), a change
-notification naming the entity path, another broker's store reloading it, and keys of other owners kept."""
+notification naming the entity path, another broker's store reloading it, and keys of other owners kept;
+group configs (tidelog.server.group_configs) in ``/config/groups/<group>``, beside them but apart."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from tidelog.server.config import BrokerConfig
 from tidelog.server.entity_configs import ZkEntityConfigs
+from tidelog.server.group_configs import GroupConfigStore
 from tidelog.server.zk import KafkaZkClient
 from tidelog.testing import ZooKeeper
 
@@ -82,6 +85,54 @@ def test_a_change_through_one_broker_reaches_another(zk_server: ZooKeeper, tmp_p
         assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "1024"}}
         data, _ = kazoo.get("/config/users/alice")
         assert json.loads(data)["config"]["producer_byte_rate"] == "7"
+    finally:
+        kazoo.stop()
+        kazoo.close()
+
+
+def test_group_configs_live_in_config_groups_and_reach_another_broker(zk_server: ZooKeeper) -> None:
+    connect = f"{zk_server.connect_string}/groups"
+    broker_config = BrokerConfig.from_mapping({})
+
+    async def scenario() -> tuple[dict[str, object], list[str], dict[str, object]]:
+        first = await KafkaZkClient.connect(connect, session_timeout_ms=10_000)
+        second = await KafkaZkClient.connect(connect, session_timeout_ms=10_000)
+        try:
+            await first.create_top_level_paths()
+            a = GroupConfigStore.in_zookeeper(first, lambda: broker_config)
+            b = GroupConfigStore.in_zookeeper(second, lambda: broker_config)
+            users_and_clients = ZkEntityConfigs(second)
+            await a.load()
+            await b.load()
+            await users_and_clients.load()
+            changed: list[str] = []
+            b.subscribe(changed.append)
+            notified: asyncio.Queue[list[str]] = asyncio.Queue()
+            watch = second.watch_config_change_notifications(notified.put_nowait)
+            await a.incremental_alter("orders/eu", [("share.record.lock.duration.ms", 0, "20000")])
+            handled: set[str] = set()
+            while not handled:
+                for sequence in await asyncio.wait_for(notified.get(), 30):
+                    handled.add(sequence)
+                    path = await second.get_config_change_notification(sequence)
+                    assert path is not None
+                    await b.reload(path)  # what the metadata watcher does for every broker's stores
+                    await users_and_clients.reload(path)
+            watch.cancel()
+            return dict(b.all()), changed, dict(users_and_clients.all())
+        finally:
+            await first.close()
+            await second.close()
+
+    seen, changed, users_and_clients = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert seen == {"orders/eu": {"share.record.lock.duration.ms": "20000"}}
+    assert changed == ["orders/eu"]
+    assert users_and_clients == {}
+    kazoo = KazooClient(hosts=connect)
+    kazoo.start()
+    try:
+        data, _ = kazoo.get("/config/groups/orders%2Feu")
+        assert json.loads(data) == {"version": 1, "config": {"share.record.lock.duration.ms": "20000"}}
     finally:
         kazoo.stop()
         kazoo.close()

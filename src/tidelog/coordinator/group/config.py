@@ -2,16 +2,32 @@
 
 Invariants: attribute names equal the ``BrokerConfig`` attributes of the same Kafka keys
 (``group.initial.rebalance.delay.ms`` -> ``group_initial_rebalance_delay_ms``), so the runtime builds
-this from its broker config field by field; the coordinator reads nothing else.
+this from its broker config field by field; the coordinator reads nothing else, except a group's own
+configs (Kafka 4's ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``) through
+``group_configs``, a pure lookup of the keys set for a group (already validated against the broker's
+bounds when they were set).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 __all__ = ["GroupCoordinatorConfig"]
 
 _INT32_MAX = 2**31 - 1
+
+
+def _no_group_configs(_group_id: str) -> Mapping[str, str]:
+    return {}
+
+
+def _override(configs: Mapping[str, str], key: str, default: int) -> int:
+    raw = configs.get(key)
+    try:
+        return default if raw is None else int(raw)
+    except ValueError:
+        return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +53,19 @@ class GroupCoordinatorConfig:
     """Kafka's internal ``GROUP_COORDINATOR_NEW_MEMBER_JOIN_TIMEOUT_MS``: a new member's parked JoinGroup
     is dropped after this long (it cannot heartbeat yet, and a client that gave up would linger)."""
 
+    group_configs: Callable[[str], Mapping[str, str]] = field(default=_no_group_configs, compare=False)
+    """A group's own configs (the keys set for it: ``GroupConfigStore.configs_of``)."""
+
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        """The group's ``consumer.session.timeout.ms``, else ``group.consumer.session.timeout.ms``."""
+        configs = self.group_configs(group_id)
+        return _override(configs, "consumer.session.timeout.ms", self.group_consumer_session_timeout_ms)
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's ``consumer.heartbeat.interval.ms``, else ``group.consumer.heartbeat.interval.ms``."""
+        configs = self.group_configs(group_id)
+        return _override(configs, "consumer.heartbeat.interval.ms", self.group_consumer_heartbeat_interval_ms)

@@ -313,7 +313,7 @@ class ConsumerGroupManager:
             TimerKind.CONSUMER_SESSION,
             hb.group.group_id,
             hb.member_id,
-            now_ms + self.s.config.group_consumer_session_timeout_ms,
+            now_ms + self.s.config.consumer_session_timeout_ms(hb.group.group_id),
         )
         return self._heartbeat_response(hb, reconciled)
 
@@ -477,7 +477,7 @@ class ConsumerGroupManager:
         response = ConsumerGroupHeartbeatResponse(
             member_id=hb.member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.s.config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.s.config.consumer_heartbeat_interval_ms(hb.group.group_id),
         )
         full_request = request.member_epoch == 0 or (
             request.rebalance_timeout_ms != -1
@@ -661,7 +661,7 @@ class ConsumerGroupManager:
             for member in group.members.values():
                 self.s.schedule(
                     self.s.timer_key(TimerKind.CONSUMER_SESSION, group.group_id, member.member_id),
-                    now_ms + self.s.config.group_consumer_session_timeout_ms,
+                    now_ms + self.s.config.consumer_session_timeout_ms(group.group_id),
                 )
                 if member.state is _S.UNREVOKED_PARTITIONS:
                     self.s.schedule(

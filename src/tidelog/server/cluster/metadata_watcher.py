@@ -96,7 +96,8 @@ class MetadataWatcher:
         self._topics_deleted.append(listener)
 
     def add_entity_config_listener(self, listener: Callable[[str], Awaitable[None]]) -> None:
-        """Await ``listener(entity_path)`` for each ``users/...`` and ``clients/...`` change notification."""
+        """Await ``listener(entity_path)`` for each ``users/...``, ``clients/...`` and ``groups/...`` change
+        notification."""
         self._entity_config_listeners.append(listener)
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
@@ -323,7 +324,7 @@ class MetadataWatcher:
             if entity is not None and entity in (_DEFAULT_BROKER_ENTITY, f"brokers/{self._node_id}"):
                 await self._load_broker_configs()
                 continue
-            if entity is not None and entity.startswith(("users/", "clients/")):
+            if entity is not None and entity.startswith(("users/", "clients/", "groups/")):
                 for listener in self._entity_config_listeners:
                     await listener(entity)
                 continue

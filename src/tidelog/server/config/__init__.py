@@ -13,6 +13,7 @@ One concept per module (each states its own invariants):
 - ``topic_config``: a topic's effective configs, validation of overrides, its storage ``LogConfig``.
 - ``alter``: IncrementalAlterConfigs operations.
 - ``describe``: DescribeConfigs entries, sources and synonyms, as Kafka's ``ConfigHelper`` reports them.
+- ``group_config``: group configs (GROUP resources): keys, defaults from the broker, bounds, describe.
 
 Everything here is pure parsing and data: no I/O beyond reading a properties file, no sockets. Import
 from this package; the modules are its layout, not its interface.
@@ -32,6 +33,7 @@ from .describe import (
     describe_topic_configs,
 )
 from .errors import ConfigError
+from .group_config import GROUP_CONFIGS, describe_group_configs, group_config_def, validate_group_configs
 from .listeners import Listener
 from .properties import PropertyEntry, parse_properties, parse_set_option, read_properties_file
 from .topic_config import (
@@ -46,6 +48,7 @@ from .values import INT_MAX, LONG_MAX, ConfigType, ConfigValue, render
 __all__ = [
     "BROKER_CONFIGS",
     "DYNAMIC_BROKER_CONFIGS",
+    "GROUP_CONFIGS",
     "INT_MAX",
     "KAFKA_DYNAMIC_BROKER_CONFIGS",
     "LONG_MAX",
@@ -66,8 +69,10 @@ __all__ = [
     "apply_config_operations",
     "apply_incremental_alter",
     "describe_broker_configs",
+    "describe_group_configs",
     "describe_topic_configs",
     "effective_topic_configs",
+    "group_config_def",
     "load_broker_config",
     "log_config_for_topic",
     "parse_broker_config",
@@ -77,5 +82,6 @@ __all__ = [
     "read_properties_file",
     "render",
     "topic_def",
+    "validate_group_configs",
     "validate_topic_configs",
 ]

@@ -21,6 +21,7 @@ from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import Route
 from tidelog.server.entity_configs import EntityConfigs
 from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.group_configs import GroupConfigStore
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
@@ -72,6 +73,7 @@ def build_routes(
     acls: AclStore | None = None,
     entity_configs: EntityConfigs | None = None,
     client_quotas: ClientQuotas | None = None,
+    group_configs: GroupConfigStore | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -89,7 +91,7 @@ def build_routes(
         mutation_quotas=client_quotas.controller_mutation if client_quotas else None,
         clock=clock,
     )
-    configs = ConfigsHandler(admin, metadata, authz)
+    configs = ConfigsHandler(admin, metadata, authz, group_configs)
     group_apis = GroupsHandler(groups, metadata, authz)
     txn_apis = TransactionsHandler(transactions, groups, replicas, metadata, authz)
     find_coordinator = FindCoordinatorHandler(

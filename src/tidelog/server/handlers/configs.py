@@ -11,8 +11,11 @@ altered (dynamic_config.py): a read-only one is INVALID_REQUEST, an unknown one 
 INVALID_CONFIG, each with a message naming the key.
 
 Authorization (Kafka's): describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the topic
-(TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED); checked before
-the resource's existence.
+(TOPIC_AUTHORIZATION_FAILED), the group (GROUP_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+(CLUSTER_AUTHORIZATION_FAILED); checked before the resource's existence.
+
+GROUP resources (type 32, Kafka 4's group configs) are served by the group config store
+(group_configs.py): any group name but ``""`` (INVALID_REQUEST), whether or not the group exists, as Kafka.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from tidelog.server.config import (
 )
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.dynamic_config import apply_incremental_broker_alter, validate_broker_configs
-from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
+from tidelog.server.group_configs import GroupConfigStore
+from tidelog.server.handlers.authz import Authz, cluster_allowed, group_allowed, topic_allowed
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.security.acl import AclOperation
 
@@ -47,6 +51,7 @@ __all__ = ["ConfigsHandler"]
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -70,10 +75,17 @@ def _entry(e: ConfigEntry) -> DescribeConfigsResponse.DescribeConfigsResourceRes
 class ConfigsHandler:
     """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs through the admin manager."""
 
-    def __init__(self, admin: TopicAdmin, metadata: MetadataCache, authz: Authz = None) -> None:
+    def __init__(
+        self,
+        admin: TopicAdmin,
+        metadata: MetadataCache,
+        authz: Authz = None,
+        groups: GroupConfigStore | None = None,
+    ) -> None:
         self._admin = admin
         self._metadata = metadata
         self._authz = authz
+        self._groups = groups
 
     def _refusal(
         self, ctx: RequestContext, resource_type: int, name: str, operation: AclOperation
@@ -85,6 +97,8 @@ class ConfigsHandler:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
         if resource_type in (BROKER, BROKER_LOGGER) and not cluster_allowed(self._authz, ctx, operation):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        if resource_type == GROUP and not group_allowed(self._authz, ctx, operation, name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
         return None
 
     def describe_configs(
@@ -129,6 +143,14 @@ class ConfigsHandler:
                     include_documentation=docs,
                     cluster_default=resource.resource_name == "",
                 )
+            elif resource.resource_type == GROUP and self._groups is not None:
+                if not resource.resource_name:
+                    result.error_code = ErrorCode.INVALID_REQUEST
+                    result.error_message = "Group name must not be empty"
+                    continue
+                entries = self._groups.describe(
+                    resource.resource_name, names, include_synonyms=synonyms, include_documentation=docs
+                )
             else:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"Unsupported resource type {resource.resource_type}"
@@ -153,6 +175,8 @@ class ConfigsHandler:
             return None
         if resource_type == BROKER:
             return self._check_broker(name)
+        if resource_type == GROUP and self._groups is not None:
+            return None if name else (ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
     async def alter_configs(self, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
@@ -173,6 +197,11 @@ class ConfigsHandler:
                             resource.resource_name,
                             validate_broker_configs(given),
                             validate_only=request.validate_only,
+                        )
+                    elif resource.resource_type == GROUP:
+                        assert self._groups is not None
+                        await self._groups.replace(
+                            resource.resource_name, given, validate_only=request.validate_only
                         )
                     else:
                         configs = validate_topic_configs(given, self._admin.config)
@@ -205,6 +234,11 @@ class ConfigsHandler:
                         layer = apply_incremental_broker_alter(current, operations, self._below(name))
                         await self._admin.alter_broker_configs(
                             name, layer, validate_only=request.validate_only
+                        )
+                    elif resource.resource_type == GROUP:
+                        assert self._groups is not None
+                        await self._groups.incremental_alter(
+                            name, operations, validate_only=request.validate_only
                         )
                     else:
                         topic = self._metadata.topic(name)

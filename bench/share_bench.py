@@ -1,0 +1,456 @@
+"""Share groups as a work queue (issue 13): how fast N records of SIZE bytes on a one-partition topic are
+consumed by 1, 2 and 4 ``confluent_kafka.ShareConsumer``s, beside a classic confluent-kafka consumer on
+the same data, and beside Redis Streams (XREADGROUP + XACK per record, redis-py) and a RabbitMQ classic
+queue (manual ack per record, pika), each without and with PROCESS_MS of processing per record. One run;
+ratios are printed against one share consumer and against the classic consumer.
+
+    .venv/bin/python bench/share_bench.py                         # tidelog only (a broker in a temp dir)
+    .venv/bin/python bench/share_bench.py --harness ../shared/bench   # plus Redis and RabbitMQ
+    .venv/bin/python bench/share_bench.py --n 5000 --size 100 --process-ms 1 --json out.json
+
+What each leg measures: records per second from the first record delivered to the moment the N-th distinct
+record has been processed (and, for Redis and RabbitMQ, acknowledged): the steady rate, without client
+start-up, group join (reported apart as "join", from subscribe to the first record) or close. Processing is ``time.sleep(process_ms / 1000)`` per record, in the consumer's
+thread, so it is the same wait for every system.
+
+- Share legs: K ``ShareConsumer`` threads (one instance each, as librdkafka requires) in one group, implicit
+  acknowledgement (a poll accepts the previous poll's records), the group's ``share.auto.offset.reset``
+  set to ``earliest`` through a GROUP config first. Skipped, with a message, when the broker does not
+  advertise ShareFetch (API key 78): the share-group coordinator is another branch of issue 13.
+- Classic leg: one ``confluent_kafka.Consumer`` in a fresh group, ``auto.offset.reset=earliest``,
+  auto-commit as configured by default (the way applications run it).
+- Redis leg: XADD of N entries (pipelined), XGROUP CREATE at 0, then one consumer reads
+  ``XREADGROUP COUNT 100`` and sends one XACK per entry after processing it (redis-py, no pipelining).
+- RabbitMQ leg: N persistent messages published to a durable classic queue (until it holds N), then one consumer
+  with ``basic_qos(prefetch_count=100)``, ``basic_ack`` per message after processing it (pika's
+  BlockingConnection).
+
+Servers: tidelog runs from this tree (``tidelog.testing.Broker``), or ``--bootstrap`` names a running
+broker. Redis and RabbitMQ are started and stopped (by PID, in a fresh directory under
+``$PEERBENCH_DIR``, default /tmp/peerbench) with the peer harness's ``peers.py`` (``ServerGroup`` and its
+Redis / RabbitMQ server specs; RabbitMQ gets an AMQP listener instead of the stream plugin's). The harness
+is not part of this project: give its directory with ``--harness`` (``bash <harness>/run-peers.sh`` once
+installs redis-server and rabbitmq-server), or point at running servers with ``--redis HOST:PORT`` and
+``--amqp URL``; without either the peer legs are skipped. The peer legs need ``redis`` and ``pika``
+(``pip install -e '.[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+SHARE_FETCH = 78
+"""ShareFetch's API key: a broker that advertises it serves share groups."""
+
+Result = dict[str, Any]
+
+
+# -- tidelog -------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def tidelog_broker(bootstrap: str | None) -> Iterator[str]:
+    """A bootstrap address: the given one, or a broker started from this tree in a temp dir."""
+    if bootstrap is not None:
+        yield bootstrap
+        return
+    from tidelog.testing import Broker
+
+    with tempfile.TemporaryDirectory(prefix="share-bench-") as work:
+        broker = Broker(
+            {"group.initial.rebalance.delay.ms": "0"},
+            data_dir=Path(work) / "data",
+            run_dir=Path(work) / "run",
+            startup_timeout=120,
+        )
+        broker.start()
+        try:
+            yield broker.bootstrap_servers
+        finally:
+            broker.stop(timeout=60)
+            broker.close()
+
+
+def advertises_share_fetch(bootstrap: str) -> bool:
+    from tidelog.client.wire import connect
+
+    with connect(bootstrap, timeout=30) as wire:
+        return SHARE_FETCH in wire.versions
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    futures[topic].result(timeout=60)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3}
+    )
+    payload = b"x" * size
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, payload, key=str(i).encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(60) != 0:
+        raise RuntimeError("records still unacknowledged after 60 s")
+
+
+def classic_leg(bootstrap: str, topic: str, n: int, process_s: float, group: str) -> Result:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([topic])
+    seen = 0
+    start = time.perf_counter()
+    first: float | None = None
+    deadline = time.monotonic() + 600
+    try:
+        while seen < n and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                if message.error() is not None:
+                    continue
+                first = first or time.perf_counter()
+                if process_s:
+                    time.sleep(process_s)
+                seen += 1
+        end = time.perf_counter()
+    finally:
+        consumer.close()
+    return _timed(seen, start, first, end)
+
+
+def _timed(records: int, start: float, first: float | None, end: float, **extra: Any) -> Result:
+    """A leg's figures: ``seconds`` from the first record delivered to the last one processed (the rate's
+    base), ``join_seconds`` from the subscribe (or first read) to the first record."""
+    first = end if first is None else first
+    return {"records": records, "seconds": end - first, "join_seconds": first - start, **extra}
+
+
+def set_share_earliest(bootstrap: str, group: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource], request_timeout=30)[resource].result(timeout=30)
+
+
+def share_leg(bootstrap: str, topic: str, n: int, process_s: float, consumers: int, group: str) -> Result:
+    """``consumers`` ShareConsumer threads in one share group until the group has processed ``n`` distinct
+    records (a redelivered record counts once; redeliveries are reported)."""
+    set_share_earliest(bootstrap, group)
+    seen: set[int] = set()
+    deliveries = [0]
+    first: list[float] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    errors: list[str] = []
+    ready = threading.Barrier(consumers + 1)
+
+    def worker() -> None:
+        consumer = confluent_kafka.ShareConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3}
+        )
+        try:
+            consumer.subscribe([topic])
+            ready.wait()
+            while not done.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is not None:
+                        errors.append(str(message.error()))
+                        continue
+                    if not first:
+                        first.append(time.perf_counter())
+                    if process_s:
+                        time.sleep(process_s)
+                    with lock:
+                        deliveries[0] += 1
+                        seen.add(message.offset())
+                        if len(seen) >= n:
+                            done.set()
+        finally:
+            with suppress(Exception):
+                consumer.close()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(consumers)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    start = time.perf_counter()
+    finished = done.wait(600)
+    end = time.perf_counter()
+    done.set()
+    for thread in threads:
+        thread.join(60)
+    if not finished:
+        raise RuntimeError(
+            f"{consumers} share consumers got {len(seen)} of {n} records in 600 s: {errors[:3]}"
+        )
+    return _timed(len(seen), start, min(first, default=None), end, redeliveries=deliveries[0] - len(seen))
+
+
+# -- peers through the harness -------------------------------------------------------------------------------
+
+
+class Peers:
+    """Redis and RabbitMQ servers started with the peer harness (``peers.ServerGroup``), stopped by PID."""
+
+    def __init__(self, harness: Path) -> None:
+        sys.path.insert(0, str(harness))
+        self.peers: Any = importlib.import_module("peers")
+        self.work = Path(os.environ.get("PEERBENCH_DIR", "/tmp/peerbench")) / "share-bench"
+        self.groups: list[Any] = []
+
+    def _start(self, specs: list[Any]) -> None:
+        group = self.peers.ServerGroup(specs, str(self.work / "pids"), str(self.work / "logs"))
+        self.groups.append(group)
+        group.start()
+
+    def _datadir(self, name: str) -> str:
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.work))
+        return str(path)
+
+    def redis(self, port: int = 16395) -> str:
+        self.work.mkdir(parents=True, exist_ok=True)
+        adapter = self.peers.RedisStreams(name="share-bench-redis", port=port, appendfsync="everysec")
+        self._start(adapter.servers(self._datadir("redis")))
+        return f"127.0.0.1:{port}"
+
+    def rabbitmq(self, port: int = 15675) -> str:
+        """A RabbitMQ node with an AMQP 0-9-1 listener on ``port`` (the harness's stream peer, reconfigured)."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        datadir = self._datadir("rabbitmq")
+        adapter = self.peers.RabbitStream(
+            name="share-bench-rabbitmq", port=port + 1, dist_port=35675, epmd_port=14375
+        )
+        specs = adapter.servers(datadir)
+        Path(datadir, "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{port}\n"
+            "loopback_users = none\n"
+            "log.console = false\nlog.file.level = warning\n"
+        )
+        Path(datadir, "enabled_plugins").write_text("[].\n")
+        specs[-1].ready_port = port
+        self._start(specs)
+        return f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+
+    def stop(self) -> None:
+        for group in reversed(self.groups):
+            group.stop()
+        self.groups = []
+
+
+def redis_leg(address: str, n: int, size: int, process_s: float, stream: str) -> Result:
+    import redis
+
+    host, _, port = address.rpartition(":")
+    client = redis.Redis(host=host, port=int(port))
+    client.delete(stream)
+    payload = b"x" * size
+    pipe = client.pipeline(transaction=False)
+    for i in range(n):
+        pipe.xadd(stream, {"v": payload})
+        if i % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+    client.xgroup_create(stream, "workers", id="0")
+    seen = 0
+    start = time.perf_counter()
+    first: float | None = None
+    while seen < n:
+        answer = client.xreadgroup("workers", "w1", {stream: ">"}, count=100, block=500)
+        for _name, entries in answer or []:
+            for entry_id, _fields in entries:
+                first = first or time.perf_counter()
+                if process_s:
+                    time.sleep(process_s)
+                client.xack(stream, "workers", entry_id)
+                seen += 1
+    end = time.perf_counter()
+    client.delete(stream)
+    client.close()
+    return _timed(seen, start, first, end)
+
+
+def rabbitmq_leg(url: str, n: int, size: int, process_s: float, queue: str) -> Result:
+    import pika
+
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    channel = connection.channel()
+    channel.queue_delete(queue)
+    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "classic"})
+    payload = b"x" * size
+    properties = pika.BasicProperties(delivery_mode=2)
+    for _ in range(n):  # not timed; pika's confirms would wait for each message in turn
+        channel.basic_publish("", queue, payload, properties)
+    deadline = time.monotonic() + 300
+    while channel.queue_declare(queue, passive=True).method.message_count < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"RabbitMQ did not queue {n} messages within 300 s")
+        time.sleep(0.1)
+    channel.basic_qos(prefetch_count=100)
+    seen = 0
+    start = time.perf_counter()
+    first: float | None = None
+    for method, _props, _body in channel.consume(queue, auto_ack=False, inactivity_timeout=30):
+        if method is None:
+            raise RuntimeError(f"RabbitMQ delivered {seen} of {n} messages, then nothing for 30 s")
+        first = first or time.perf_counter()
+        if process_s:
+            time.sleep(process_s)
+        channel.basic_ack(method.delivery_tag)
+        seen += 1
+        if seen >= n:
+            break
+    end = time.perf_counter()
+    channel.cancel()
+    channel.queue_delete(queue)
+    connection.close()
+    return _timed(seen, start, first, end)
+
+
+# -- the run -------------------------------------------------------------------------------------------------
+
+
+def rate(result: Result | None) -> float | None:
+    if result is None or not result.get("seconds"):
+        return None
+    return float(result["records"]) / float(result["seconds"])
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "n": args.n,
+        "n_processing": args.n_processing,
+        "size": args.size,
+        "process_ms": args.process_ms,
+        "legs": {},
+    }
+    legs: dict[str, Result | None] = results["legs"]
+    waits = (
+        ("no processing", 0.0, args.n),
+        (f"{args.process_ms:g} ms/record", args.process_ms / 1000, args.n_processing),
+    )
+
+    def leg(name: str, body: Callable[[], Result]) -> None:
+        print(f"  {name} ...", end="", flush=True)
+        try:
+            legs[name] = body()
+        except Exception as exc:  # a leg that fails is reported, the others still run
+            legs[name] = None
+            print(f" failed: {exc}")
+            return
+        print(f" {rate(legs[name]):,.0f} records/s")
+
+    with tidelog_broker(args.bootstrap) as bootstrap:
+        share = advertises_share_fetch(bootstrap)
+        if not share:
+            print(
+                "  share legs skipped: the broker does not advertise ShareFetch (API key 78); share groups are"
+                " served once the share-group coordinator of issue 13 is merged"
+            )
+        for label, wait, n in waits:
+            topic = f"share-bench-{n}-{int(time.time())}"
+            print(f"tidelog at {bootstrap}: producing {n} records of {args.size} B to {topic} (1 partition)")
+            produce(bootstrap, topic, n, args.size)
+            leg(
+                f"classic consumer, {label}",
+                lambda w=wait, g=f"classic-{label}", t=topic, n=n: classic_leg(bootstrap, t, n, w, g),
+            )
+            if share:
+                for k in (1, 2, 4):
+                    leg(
+                        f"{k} share consumer(s), {label}",
+                        lambda w=wait, k=k, g=f"share-{k}-{label}", t=topic, n=n: share_leg(
+                            bootstrap, t, n, w, k, g
+                        ),
+                    )
+    peers = Peers(args.harness) if args.harness is not None else None
+    try:
+        redis_address = args.redis or (peers.redis() if peers is not None else None)
+        amqp_url = args.amqp or (peers.rabbitmq() if peers is not None else None)
+        if redis_address is None and amqp_url is None:
+            print(
+                "  Redis and RabbitMQ legs skipped: give --harness DIR (the peer harness) or --redis / --amqp"
+            )
+        for label, wait, n in waits:
+            if redis_address is not None:
+                leg(
+                    f"Redis Streams XREADGROUP+XACK, {label}",
+                    lambda w=wait, n=n: redis_leg(redis_address, n, args.size, w, "share-bench"),
+                )
+            if amqp_url is not None:
+                leg(
+                    f"RabbitMQ classic queue, manual ack, {label}",
+                    lambda w=wait, n=n: rabbitmq_leg(amqp_url, n, args.size, w, "share-bench"),
+                )
+    finally:
+        if peers is not None:
+            peers.stop()
+    report(results, waits)
+    return results
+
+
+def report(results: dict[str, Any], waits: tuple[tuple[str, float, int], ...]) -> None:
+    legs: dict[str, Result | None] = results["legs"]
+    print(f"\nrecords of {results['size']} B on one partition / stream / queue, one run")
+    for label, _wait, n in waits:
+        print(f"\n{label}, {n} records:")
+        classic = rate(legs.get(f"classic consumer, {label}"))
+        one_share = rate(legs.get(f"1 share consumer(s), {label}"))
+        for name, result in legs.items():
+            if not name.endswith(label):
+                continue
+            r = rate(result)
+            if r is None:
+                print(f"  {name:<55} (not run)")
+                continue
+            vs = [
+                f"{r / classic:5.2f}x classic" if classic else "",
+                f"{r / one_share:5.2f}x 1 share" if one_share else "",
+            ]
+            assert result is not None
+            join = f"join {result['join_seconds']:.2f} s"
+            print(f"  {name:<55} {r:>10,.0f} rec/s  {join:>12}  {'  '.join(v for v in vs if v)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=30000, help="records per leg without processing (30000)")
+    parser.add_argument(
+        "--n-processing", type=int, default=3000, help="records per leg with processing (default 3000)"
+    )
+    parser.add_argument("--size", type=int, default=100, help="record value size in bytes (default 100)")
+    parser.add_argument("--process-ms", type=float, default=1.0, help="processing per record (default 1 ms)")
+    parser.add_argument("--bootstrap", help="a running tidelog (or Kafka) broker; default: start one")
+    parser.add_argument("--harness", type=Path, help="the peer harness directory (holds peers.py)")
+    parser.add_argument("--redis", help="a running Redis, HOST:PORT (instead of starting one)")
+    parser.add_argument("--amqp", help="a running RabbitMQ, amqp:// URL (instead of starting one)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    results = run(args)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
