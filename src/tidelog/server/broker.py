@@ -53,6 +53,7 @@ from .dispatch import ANONYMOUS, Dispatcher, KafkaPrincipal
 from .dynamic_config import DynamicBrokerConfigs
 from .entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from .group_configs import GroupConfigStore
+from .fetch_sessions import FetchSessionCache
 from .group_runtime import GroupRuntime
 from .handlers import build_routes
 from .listeners import BoundListener, bind_client_listeners, canonical_hostname
@@ -193,6 +194,11 @@ class Broker:
             self.transactions.set_broker_client(self.cluster.client)
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
+        # issue 17 hook: incremental fetch sessions (KIP-227)
+        self.fetch_sessions = FetchSessionCache(
+            max_entries=config.max_incremental_fetch_session_cache_slots,
+            eviction_ms=config.min_incremental_fetch_session_eviction_ms,
+        )
         if self.metrics is not None:  # issue 14 hook: quota sensors, read at scrape time
             self.metrics.quota_values = lambda: self.client_quotas.metric_values(clock.now_ms())
         self.dispatcher = Dispatcher(
@@ -211,6 +217,7 @@ class Broker:
                     entity_configs=self.entity_configs,
                     client_quotas=self.client_quotas,
                     group_configs=self.group_configs,
+                    fetch_sessions=self.fetch_sessions,
                 )
             )
         )

@@ -1,8 +1,10 @@
 """Long-poll fetches waiting in the purgatory, and the asyncio task that drives its clock.
 
-Invariants: a delayed fetch's future is resolved exactly once — by an append that makes it completable
-(``on_append`` checks the watchers of that partition), by its ``max_wait_ms`` expiring, or by shutdown —
-and always with a response built from a fresh read at that moment. The clock task sleeps until the
+Invariants: a delayed fetch's future is resolved exactly once — by a change to one of its partitions that
+makes it completable (:meth:`FetchPurgatory.appended` / :meth:`FetchPurgatory.on_append` check only the
+watchers of that partition, and each asks its :class:`~tidelog.server.fetch_wait.FetchWait` about that
+partition alone, O(1), without reading the log), by its ``max_wait_ms`` expiring, or by shutdown — and
+always with a response built once, from a fresh read at that moment. The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
 """
 
@@ -10,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 
 from tidelog.protocol.messages import FetchResponse
 
+from .appended_bytes import AppendedBytes
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
+from .fetch_wait import FetchWait
 from .purgatory import DelayedOperation
 
 __all__ = ["DelayedFetch", "FetchPurgatory"]
@@ -26,22 +30,29 @@ log = logging.getLogger("tidelog.fetch_purgatory")
 class DelayedFetch(DelayedOperation):
     """A fetch that waits for ``min_bytes`` of new data or for ``max_wait_ms``."""
 
+    __slots__ = ("_build", "_future", "_wait")
+
     def __init__(
         self,
         delay_ms: int,
-        enough: Callable[[], bool],
+        wait: FetchWait,
         build: Callable[[], FetchResponse],
         future: asyncio.Future[FetchResponse],
     ) -> None:
         super().__init__(delay_ms)
-        self._enough = enough
+        self._wait = wait
         self._build = build
         self._future = future
 
     def try_complete(self) -> bool:
-        if self._future.done():  # the connection went away: nothing to answer
+        # The handler parks a fetch only after its read found too little: nothing to decide before a change,
+        # unless the connection went away (nothing to answer).
+        if self._future.done():
             return self.force_complete()
-        if self._enough():
+        return False
+
+    def try_complete_for(self, key: Hashable) -> bool:
+        if self._future.done() or self._wait.changed(key):
             return self.force_complete()
         return False
 
@@ -58,24 +69,28 @@ class DelayedFetch(DelayedOperation):
 
 
 class FetchPurgatory:
-    """Delayed fetches keyed by (topic, partition)."""
+    """Delayed fetches keyed by (topic, partition), and the recent append sizes they count."""
 
     def __init__(self, clock: Clock) -> None:
         self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
+        self.appended_bytes = AppendedBytes()
 
     def delay(
-        self,
-        keys: Iterable[Hashable],
-        max_wait_ms: int,
-        enough: Callable[[], bool],
-        build: Callable[[], FetchResponse],
+        self, wait: FetchWait, max_wait_ms: int, build: Callable[[], FetchResponse]
     ) -> asyncio.Future[FetchResponse]:
+        """Park a fetch watching ``wait.keys`` until :meth:`FetchWait.changed` says so or ``max_wait_ms``."""
         future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
-        self._operations.delay(DelayedFetch(max_wait_ms, enough, build, future), keys)
+        self._operations.delay(DelayedFetch(max_wait_ms, wait, build, future), wait.keys)
         return future
 
+    def appended(self, key: tuple[str, int], base_offset: int, end_offset: int, nbytes: int) -> None:
+        """A leader append of ``nbytes`` covering ``[base_offset, end_offset)``: remember its size, then check
+        the fetches waiting on ``key``."""
+        self.appended_bytes.record(key, base_offset, end_offset, nbytes)
+        self._operations.check(key)
+
     def on_append(self, key: Hashable) -> None:
-        """Data or the high watermark or last stable offset of ``key`` moved: check its waiting fetches."""
+        """The high watermark, last stable offset or leadership of ``key`` moved: check its waiting fetches."""
         self._operations.check(key)
 
     @property

@@ -12,8 +12,8 @@ Invariants:
 - An operation completes exactly once: :meth:`DelayedOperation.force_complete` flips ``is_completed``,
   cancels the timeout and calls ``on_complete`` only the first time, however completion by a watcher and
   expiry interleave. An expired operation gets ``on_complete`` then ``on_expiration``.
-- ``try_complete`` decides; if the operation can complete it must call ``force_complete()`` and return its
-  result. The purgatory never calls ``on_complete`` itself.
+- ``try_complete`` (or ``try_complete_for`` the key that changed) decides; if the operation can complete it
+  must call ``force_complete()`` and return its result. The purgatory never calls ``on_complete`` itself.
 - A completed operation may linger in other keys' watch lists; it is dropped when those keys are checked
   or when the periodic purge runs (after ``purge_interval`` such leftovers), never run again.
 - Callbacks may re-enter the purgatory (watch new operations, check other keys): iteration is over snapshots.
@@ -64,6 +64,11 @@ class DelayedOperation(TimerTask):
     def try_complete(self) -> bool:
         """Check whether the operation can complete; if so ``return self.force_complete()``, else False."""
         raise NotImplementedError
+
+    def try_complete_for(self, key: Hashable) -> bool:  # noqa: ARG002 - the default ignores it
+        """``key`` (one this operation watches) changed: like :meth:`try_complete`, but an operation watching
+        many keys may look at that one alone (a waiting fetch: O(1), not O(its partitions))."""
+        return self.try_complete()
 
     def on_complete(self) -> None:
         """The completion logic (build and send the response); called exactly once."""
@@ -154,7 +159,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
                 watchers.ops.pop(op_id, None)
                 continue
             try:
-                done = op.try_complete()
+                done = op.try_complete_for(key)
             except Exception:  # noqa: BLE001 - one broken operation must not stall the others
                 _log.exception("%s: try_complete of %r failed", self.name, op)
                 continue

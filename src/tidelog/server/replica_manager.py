@@ -142,6 +142,7 @@ class ReplicaManager:
         if partition is not None and partition.is_leader:
             partition.stop_leading()
             self._changed(partition)
+        self.fetch_purgatory.appended_bytes.forget((topic, index))
         self._logs.delete(topic, index)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -246,21 +247,28 @@ class ReplicaManager:
                 listener(partition, partition.is_leader)
             except Exception:
                 log.exception("leadership listener failed for %s-%d", partition.topic, partition.index)
+        self.fetch_purgatory.appended_bytes.forget((partition.topic, partition.index))  # a new history
         self._check_waiters((partition.topic, partition.index))
 
     def _check_waiters(self, key: tuple[str, int]) -> None:
         self.produce_purgatory.check(key)
         self.fetch_purgatory.on_append(key)
 
-    def _after_leader_append(self, partition: Partition, high_watermark_before: int) -> None:
-        """Wake the long polls (followers wait for the new records) and, only if the append moved the high
-        watermark (an ISR of the leader alone), the acks=all produces: otherwise none of them can complete,
-        and checking each waiting produce on every append costs O(waiting) per append (Kafka's
-        ``tryCompleteDelayedRequests`` runs only when the high watermark was incremented)."""
+    def _after_leader_append(
+        self, partition: Partition, high_watermark_before: int, info: LogAppendInfo
+    ) -> None:
+        """Wake the long polls (followers wait for the new records; the fetch purgatory counts the append's
+        size) and, only if the append moved the high watermark (an ISR of the leader alone), the acks=all
+        produces: otherwise none of them can complete, and checking each waiting produce on every append
+        costs O(waiting) per append (Kafka's ``tryCompleteDelayedRequests`` runs only when the high watermark
+        was incremented)."""
         key = (partition.topic, partition.index)
         if partition.high_watermark != high_watermark_before:
             self.produce_purgatory.check(key)
-        self.fetch_purgatory.on_append(key)
+        if info.duplicate:  # a retried idempotent batch: nothing was written
+            self.fetch_purgatory.on_append(key)
+        else:
+            self.fetch_purgatory.appended(key, info.first_offset, info.last_offset + 1, info.valid_bytes)
 
     # -- followers fetching from this leader -----------------------------------------------------------
 
@@ -388,7 +396,7 @@ class ReplicaManager:
         except OSError:
             log.exception("append to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
-        self._after_leader_append(partition, high_watermark)
+        self._after_leader_append(partition, high_watermark, info)
         if self.topic_metrics is not None and origin is AppendOrigin.CLIENT:
             self.topic_metrics.appended(topic, info.last_offset - info.first_offset + 1, len(records))
         return ErrorCode.NONE, info, None
@@ -429,7 +437,7 @@ class ReplicaManager:
         except OSError:
             log.exception("transaction marker to %s-%s failed", topic, index)
             return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
-        self._after_leader_append(partition, high_watermark)
+        self._after_leader_append(partition, high_watermark, info)
         return ErrorCode.NONE, info, None
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:

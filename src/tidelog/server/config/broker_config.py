@@ -179,6 +179,7 @@ class BrokerConfig:
     producer_id_expiration_ms: int
     producer_id_expiration_check_interval_ms: int
     max_incremental_fetch_session_cache_slots: int
+    min_incremental_fetch_session_eviction_ms: int
     # observability
     metrics_listener: str | None
     log_format: str

@@ -176,7 +176,8 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", I, "3600000", "How often expired transactional ids are removed.", at_least(1)),
         ConfigDef("producer.id.expiration.ms", I, "86400000", "Producer id state expires after this time without writes.", at_least(1)),
         ConfigDef("producer.id.expiration.check.interval.ms", I, "600000", "How often expired producer ids are removed.", at_least(1)),
-        ConfigDef("max.incremental.fetch.session.cache.slots", I, "1000", "Maximum incremental fetch sessions kept.", at_least(0)),
+        ConfigDef("max.incremental.fetch.session.cache.slots", I, "1000", "Maximum incremental fetch sessions kept (KIP-227; 0: sessions declined).", at_least(0)),
+        ConfigDef("min.incremental.fetch.session.eviction.ms", I, "120000", "A fetch session idle this long may be evicted for a new one; a younger one only by a more valuable (follower's, or more partitions) session once it is older than this.", at_least(0)),
         # ---- observability (issue 14) ----
         ConfigDef("metrics.listener", S, None, "Where the Prometheus endpoint (GET /metrics) listens, http://HOST:PORT (port 0 = any free port); off when unset. tidelog only.", HttpListenerUrl()),
         ConfigDef("log.format", S, "text", "Format of the broker's log lines on stderr: text, or json (one object per line). tidelog only.", OneOf(("text", "json"))),

@@ -22,6 +22,7 @@ from tidelog.server.dispatch import Route
 from tidelog.server.entity_configs import EntityConfigs
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.group_configs import GroupConfigStore
+from tidelog.server.fetch_sessions import FetchSessionCache
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
@@ -74,6 +75,7 @@ def build_routes(
     entity_configs: EntityConfigs | None = None,
     client_quotas: ClientQuotas | None = None,
     group_configs: GroupConfigStore | None = None,
+    fetch_sessions: FetchSessionCache | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -83,7 +85,7 @@ def build_routes(
     acl_apis = AclsHandler(acls)
     authz = acls.authorizer if acls is not None else None
     produce = ProduceHandler(replicas, metadata, clock, authz)
-    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz)
+    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz, fetch_sessions, clock.now_ms)
     topics = TopicsHandler(
         admin,
         metadata,

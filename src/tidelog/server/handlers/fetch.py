@@ -11,8 +11,10 @@ Invariants:
   first batch of the first partition with data is always sent whole so a consumer can make progress
   (KIP-74).
 - If fewer than ``min_bytes`` are available and ``max_wait_ms`` > 0, the fetch waits in the purgatory,
-  watching its partitions, and completes as soon as an append brings enough data or the wait expires;
-  either way the response is built from a fresh read at completion.
+  watching its partitions (a :class:`~tidelog.server.fetch_wait.FetchWait`: a change to one partition costs
+  O(1), counted from the appended batch sizes, never a re-read), and completes as soon as enough data is
+  visible, a watched partition's leadership changes, or the wait expires; either way the response is built
+  once, from a fresh read at completion.
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -23,22 +25,28 @@ Invariants:
 - Authorization (Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
   otherwise the topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before existence is looked at, except
   an unknown topic id, which names nothing).
-- Fetch sessions (KIP-227) are declined: the answer's ``session_id`` is 0, and clients keep sending full
-  requests.
+- Fetch sessions (KIP-227, v7+): through the broker's session cache (:mod:`tidelog.server.fetch_sessions`,
+  :mod:`.fetch_session_view`), an incremental request fetches every partition of its session and its answer
+  carries only the partitions with news; an unknown session or a wrong epoch is answered at once with
+  FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH and no partitions. Without a cache every
+  answer's ``session_id`` is 0 (sessions declined). The long-poll wait and its ``min_bytes`` count cover
+  the whole session.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.fetch_sessions import ContextKind, FetchContext, FetchSessionCache
+from tidelog.server.fetch_wait import FetchWait
 from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
+from tidelog.server.handlers.fetch_session_view import Wanted, open_context, session_answer
 from tidelog.server.handlers.leader_hint import LeaderHints
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
@@ -52,15 +60,6 @@ _READ_COMMITTED = 1
 _EMPTY = b""
 _ZERO_UUID = uuid.UUID(int=0)
 _PartitionData = FetchResponse.PartitionData
-
-
-@dataclass(slots=True)
-class _Wanted:
-    name: str | None
-    topic_id: uuid.UUID
-    partitions: list[FetchRequest.FetchPartition]
-    denied: bool = False
-    """Not authorized: every partition is answered TOPIC_AUTHORIZATION_FAILED."""
 
 
 def _size(records: object) -> int:
@@ -83,24 +82,43 @@ class FetchHandler:
         metadata: MetadataCache,
         purgatory: FetchPurgatory,
         authz: Authz = None,
+        sessions: FetchSessionCache | None = None,
+        now_ms: Callable[[], int] = lambda: 0,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
         self._purgatory = purgatory
         self._authz = authz
+        self._sessions = sessions
+        """KIP-227 sessions (None: declined, every answer's session id is 0)."""
+        self._now_ms = now_ms
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
-        wanted: list[_Wanted] = []
+        wanted: list[Wanted] = []
         for topic in request.topics:
             if version >= 13:
                 wanted.append(
-                    _Wanted(self._metadata.topic_name(topic.topic_id), topic.topic_id, topic.partitions)
+                    Wanted(self._metadata.topic_name(topic.topic_id), topic.topic_id, topic.partitions)
                 )
             else:
                 meta = self._metadata.topic(topic.topic)
-                wanted.append(_Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
+                wanted.append(Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+        context: FetchContext | None = None
+        if version >= 7 and self._sessions is not None:
+            context, wanted = open_context(
+                self._sessions,
+                request,
+                wanted,
+                version=version,
+                topic_name=self._metadata.topic_name,
+                topic_id=self._topic_id,
+                privileged=replica_id >= 0,
+                now_ms=self._now_ms(),
+            )
+            if context.kind is ContextKind.ERROR:
+                return FetchResponse(error_code=context.error, session_id=0)
         committed = version >= 4 and request.isolation_level == _READ_COMMITTED
         if self._authz is not None:
             if replica_id >= 0:
@@ -129,22 +147,35 @@ class FetchHandler:
                 self._leader_hints(response, version, ctx.listener_name)
             return response, nbytes, has_error
 
-        response, nbytes, has_error = build()
         count_out = replica_id < 0 and self._replicas.topic_metrics is not None
-        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
+
+        def answer(response: FetchResponse) -> FetchResponse:
+            if context is not None:
+                response = session_answer(context, wanted, response)
             return self._bytes_out(response) if count_out else response
-        keys = [(w.name, p.partition) for w in wanted if w.name is not None for p in w.partitions]
-        min_bytes = request.min_bytes
 
-        def enough() -> bool:
-            _, available, error = build()
-            return available >= min_bytes or error
+        response, nbytes, has_error = build()
+        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
+            return answer(response)
+        wait = FetchWait(
+            min_bytes=request.min_bytes,
+            accumulated=nbytes,
+            isolation=isolation,
+            lookup=self._replicas.leader_partition,
+            appended=self._purgatory.appended_bytes,
+        )
+        for w in wanted:
+            if w.name is None:
+                continue
+            for p in w.partitions:
+                epoch = p.current_leader_epoch if version >= 9 else -1
+                if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
+                    return answer(response)
+        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(build()[0]))
 
-        if count_out:
-            return self._purgatory.delay(
-                keys, request.max_wait_ms, enough, lambda: self._bytes_out(build()[0])
-            )
-        return self._purgatory.delay(keys, request.max_wait_ms, enough, lambda: build()[0])
+    def _topic_id(self, name: str) -> uuid.UUID:
+        meta = self._metadata.topic(name)
+        return meta.topic_id if meta else _ZERO_UUID
 
     def _bytes_out(self, response: FetchResponse) -> FetchResponse:
         """Count the record bytes a consumer fetch sends, per topic (issue 14 hook: BytesOutPerSec)."""
@@ -157,7 +188,7 @@ class FetchHandler:
         return response
 
     def _follower_fetch(
-        self, wanted: list[_Wanted], version: int, replica_id: int, broker_epoch: int
+        self, wanted: list[Wanted], version: int, replica_id: int, broker_epoch: int
     ) -> dict[tuple[str, int], EpochEndOffset]:
         """A follower's fetch tells this leader how far its log goes (once per request, before any wait):
         record it per partition, unless its log diverged from this leader's (the answer then carries the
@@ -212,7 +243,7 @@ class FetchHandler:
 
     def _read(
         self,
-        wanted: list[_Wanted],
+        wanted: list[Wanted],
         version: int,
         isolation: FetchIsolation,
         max_bytes: int,
@@ -277,6 +308,8 @@ class FetchHandler:
                 limit = min(p.partition_max_bytes, max_bytes - total)
                 if limit <= 0 and total > 0:
                     continue
+                if p.fetch_offset == partition.fetchable_offset(isolation):
+                    continue  # caught up: nothing to read (an idle partition costs no log lookup)
                 try:
                     data = partition.read(
                         p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0

@@ -1,0 +1,238 @@
+"""Fan-out: produce->delivery latency with many consumers long-polling one partition (issue 17).
+
+Starts ``tidelog broker`` on 127.0.0.1:0 in a temporary directory (or uses ``--bootstrap``), creates a
+one-partition topic, and starts ``--consumers`` confluent-kafka consumers spread over ``--processes``
+worker processes (one thread per consumer, each assigned partition 0 at its end, fetch.min.bytes 1, the
+default fetch.wait.max.ms 500, so each is parked in the broker's fetch purgatory between messages). Once
+every consumer has received a warm-up message, one producer (linger.ms 0, acks 1) sends ``--rate``
+messages/s for ``--seconds``; each value carries its send time, and every consumer records, for every
+message, the time from send to its ``consume()`` returning it. Prints p50/p99/max of that delivery latency
+over all consumers and messages, the producer's produce->ack latency, and the broker's CPU seconds per
+message produced during the measured phase.
+
+    .venv/bin/python bench/fanout_bench.py --consumers 500 --rate 1000 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TOPIC = "fanout"
+BUCKET_US = 100  # histogram resolution: 0.1 ms
+BUCKETS = 200_000  # up to 20 s
+_VALUE = struct.Struct(">qq")  # (sequence or -1 for warm-up, send time ns)
+
+
+def _consumer_thread(bootstrap: str, hist: list[int], warmed: threading.Event, stop: threading.Event) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "fanout-bench",
+            "enable.auto.commit": False,
+            "fetch.min.bytes": 1,
+            "fetch.wait.max.ms": 500,
+            "queued.min.messages": 1000,
+            "log_level": 3,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, 0, -1)])  # OFFSET_END
+    unpack = _VALUE.unpack
+    try:
+        while not stop.is_set():
+            batch = consumer.consume(num_messages=10_000, timeout=0.2)
+            now = time.time_ns()
+            for message in batch:
+                if message.error() is not None:
+                    continue
+                seq, sent = unpack(message.value() or bytes(16))
+                if seq < 0:
+                    warmed.set()
+                    continue
+                hist[min((now - sent) // 1000 // BUCKET_US, BUCKETS - 1)] += 1
+    finally:
+        consumer.close()
+
+
+def _worker(bootstrap: str, consumers: int, ready: Any, results: Any, stop: Any) -> None:
+    hists = [[0] * BUCKETS for _ in range(consumers)]
+    warmed = [threading.Event() for _ in range(consumers)]
+    local_stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=_consumer_thread, args=(bootstrap, hists[i], warmed[i], local_stop), daemon=True
+        )
+        for i in range(consumers)
+    ]
+    for thread in threads:
+        thread.start()
+    for event in warmed:
+        event.wait()
+    ready.put(consumers)
+    stop.wait()
+    local_stop.set()
+    for thread in threads:
+        thread.join(10)
+    total = [0] * BUCKETS
+    for hist in hists:
+        for i, n in enumerate(hist):
+            if n:
+                total[i] += n
+    results.put({i: n for i, n in enumerate(total) if n})
+
+
+def _percentile(hist: dict[int, int], q: float) -> float:
+    count = sum(hist.values())
+    if not count:
+        return float("nan")
+    rank, seen = q * count, 0
+    for bucket in sorted(hist):
+        seen += hist[bucket]
+        if seen >= rank:
+            return (bucket + 1) * BUCKET_US / 1000
+    return float("nan")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start_broker(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    ready = work / "ready"
+    broker = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("tidelog")),
+            "broker",
+            "--set",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--set",
+            f"log.dirs={work / 'data'}",
+            "--ready-file",
+            str(ready),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if time.monotonic() > deadline or broker.poll() is not None:
+            raise SystemExit("broker did not start")
+        time.sleep(0.05)
+    return broker, ready.read_text().strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--consumers", type=int, default=500)
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--rate", type=int, default=1000, help="messages per second")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--bootstrap", help="use this broker instead of starting one (no broker CPU figure)")
+    args = parser.parse_args()
+
+    broker = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        broker, bootstrap = _start_broker(Path(tempfile.mkdtemp(prefix="tidelog-fanout-")))
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+            try:
+                future.result(30)
+            except Exception as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise
+        ctx = mp.get_context("spawn")
+        ready, results, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+        shares = [
+            args.consumers // args.processes + (i < args.consumers % args.processes)
+            for i in range(args.processes)
+        ]
+        workers = [
+            ctx.Process(target=_worker, args=(bootstrap, n, ready, results, stop)) for n in shares if n
+        ]
+        for worker in workers:
+            worker.start()
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1, "log_level": 3})
+        acks: list[float] = []
+
+        def acked(err: object, msg: Any) -> None:
+            if err is None:
+                acks.append((time.time_ns() - _VALUE.unpack(msg.value() or bytes(16))[1]) / 1e6)
+
+        started = 0
+        deadline = time.monotonic() + 300
+        while started < len(workers):  # warm-up: a message every 50 ms until every consumer has one
+            producer.produce(TOPIC, _VALUE.pack(-1, time.time_ns()), partition=0)
+            producer.poll(0.05)
+            while not ready.empty():
+                ready.get()
+                started += 1
+            if time.monotonic() > deadline:
+                raise SystemExit("consumers did not warm up")
+        producer.flush(10)
+        acks.clear()
+        time.sleep(1)
+        cpu_before = _cpu_seconds(broker.pid) if broker else 0.0
+        count = int(args.rate * args.seconds)
+        interval = 1 / args.rate
+        begin = time.monotonic()
+        for seq in range(count):
+            due = begin + seq * interval
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce(TOPIC, _VALUE.pack(seq, time.time_ns()), partition=0)
+            producer.poll(0)
+        producer.flush(30)
+        elapsed = time.monotonic() - begin
+        time.sleep(2)  # let the last deliveries land
+        cpu = (_cpu_seconds(broker.pid) - cpu_before) if broker else float("nan")
+        stop.set()
+        hist: dict[int, int] = {}
+        for _ in workers:
+            for bucket, n in results.get(timeout=120).items():
+                hist[bucket] = hist.get(bucket, 0) + n
+        for worker in workers:
+            worker.join(30)
+        delivered = sum(hist.values())
+        acks.sort()
+        print(
+            f"consumers {args.consumers} in {len(workers)} processes, {count} messages at {count / elapsed:.0f} msg/s"
+        )
+        print(f"deliveries {delivered} (expected {count * args.consumers})")
+        print(
+            f"produce->delivery ms  p50 {_percentile(hist, 0.5):.1f}  p99 {_percentile(hist, 0.99):.1f}"
+            f"  max {_percentile(hist, 1.0):.1f}"
+        )
+        if acks:
+            print(
+                f"produce->ack ms       p50 {acks[len(acks) // 2]:.2f}  p99 {acks[int(len(acks) * 0.99)]:.2f}"
+            )
+        print(
+            f"broker CPU {cpu:.2f} s over {elapsed + 2:.1f} s, {cpu / count * 1e6:.0f} us per message produced"
+        )
+        del admin, producer  # closed before the broker goes, so they do not log its disappearance
+    finally:
+        if broker is not None:
+            broker.terminate()
+            broker.wait(60)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""What a long-poll fetch waits for, partition by partition: deciding a wake-up without re-reading.
+
+A fetch that found fewer than ``min_bytes`` parks in the fetch purgatory with one :class:`FetchWait`. It
+remembers, per partition it watches, the fetch offset, the leader epoch it was read at and the visible end
+it has already counted (the high watermark, the last stable offset under read_committed, the log end for a
+follower); ``accumulated`` starts at the bytes the first read found. When a partition changes (an append, a
+high-watermark or last-stable-offset move, a leadership change), :meth:`FetchWait.changed` looks at that
+partition alone: O(1) per wake-up, whatever the number of partitions the fetch has.
+
+Invariants:
+
+- ``changed`` says True (complete now, the response is then built once from a fresh read) when the
+  partition is no longer led here, its leader epoch changed or fences the request's epoch, its visible end
+  went backwards (truncation), the bytes newly visible are unknown (:class:`AppendedBytes` answers None, or 0 for a visible end
+  that moved),
+  or the bytes counted reach ``min_bytes``. Otherwise it only counts, and says False.
+- Every byte is counted once: each partition's counted end only moves forward, and bytes are taken between
+  the previous counted end (or the fetch offset, if later) and the new one.
+- Pure: no asyncio, no clock, no log reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.replication.partition import FetchIsolation, Partition
+
+from .appended_bytes import AppendedBytes
+
+__all__ = ["FetchWait", "PartitionLookup"]
+
+PartitionLookup = Callable[[str, int], "Partition | ErrorCode"]
+"""The replica manager's ``leader_partition``: the led partition or the error a client gets."""
+
+
+@dataclass(slots=True)
+class _Watched:
+    topic: str
+    index: int
+    fetch_offset: int
+    current_leader_epoch: int
+    """The request's CurrentLeaderEpoch (-1: none)."""
+    leader_epoch: int
+    """The partition's leader epoch when the fetch began waiting."""
+    counted_end: int
+    """The visible end up to which bytes were counted."""
+
+
+class FetchWait:
+    """One waiting fetch's progress towards ``min_bytes``; see the module docstring."""
+
+    __slots__ = ("_appended", "_isolation", "_lookup", "_watched", "accumulated", "min_bytes")
+
+    def __init__(
+        self,
+        *,
+        min_bytes: int,
+        accumulated: int,
+        isolation: FetchIsolation,
+        lookup: PartitionLookup,
+        appended: AppendedBytes,
+    ) -> None:
+        self.min_bytes = min_bytes
+        self.accumulated = accumulated
+        self._isolation = isolation
+        self._lookup = lookup
+        self._appended = appended
+        self._watched: dict[Hashable, _Watched] = {}
+
+    def watch(self, topic: str, index: int, fetch_offset: int, current_leader_epoch: int) -> bool:
+        """Start watching ``topic-index`` from its state now; False if it is not led here (the fetch should
+        be answered at once)."""
+        partition = self._lookup(topic, index)
+        if isinstance(partition, ErrorCode):
+            return False
+        self._watched[(topic, index)] = _Watched(
+            topic,
+            index,
+            fetch_offset,
+            current_leader_epoch,
+            partition.leader_epoch,
+            partition.fetchable_offset(self._isolation),
+        )
+        return True
+
+    @property
+    def keys(self) -> list[Hashable]:
+        return list(self._watched)
+
+    def changed(self, key: Hashable) -> bool:
+        """``key`` changed: True if the fetch should complete now (see the module docstring)."""
+        watched = self._watched.get(key)
+        if watched is None:
+            return False
+        partition = self._lookup(watched.topic, watched.index)
+        if isinstance(partition, ErrorCode):
+            return True
+        if (
+            partition.leader_epoch != watched.leader_epoch
+            or partition.check_leader_epoch(watched.current_leader_epoch) is not ErrorCode.NONE
+        ):
+            return True
+        end = partition.fetchable_offset(self._isolation)
+        if end == watched.counted_end:
+            return False
+        if end < watched.counted_end:
+            return True
+        start = max(watched.counted_end, watched.fetch_offset)
+        watched.counted_end = end
+        if end > start:
+            added = self._appended.between(key, start, end)
+            if not added:  # unknown, or a boundary the history does not hold: answer rather than miss it
+                return True
+            self.accumulated += added
+        return self.accumulated >= self.min_bytes

@@ -1,0 +1,159 @@
+"""Long-poll fetches waking per partition (server/fetch_wait.py, server/appended_bytes.py, issue 17).
+
+- AppendedBytes answers the bytes appended between two offsets from the append sizes alone, and "unknown"
+  (None) for offsets older than its history or across a gap.
+- A fetch parked on many partitions: an append to one of them below ``min_bytes`` reads no log at all, and
+  the fetch completes once the appended sizes across partitions reach ``min_bytes``, answered with exactly
+  the records appended; a fetch is answered NOT_LEADER_OR_FOLLOWER when this broker stops leading a
+  partition it waits on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.server.inprocess import ctx, handle, make_broker
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse
+from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
+from tidelog.protocol.records_header import LOG_OVERHEAD
+from tidelog.replication.partition import Partition
+from tidelog.server.appended_bytes import HISTORY, AppendedBytes
+from tidelog.server.broker import Broker
+from tidelog.server.regions import RegionList
+from tidelog.storage.fetch_data import FileRegion
+
+pytestmark = [pytest.mark.timeout(60)]
+
+PARTITIONS = 20
+
+
+def test_appended_bytes_between_offsets() -> None:
+    appended = AppendedBytes()
+    key = ("t", 0)
+    assert appended.between(key, 0, 5) is None  # nothing known
+    appended.record(key, 10, 12, 100)
+    appended.record(key, 12, 15, 50)
+    appended.record(key, 15, 16, 7)
+    assert appended.between(key, 10, 16) == 157
+    assert appended.between(key, 12, 15) == 50
+    assert appended.between(key, 13, 16) == 57  # inside a batch: the whole batch is readable
+    assert appended.between(key, 15, 15) == 0
+    assert appended.between(key, 9, 16) is None  # older than the history
+    appended.record(key, 20, 21, 5)  # a gap (truncation, follower appends): the history starts over
+    assert appended.between(key, 15, 21) is None
+    assert appended.between(key, 20, 21) == 5
+    for offset in range(21, 21 + HISTORY):
+        appended.record(key, offset, offset + 1, 1)
+    assert appended.between(key, 20, 21 + HISTORY) is None  # fell out of the bounded history
+    assert appended.between(key, 22, 21 + HISTORY) == HISTORY - 1
+    appended.forget(key)
+    assert appended.between(key, 22, 23) is None
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    broker = make_broker(tmp_path_factory.mktemp("fetch-wait"), topic=None)
+    yield broker
+    broker.replicas.shutdown()
+    broker.logs.shutdown(broker.clock.now_ms())
+
+
+@pytest.fixture
+def broker(shared: Broker, request: pytest.FixtureRequest) -> Broker:
+    """The shared broker with a fresh topic ``t`` of PARTITIONS partitions (the last test's is deleted)."""
+    if shared.metadata.topic("t") is not None:
+        shared.admin.delete_topic_now("t")
+    shared.admin.create_topic_now("t", PARTITIONS, 1, {})
+    return shared
+
+
+def batch(*values: bytes) -> bytes:
+    return encode_batch([SimpleRecord(value=v, timestamp=1_700_000_000_000) for v in values])
+
+
+def fetch_all(min_bytes: int, *, replica_id: int = -1, offset: int = 0) -> FetchRequest:
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=30_000,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="t",
+                partitions=[
+                    FetchRequest.FetchPartition(partition=i, fetch_offset=offset, partition_max_bytes=1 << 20)
+                    for i in range(PARTITIONS)
+                ],
+            )
+        ],
+    )
+
+
+def records_of(response: FetchResponse) -> dict[int, list[tuple[int, bytes | None]]]:
+    out: dict[int, list[tuple[int, bytes | None]]] = {}
+    for partition in response.responses[0].partitions:
+        assert partition.error_code == ErrorCode.NONE
+        data = memoryview(_region_bytes(partition.records))
+        pos = 0
+        while pos < len(data):
+            header, records = decode_batch(data, pos)
+            out.setdefault(partition.partition_index, []).extend((r.offset, r.value) for r in records)
+            pos += header.batch_length + LOG_OVERHEAD
+    return out
+
+
+def _region_bytes(records: Any) -> bytes:
+    """A response's records: bytes, a file region or a list of regions."""
+    if isinstance(records, FileRegion):
+        return records.read()
+    if isinstance(records, RegionList):
+        return b"".join(_region_bytes(r) for r in records.regions)
+    return bytes(records or b"")
+
+
+def test_a_wake_up_reads_nothing_until_min_bytes_and_then_answers_once(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[tuple[str, int]] = []
+    real_read = Partition.read
+
+    def counting_read(self: Partition, *args: Any, **kwargs: Any) -> Any:
+        reads.append((self.topic, self.index))
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "read", counting_read)
+    small = batch(b"a" * 10)
+
+    async def scenario() -> None:
+        parked = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(3 * len(small)))
+        assert isinstance(parked, asyncio.Future)
+        assert reads == []  # every partition is caught up: no log lookup at all
+        now = broker.clock.now_ms()
+        assert broker.replicas.append("t", 7, small, now_ms=now)[0] is ErrorCode.NONE
+        assert broker.replicas.append("t", 3, batch(b"b" * 10), now_ms=now)[0] is ErrorCode.NONE
+        assert not parked.done()
+        assert reads == []  # counted from the append sizes, not read back
+        assert broker.replicas.append("t", 7, batch(b"c" * 10), now_ms=now)[0] is ErrorCode.NONE
+        assert parked.done()
+        assert sorted(reads) == [("t", 3), ("t", 7)]  # the response, built once, reading what has data
+        assert records_of(parked.result()) == {3: [(0, b"b" * 10)], 7: [(0, b"a" * 10), (1, b"c" * 10)]}
+
+    asyncio.run(scenario())
+
+
+def test_a_fetch_is_answered_when_this_broker_stops_leading(broker: Broker) -> None:
+    async def scenario() -> None:
+        parked = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(1))
+        assert isinstance(parked, asyncio.Future)
+        broker.replicas.delete("t", 4)
+        errors = {p.partition_index: p.error_code for p in parked.result().responses[0].partitions}
+        assert errors == {
+            i: ErrorCode.NONE if i != 4 else ErrorCode.NOT_LEADER_OR_FOLLOWER for i in range(PARTITIONS)
+        }
+
+    asyncio.run(scenario())
