@@ -534,7 +534,7 @@ def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) ->
         src.add(ind + 1, f"{parts} = []")
         _enc_value(src, ind + 1, f, f.type, src.nullable(f), value, f"{parts}.append")
         src.add(ind + 1, f"{known}.append(({f.tag}, b''.join({parts})))")
-    src.add(ind, f"{ap}(_wtags2({known}, {unknown}))")
+    src.add(ind, f"{ap}(_wtags2({known}, {unknown}) if {known} or {unknown} else b'\\x00')")
 
 
 _DECODERS: dict[tuple[type[Message], int], Decoder] = {}

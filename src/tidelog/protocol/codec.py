@@ -218,13 +218,55 @@ def _read_client_id(m: memoryview, p: int) -> tuple[str | None, int]:
         raise RemoteProtocolError("request header client id is not UTF-8") from None
 
 
+_SUPPORTED_REQUESTS: dict[tuple[int, int], tuple[type[Request], int]] = {}
+"""(api key, version) -> (request class, request header version), filled as requests come in."""
+
+
+def _supported_request(api_key: int, api_version: int) -> tuple[type[Request], int] | None:
+    cls = REQUEST_TYPES.get(api_key)
+    if cls is None or not cls.supports(api_version):
+        return None
+    known = _SUPPORTED_REQUESTS[api_key, api_version] = (cls, request_header_version(api_key, api_version))
+    return known
+
+
+def _common_request_header(
+    m: memoryview, api_key: int, api_version: int, correlation_id: int, header_version: int
+) -> tuple[RequestHeader, int] | None:
+    """The common case in one step: a client id and, in header v2, no tagged fields (None otherwise)."""
+    if header_version == 0 or len(m) < 10:
+        return None
+    n = INT16.unpack_from(m, 8)[0]
+    e = 10 + n
+    if n < 0 or not (e <= len(m) if header_version == 1 else e < len(m) and m[e] == 0):
+        return None
+    try:
+        client_id = str(m[10:e], "utf-8")
+    except UnicodeDecodeError:
+        raise RemoteProtocolError("request header client id is not UTF-8") from None
+    header = RequestHeader(
+        request_api_key=api_key,
+        request_api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    return header, e if header_version == 1 else e + 1
+
+
 def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Request] | None]:
     if len(m) < 8:
         raise RemoteProtocolError(f"request header needs 8 bytes, frame has {len(m)}")
     api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(m, 0)
-    cls = REQUEST_TYPES.get(api_key)
-    supported = cls is not None and cls.supports(api_version)
-    header_version = request_header_version(api_key, api_version) if supported else 1
+    known = _SUPPORTED_REQUESTS.get((api_key, api_version)) or _supported_request(api_key, api_version)
+    cls: type[Request] | None
+    if known is not None:
+        cls, header_version = known
+        common = _common_request_header(m, api_key, api_version, correlation_id, header_version)
+        if common is not None:
+            return common[0], common[1], cls
+    else:
+        cls, header_version = REQUEST_TYPES.get(api_key), 1
+    supported = known is not None
     client_id: str | None = ""  # the spec's default, for header v0 (no client id on the wire)
     p = 8
     if header_version >= 1:
@@ -313,17 +355,22 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         raise LocalProtocolError(f"request api key {api_key} does not match {body.NAME}")
     if version is None:
         version = header.request_api_version
+    flexible = _FLEXIBLE_RESPONSES.get((api_key, version))
+    if flexible is None:
+        flexible = _FLEXIBLE_RESPONSES[api_key, version] = response_header_version(api_key, version) >= 1
     try:
-        response_header = INT32.pack(header.correlation_id)
+        # size, correlation id and (header v1) an empty tagged-field section, packed once the body is known
+        out: list[Any] = [b"", INT32.pack(header.correlation_id), b"\x00" if flexible else b""]
     except struct.error as exc:
         raise LocalProtocolError(f"cannot encode correlation id: {exc}") from None
-    if response_header_version(api_key, version) >= 1:
-        response_header += b"\x00"
-    out: list[Any] = [b"", response_header]
     regions: list[int] = []
     _run_encoder(body, version, out, regions)
     out[0] = INT32.pack(_frame_size(out, regions))
     return _join(out, regions)
+
+
+_FLEXIBLE_RESPONSES: dict[tuple[int, int], bool] = {}
+"""(api key, version) -> whether its response header is v1, filled as responses go out."""
 
 
 def decode_response(frame: Buffer, api_key: int, version: int) -> tuple[ResponseHeader, Response]:

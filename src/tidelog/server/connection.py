@@ -32,12 +32,12 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable
 
 from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey, RequestHeader
+from tidelog.protocol.schema import Response
 
 from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse, RequestContext
 from .metrics.request_metrics import RequestMetrics
@@ -278,7 +278,7 @@ class Connection:
         result: Answer,
         timing: tuple[int, int, float, float, float] | None = None,
     ) -> None:
-        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+        if not isinstance(result, Response | asyncio.Future) and inspect.isawaitable(result):
             result = asyncio.ensure_future(result)
         if self._metrics is not None:
             self._timings.append(timing)  # one per pending slot (None: not measured)
@@ -297,7 +297,7 @@ class Connection:
                 await self._has_pending.wait()
                 continue
             header, result = pending[0]
-            if isinstance(result, Awaitable):
+            if not isinstance(result, Response):  # an awaitable (checked second: an ABC check is slow)
                 try:
                     result = await result
                 except asyncio.CancelledError:

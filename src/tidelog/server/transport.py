@@ -7,9 +7,11 @@ them). A transport writes them in order, whole.
 
 Invariants:
 
-- :class:`PlainTransport` writes bytes with ``sock_sendall`` and file regions with ``os.sendfile`` (zero
-  copy: record data never passes through Python). A region whose file turns out shorter than the region
-  (truncated under the reader) raises ``ConnectionError``: the frame is broken, the connection must end.
+- :class:`PlainTransport` writes bytes with ``send`` (``sock_sendall`` for what the socket buffer did not
+  take), reads what has arrived without waiting for a loop turn (after yielding one), and sends file
+  regions with ``os.sendfile`` (zero copy: record data never passes through Python). A region whose file
+  turns out shorter than the region (truncated under the reader) raises ``ConnectionError``: the frame is
+  broken, the connection must end.
 - :class:`StreamTransport` (asyncio streams: what a TLS connection is, once ``start_tls`` has wrapped it)
   cannot hand a file descriptor to the kernel: it reads each region in bounded pieces and writes the bytes
   (:func:`copy_region`), never the whole region at once, draining between pieces.
@@ -71,12 +73,26 @@ class PlainTransport:
         self._loop = asyncio.get_running_loop()
 
     async def recv(self, max_bytes: int) -> bytes:
-        return await self._loop.sock_recv(self._sock, max_bytes)
+        # One turn of the loop per read (the connection's writer and the other connections run), then the
+        # bytes a pipelining client has already sent are read at once: uvloop's sock_recv always registers
+        # a reader and waits for the next turn (two epoll_ctl calls, a future and a handle per read).
+        await asyncio.sleep(0)
+        try:
+            return self._sock.recv(max_bytes)
+        except (BlockingIOError, InterruptedError):
+            return await self._loop.sock_recv(self._sock, max_bytes)
 
     async def send_chunks(self, chunks: Sequence[object]) -> None:
+        sock = self._sock
         for chunk in chunks:
             if isinstance(chunk, bytes | bytearray | memoryview):
-                await self._loop.sock_sendall(self._sock, chunk)
+                # Most responses fit the socket buffer: sent here, the loop waits only for the rest.
+                try:
+                    sent = sock.send(chunk)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                if sent < len(chunk):
+                    await self._loop.sock_sendall(sock, memoryview(chunk)[sent:] if sent else chunk)
             else:
                 for region in _regions(chunk):
                     await self._sendfile(region)

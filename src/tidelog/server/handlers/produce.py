@@ -40,22 +40,33 @@ def batch_count_error(records: object, api_version: int) -> str | None:
     """Why a partition's payload is not exactly one record batch (Kafka's ``ProduceRequest.validateRecords``
     for v3+), or None. Only whole batches count: damaged or cut-off bytes are left to the append's
     validation (CORRUPT_MESSAGE)."""
+    return _read_payload(records, api_version)[0]
+
+
+def _read_payload(records: object, api_version: int) -> tuple[str | None, tuple[int, int] | None]:
+    """One look at a partition's payload: :func:`batch_count_error`, and (when that is None) what
+    :func:`~tidelog.server.txn_verification.transactional_producer` says of it."""
     if not isinstance(records, bytes | bytearray | memoryview) or len(records) == 0:
         return (
-            f"Produce requests with version {api_version} must have at least one record batch per partition"
+            f"Produce requests with version {api_version} must have at least one record batch per partition",
+            None,
         )
+    first = second = None
     try:
         batches = iter_batch_headers(records)
-        next(batches, None)
+        first = next(batches, None)
         second = next(batches, None)
     except CorruptRecordError:
-        return None
-    if second is None:
-        return None
-    return (
-        f"Produce requests with version {api_version} are only allowed to contain exactly one record batch per"
-        " partition"
-    )
+        second = None
+    if second is not None:
+        problem = (
+            f"Produce requests with version {api_version} are only allowed to contain exactly one record "
+            "batch per partition"
+        )
+        return problem, None
+    if first is None or not (first[1].is_transactional and first[1].has_producer_id):
+        return None, None
+    return None, (first[1].producer_id, first[1].producer_epoch)
 
 
 class ProduceHandler:
@@ -114,12 +125,11 @@ class ProduceHandler:
                     result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                     result.error_message = f"Cannot append to internal topic {name}"
                     continue
-                problem = batch_count_error(data.records, ctx.api_version)
+                problem, producer = _read_payload(data.records, ctx.api_version)
                 if problem is not None:
                     result.error_code = ErrorCode.INVALID_RECORD
                     result.error_message = problem
                     continue
-                producer = transactional_producer(data.records)
                 if producer is not None and self._replicas.get(name, data.index) is not None:
                     if request.transactional_id is None:
                         result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
