@@ -52,8 +52,8 @@ from .connection import Connection
 from .dispatch import ANONYMOUS, Dispatcher, KafkaPrincipal
 from .dynamic_config import DynamicBrokerConfigs
 from .entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
-from .group_configs import GroupConfigStore
 from .fetch_sessions import FetchSessionCache
+from .group_configs import GroupConfigStore
 from .group_runtime import GroupRuntime
 from .handlers import build_routes
 from .listeners import BoundListener, bind_client_listeners, canonical_hostname

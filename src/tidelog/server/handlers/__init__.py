@@ -21,8 +21,8 @@ from tidelog.server.cluster.controller import Controller
 from tidelog.server.dispatch import Route
 from tidelog.server.entity_configs import EntityConfigs
 from tidelog.server.fetch_purgatory import FetchPurgatory
-from tidelog.server.group_configs import GroupConfigStore
 from tidelog.server.fetch_sessions import FetchSessionCache
+from tidelog.server.group_configs import GroupConfigStore
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
