@@ -181,6 +181,7 @@ def empty_fetch(broker: Broker, seconds: float, profile: Path | None = None) -> 
     poll_for(1.0)  # warm-up
     _wait_report(consumer, counter)
     requests_before = counter.count("Fetch")
+    all_before = sum(counter.latest.values())
     assert broker.pid is not None
     with profiled(broker.pid, profile):
         cpu_before = cpu_seconds(broker.pid)
@@ -190,10 +191,12 @@ def empty_fetch(broker: Broker, seconds: float, profile: Path | None = None) -> 
         elapsed = time.perf_counter() - started
     _wait_report(consumer, counter)
     requests = counter.count("Fetch") - requests_before
+    others = sum(counter.latest.values()) - all_before - requests
     consumer.close()
     return {
         "requests": requests,
         "requests_per_s": requests / elapsed,
+        "other_requests": others,
         **cpu_figures(cpu_before, cpu_after, requests),
     }
 
@@ -225,7 +228,8 @@ def main() -> None:
         f"(user {produce['user_s']:.2f} s, sys {produce['sys_s']:.2f} s)"
     )
     print(
-        f"empty fetch: {fetch['requests_per_s']:,.0f} requests/s, {fetch['requests']:,} requests, "
+        f"empty fetch: {fetch['requests_per_s']:,.0f} requests/s, {fetch['requests']:,} requests "
+        f"({fetch['other_requests']} others), "
         f"broker CPU {fetch['cpu_us_per_request']:.1f} µs/request (user {fetch['user_s']:.2f} s, sys {fetch['sys_s']:.2f} s)"
     )
     print(json.dumps(results))

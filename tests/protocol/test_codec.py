@@ -201,6 +201,17 @@ def test_decode_request_header_alone() -> None:
     assert decode_request_header(frame) == _header(ApiKey.PRODUCE, 9, correlation_id=3)
 
 
+def test_request_header_cut_at_any_byte_is_malformed_in_every_header_version() -> None:
+    # Header v2 (Produce 9), v1 (Produce 8): the common case's one-step read falls back to the full one,
+    # which reports the cut; a whole header decodes.
+    for version, header_size in ((9, 8 + 2 + 3 + 1), (8, 8 + 2 + 3)):
+        frame = encode_request(_header(ApiKey.PRODUCE, version, client_id="abc"), _produce())[4:]
+        assert decode_request_header(frame[:header_size]).client_id == "abc"
+        for cut in range(header_size):
+            with pytest.raises(RemoteProtocolError):
+                decode_request_header(frame[:cut])
+
+
 # -- malformed input ---------------------------------------------------------------------------
 
 SAMPLE_FRAMES = [
