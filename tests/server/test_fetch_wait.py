@@ -2,6 +2,7 @@
 
 - AppendedBytes answers the bytes appended between two offsets from the append sizes alone, and "unknown"
   (None) for offsets older than its history or across a gap.
+- Fetches woken by one append read the log once between them, and each gets the same records.
 - A fetch parked on many partitions: an append to one of them below ``min_bytes`` reads no log at all, and
   the fetch completes once the appended sizes across partitions reach ``min_bytes``, answered with exactly
   the records appended; a fetch is answered NOT_LEADER_OR_FOLLOWER when this broker stops leading a
@@ -155,5 +156,27 @@ def test_a_fetch_is_answered_when_this_broker_stops_leading(broker: Broker) -> N
         assert errors == {
             i: ErrorCode.NONE if i != 4 else ErrorCode.NOT_LEADER_OR_FOLLOWER for i in range(PARTITIONS)
         }
+
+    asyncio.run(scenario())
+
+
+def test_fetches_woken_by_one_append_share_one_read(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+    real_read = Partition.read
+
+    def counting_read(self: Partition, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self.index)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "read", counting_read)
+
+    async def scenario() -> None:
+        parked = [handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(1)) for _ in range(5)]
+        broker.replicas.append("t", 2, batch(b"one", b"two"), now_ms=broker.clock.now_ms())
+        assert reads == [2]  # one read for the five consumers
+        for fetch in parked:
+            assert isinstance(fetch, asyncio.Future)
+            assert records_of(fetch.result()) == {2: [(0, b"one"), (1, b"two")]}
+        assert broker.fetch_purgatory.shared_reads is None  # nothing kept after the pass
 
     asyncio.run(scenario())

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -53,6 +54,7 @@ from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl import AclOperation
 from tidelog.storage import EpochEndOffset
+from tidelog.storage.fetch_data import FetchDataInfo
 
 __all__ = ["FetchHandler"]
 
@@ -310,10 +312,20 @@ class FetchHandler:
                     continue
                 if p.fetch_offset == partition.fetchable_offset(isolation):
                     continue  # caught up: nothing to read (an idle partition costs no log lookup)
+                shared = self._purgatory.shared_reads
                 try:
-                    data = partition.read(
-                        p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
-                    )
+                    if shared is None:
+                        data = partition.read(
+                            p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                        )
+                    else:  # many fetches woken by one change: one read per partition and offset
+                        read_key = (topic.name, p.partition, p.fetch_offset, limit, isolation, total == 0)
+                        found = shared.get(read_key)
+                        if found is None:
+                            found = shared[read_key] = partition.read(
+                                p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                            )
+                        data = cast("FetchDataInfo", found)
                 except KafkaProtocolError as exc:
                     result.error_code = exc.error_code
                     has_error = True
