@@ -75,6 +75,10 @@ class FetchPurgatory:
     def __init__(self, clock: Clock) -> None:
         self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
         self.appended_bytes = AppendedBytes()
+        self.change_count = 0
+        self.last_change: dict[Hashable, int] = {}
+        """Per (topic, partition), :attr:`change_count` at its last change (append, high watermark, last
+        stable offset, log start, leadership): what lets a fetch session skip partitions that did not move."""
         self.shared_reads: dict[Hashable, object] | None = None
         """While one change's waiting fetches complete (one synchronous pass, nothing can append meanwhile):
         log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
@@ -99,6 +103,8 @@ class FetchPurgatory:
         self._check(key)
 
     def _check(self, key: Hashable) -> None:
+        self.change_count += 1
+        self.last_change[key] = self.change_count
         outer = self.shared_reads is None
         if outer:
             self.shared_reads = {}

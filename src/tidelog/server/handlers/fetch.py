@@ -108,8 +108,9 @@ class FetchHandler:
                 wanted.append(Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         context: FetchContext | None = None
+        watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
         if version >= 7 and self._sessions is not None:
-            context, wanted = open_context(
+            context, wanted, watched = open_context(
                 self._sessions,
                 request,
                 wanted,
@@ -118,6 +119,8 @@ class FetchHandler:
                 topic_id=self._topic_id,
                 privileged=replica_id >= 0,
                 now_ms=self._now_ms(),
+                change_count=self._purgatory.change_count,
+                last_change=self._purgatory.last_change,
             )
             if context.kind is ContextKind.ERROR:
                 return FetchResponse(error_code=context.error, session_id=0)
@@ -141,7 +144,7 @@ class FetchHandler:
             diverged = {}
         max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
 
-        def build() -> tuple[FetchResponse, int, bool]:
+        def build(wanted: list[Wanted]) -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(
                 wanted, version, isolation, max(max_bytes, 0), diverged, replica_id
             )
@@ -151,14 +154,17 @@ class FetchHandler:
 
         count_out = replica_id < 0 and self._replicas.topic_metrics is not None
 
-        def answer(response: FetchResponse) -> FetchResponse:
+        def answer(wanted: list[Wanted], response: FetchResponse) -> FetchResponse:
             if context is not None:
-                response = session_answer(context, wanted, response)
+                response = session_answer(context, wanted, response, committed=committed)
             return self._bytes_out(response) if count_out else response
 
-        response, nbytes, has_error = build()
-        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
-            return answer(response)
+        response, nbytes, has_error = build(wanted)
+        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
+            return answer(wanted, response)
+        waiting = watched()  # an incremental fetch reads what may have news, but waits on its whole session
+        if not waiting:
+            return answer(wanted, response)
         wait = FetchWait(
             min_bytes=request.min_bytes,
             accumulated=nbytes,
@@ -166,14 +172,14 @@ class FetchHandler:
             lookup=self._replicas.leader_partition,
             appended=self._purgatory.appended_bytes,
         )
-        for w in wanted:
+        for w in waiting:
             if w.name is None:
                 continue
             for p in w.partitions:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
-                    return answer(response)
-        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(build()[0]))
+                    return answer(wanted, response)
+        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0]))
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
