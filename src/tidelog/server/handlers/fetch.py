@@ -26,8 +26,9 @@ Invariants:
   otherwise the topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before existence is looked at, except
   an unknown topic id, which names nothing).
 - Fetch sessions (KIP-227, v7+): through the broker's session cache (:mod:`tidelog.server.fetch_sessions`,
-  :mod:`.fetch_session_view`), an incremental request fetches every partition of its session and its answer
-  carries only the partitions with news; an unknown session or a wrong epoch is answered at once with
+  :mod:`.fetch_session_view`), an incremental request reads the partitions of its session that may have
+  news (named, changed since it was last served, or left unread) and its answer carries only those with
+  news; an unknown session or a wrong epoch is answered at once with
   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH and no partitions. Without a cache every
   answer's ``session_id`` is 0 (sessions declined). The long-poll wait and its ``min_bytes`` count cover
   the whole session.
