@@ -52,7 +52,10 @@ def _consumer_thread(bootstrap: str, hist: list[int], warmed: threading.Event, s
     unpack = _VALUE.unpack
     try:
         while not stop.is_set():
-            batch = consumer.consume(num_messages=10_000, timeout=0.2)
+            first = consumer.poll(0.2)  # returns at the first message (consume() waits out its timeout)
+            if first is None:
+                continue
+            batch = [first, *consumer.consume(num_messages=10_000, timeout=0)]
             now = time.time_ns()
             for message in batch:
                 if message.error() is not None:

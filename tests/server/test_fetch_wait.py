@@ -2,10 +2,13 @@
 
 - AppendedBytes answers the bytes appended between two offsets from the append sizes alone, and "unknown"
   (None) for offsets older than its history or across a gap.
+- Fetches woken by one append read the log once between them, and each gets the same records.
 - A fetch parked on many partitions: an append to one of them below ``min_bytes`` reads no log at all, and
   the fetch completes once the appended sizes across partitions reach ``min_bytes``, answered with exactly
   the records appended; a fetch is answered NOT_LEADER_OR_FOLLOWER when this broker stops leading a
   partition it waits on.
+- Fetch sessions: an incremental fetch reads a partition the last answer left unread (``max_bytes``) though
+  nothing changed in it, answers nothing for caught-up partitions, and refuses a replayed epoch.
 """
 
 from __future__ import annotations
@@ -157,3 +160,68 @@ def test_a_fetch_is_answered_when_this_broker_stops_leading(broker: Broker) -> N
         }
 
     asyncio.run(scenario())
+
+
+def test_fetches_woken_by_one_append_share_one_read(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+    real_read = Partition.read
+
+    def counting_read(self: Partition, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self.index)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "read", counting_read)
+
+    async def scenario() -> None:
+        parked = [handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(1)) for _ in range(5)]
+        broker.replicas.append("t", 2, batch(b"one", b"two"), now_ms=broker.clock.now_ms())
+        assert reads == [2]  # one read for the five consumers
+        for fetch in parked:
+            assert isinstance(fetch, asyncio.Future)
+            assert records_of(fetch.result()) == {2: [(0, b"one"), (1, b"two")]}
+        assert broker.fetch_purgatory.shared_reads is None  # nothing kept after the pass
+
+    asyncio.run(scenario())
+
+
+def session_fetch(session_id: int, epoch: int, offsets: dict[int, int], *, max_bytes: int) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="t",
+                partitions=[
+                    FetchRequest.FetchPartition(partition=i, fetch_offset=o, partition_max_bytes=1 << 20)
+                    for i, o in offsets.items()
+                ],
+            )
+        ]
+        if offsets
+        else [],
+    )
+
+
+def test_an_incremental_fetch_reads_what_the_last_answer_left_unread(broker: Broker) -> None:
+    """A partition left out of an answer by ``max_bytes`` is read by the next incremental fetch, though
+    nothing changed in it and the request does not name it; caught-up partitions are not answered."""
+    now = broker.clock.now_ms()
+    broker.replicas.append("t", 1, batch(b"first"), now_ms=now)
+    broker.replicas.append("t", 2, batch(b"second"), now_ms=now)
+    full = handle(
+        broker, ctx(ApiKey.FETCH, 11), session_fetch(0, 0, dict.fromkeys(range(PARTITIONS), 0), max_bytes=1)
+    )
+    assert full.session_id != 0
+    assert {p: [v for _, v in r] for p, r in records_of(full).items()} == {1: [b"first"]}  # KIP-74: one batch
+    step = handle(broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 1, {1: 1}, max_bytes=1 << 20))
+    assert step.session_id == full.session_id
+    assert [(p.partition_index, p.high_watermark) for p in step.responses[0].partitions] == [(2, 1)]
+    assert records_of(step) == {2: [(0, b"second")]}
+    idle = handle(broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 2, {2: 1}, max_bytes=1 << 20))
+    assert (idle.session_id, idle.error_code, idle.responses) == (full.session_id, ErrorCode.NONE, [])
+    stale = handle(broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 2, {}, max_bytes=1 << 20))
+    assert (stale.error_code, stale.responses) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, [])

@@ -4,7 +4,8 @@ Invariants: a delayed fetch's future is resolved exactly once — by a change to
 makes it completable (:meth:`FetchPurgatory.appended` / :meth:`FetchPurgatory.on_append` check only the
 watchers of that partition, and each asks its :class:`~tidelog.server.fetch_wait.FetchWait` about that
 partition alone, O(1), without reading the log), by its ``max_wait_ms`` expiring, or by shutdown — and
-always with a response built once, from a fresh read at that moment. The clock task sleeps until the
+always with a response built once, from a fresh read at that moment (fetches completed by the same change
+share their reads of one partition at one offset: read once, not once per consumer). The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
 """
 
@@ -74,6 +75,14 @@ class FetchPurgatory:
     def __init__(self, clock: Clock) -> None:
         self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
         self.appended_bytes = AppendedBytes()
+        self.change_count = 0
+        self.last_change: dict[Hashable, int] = {}
+        """Per (topic, partition), :attr:`change_count` at its last change (append, high watermark, last
+        stable offset, log start, leadership): what lets a fetch session skip partitions that did not move."""
+        self.shared_reads: dict[Hashable, object] | None = None
+        """While one change's waiting fetches complete (one synchronous pass, nothing can append meanwhile):
+        log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
+        offset read the log once. None outside such a pass."""
 
     def delay(
         self, wait: FetchWait, max_wait_ms: int, build: Callable[[], FetchResponse]
@@ -87,11 +96,23 @@ class FetchPurgatory:
         """A leader append of ``nbytes`` covering ``[base_offset, end_offset)``: remember its size, then check
         the fetches waiting on ``key``."""
         self.appended_bytes.record(key, base_offset, end_offset, nbytes)
-        self._operations.check(key)
+        self._check(key)
 
     def on_append(self, key: Hashable) -> None:
         """The high watermark, last stable offset or leadership of ``key`` moved: check its waiting fetches."""
-        self._operations.check(key)
+        self._check(key)
+
+    def _check(self, key: Hashable) -> None:
+        self.change_count += 1
+        self.last_change[key] = self.change_count
+        outer = self.shared_reads is None
+        if outer:
+            self.shared_reads = {}
+        try:
+            self._operations.check(key)
+        finally:
+            if outer:
+                self.shared_reads = None
 
     @property
     def delayed(self) -> int:

@@ -114,6 +114,11 @@ class FetchSession:
     last_used_ms: int
     epoch: int = 1
     """The epoch the next request must carry."""
+    seen_change: int = -1
+    """The broker's change count when the last request was served: partitions not changed since, not in
+    :attr:`recheck` and not named by a request need no look (the caller keeps the change counts)."""
+    recheck: set[PartitionKey] = field(default_factory=set)
+    """Partitions whose last answer had records, an error, or data left to read: looked at every time."""
 
     def value_key(self) -> tuple[bool, int, int]:
         """Kafka's ``EvictableKey``: the least valuable session sorts first."""

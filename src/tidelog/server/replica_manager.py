@@ -453,6 +453,7 @@ class ReplicaManager:
             return exc.error_code, -1
         if low_watermark != before:
             self._logs.checkpoint_log_start_offsets()
+            self.fetch_purgatory.on_append((topic, index))  # the log start moved: fetch sessions tell it
         return ErrorCode.NONE, low_watermark
 
     def shutdown(self) -> None:

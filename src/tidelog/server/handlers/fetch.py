@@ -26,8 +26,9 @@ Invariants:
   otherwise the topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before existence is looked at, except
   an unknown topic id, which names nothing).
 - Fetch sessions (KIP-227, v7+): through the broker's session cache (:mod:`tidelog.server.fetch_sessions`,
-  :mod:`.fetch_session_view`), an incremental request fetches every partition of its session and its answer
-  carries only the partitions with news; an unknown session or a wrong epoch is answered at once with
+  :mod:`.fetch_session_view`), an incremental request reads the partitions of its session that may have
+  news (named, changed since it was last served, or left unread) and its answer carries only those with
+  news; an unknown session or a wrong epoch is answered at once with
   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH and no partitions. Without a cache every
   answer's ``session_id`` is 0 (sessions declined). The long-poll wait and its ``min_bytes`` count cover
   the whole session.
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -53,6 +55,7 @@ from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl import AclOperation
 from tidelog.storage import EpochEndOffset
+from tidelog.storage.fetch_data import FetchDataInfo
 
 __all__ = ["FetchHandler"]
 
@@ -106,8 +109,9 @@ class FetchHandler:
                 wanted.append(Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         context: FetchContext | None = None
+        watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
         if version >= 7 and self._sessions is not None:
-            context, wanted = open_context(
+            context, wanted, watched = open_context(
                 self._sessions,
                 request,
                 wanted,
@@ -116,6 +120,8 @@ class FetchHandler:
                 topic_id=self._topic_id,
                 privileged=replica_id >= 0,
                 now_ms=self._now_ms(),
+                change_count=self._purgatory.change_count,
+                last_change=self._purgatory.last_change,
             )
             if context.kind is ContextKind.ERROR:
                 return FetchResponse(error_code=context.error, session_id=0)
@@ -139,7 +145,7 @@ class FetchHandler:
             diverged = {}
         max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
 
-        def build() -> tuple[FetchResponse, int, bool]:
+        def build(wanted: list[Wanted]) -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(
                 wanted, version, isolation, max(max_bytes, 0), diverged, replica_id
             )
@@ -149,14 +155,17 @@ class FetchHandler:
 
         count_out = replica_id < 0 and self._replicas.topic_metrics is not None
 
-        def answer(response: FetchResponse) -> FetchResponse:
+        def answer(wanted: list[Wanted], response: FetchResponse) -> FetchResponse:
             if context is not None:
-                response = session_answer(context, wanted, response)
+                response = session_answer(context, wanted, response, committed=committed)
             return self._bytes_out(response) if count_out else response
 
-        response, nbytes, has_error = build()
-        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error or not wanted:
-            return answer(response)
+        response, nbytes, has_error = build(wanted)
+        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
+            return answer(wanted, response)
+        waiting = watched()  # an incremental fetch reads what may have news, but waits on its whole session
+        if not waiting:
+            return answer(wanted, response)
         wait = FetchWait(
             min_bytes=request.min_bytes,
             accumulated=nbytes,
@@ -164,14 +173,14 @@ class FetchHandler:
             lookup=self._replicas.leader_partition,
             appended=self._purgatory.appended_bytes,
         )
-        for w in wanted:
+        for w in waiting:
             if w.name is None:
                 continue
             for p in w.partitions:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
-                    return answer(response)
-        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(build()[0]))
+                    return answer(wanted, response)
+        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0]))
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
@@ -310,10 +319,20 @@ class FetchHandler:
                     continue
                 if p.fetch_offset == partition.fetchable_offset(isolation):
                     continue  # caught up: nothing to read (an idle partition costs no log lookup)
+                shared = self._purgatory.shared_reads
                 try:
-                    data = partition.read(
-                        p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
-                    )
+                    if shared is None:
+                        data = partition.read(
+                            p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                        )
+                    else:  # many fetches woken by one change: one read per partition and offset
+                        read_key = (topic.name, p.partition, p.fetch_offset, limit, isolation, total == 0)
+                        found = shared.get(read_key)
+                        if found is None:
+                            found = shared[read_key] = partition.read(
+                                p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                            )
+                        data = cast("FetchDataInfo", found)
                 except KafkaProtocolError as exc:
                     result.error_code = exc.error_code
                     has_error = True

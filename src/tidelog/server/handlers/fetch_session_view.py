@@ -1,25 +1,28 @@
 """Fetch sessions (KIP-227) as the Fetch handler sees them: a request's partitions through its session, and
 an answer cut down to what an incremental response carries.
 
-The session cache (:mod:`tidelog.server.fetch_sessions`) names a partition by ``(topic name or None,
-topic id, partition)``, the same key for a request's partitions and its forgotten topics, whatever the
-version (names up to v12, topic ids from v13). An incremental request is served as a fetch of every
+The session cache (:mod:`tidelog.server.fetch_sessions`) names a partition by :func:`session_key`, the
+same key for a request's partitions and its forgotten topics, whatever the version (names up to v12, topic
+ids from v13). An incremental request is served as a fetch of every
 partition in its session, in the session's order; its answer keeps, per topic, only the partitions whose
 :meth:`~tidelog.server.fetch_sessions.CachedPartition.must_respond` says so, and drops topics left empty.
-A full fetch that opened a session records what each partition's answer told the client.
+A full fetch that opened a session records what each partition's answer told the client. An incremental
+request reads only the partitions that may have news (named by it, changed since the session was last
+served, or left with records, an error or data to read); if it must wait, the wait and the read at its end
+cover the whole session.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
 from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.server.fetch_sessions import CachedPartition, ContextKind, FetchContext, FetchSessionCache
 
-__all__ = ["Wanted", "open_context", "session_answer"]
+__all__ = ["Wanted", "open_context", "session_answer", "session_key"]
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -45,17 +48,24 @@ def open_context(
     topic_id: Callable[[str], uuid.UUID],
     privileged: bool,
     now_ms: int,
-) -> tuple[FetchContext, list[Wanted]]:
-    """The request's session context, and the topics to fetch: the request's own, or for an incremental
-    request every partition of its session."""
-    fetch = [((w.name, w.topic_id, p.partition), p) for w in wanted for p in w.partitions]
+    change_count: int = 0,
+    last_change: Mapping[Hashable, int] | None = None,
+) -> tuple[FetchContext, list[Wanted], Callable[[], list[Wanted]]]:
+    """The request's session context, the topics to read now and the topics a wait watches. Outside an
+    incremental request both are the request's own. In one, the wait (and the read at its end) covers every
+    partition of the session, but the read now only those the request names, those in the session's
+    ``recheck`` set, and those whose ``last_change`` (the fetch purgatory's count of changes, by (topic,
+    partition)) is above the count when the session was last served: an idle, caught-up partition costs a
+    dict lookup."""
+    last_change = last_change if last_change is not None else {}
+    fetch = [(session_key(w.name, w.topic_id, p.partition), p) for w in wanted for p in w.partitions]
     forgotten = []
     for gone in request.forgotten_topics_data:
         if version >= 13:
             key_name, key_id = topic_name(gone.topic_id), gone.topic_id
         else:
             key_name, key_id = gone.topic, topic_id(gone.topic)
-        forgotten += [(key_name, key_id, p) for p in gone.partitions]
+        forgotten += [session_key(key_name, key_id, p) for p in gone.partitions]
     context = cache.new_context(
         request.session_id,
         request.session_epoch,
@@ -64,20 +74,57 @@ def open_context(
         privileged=privileged,
         now_ms=now_ms,
     )
-    if context.kind is not ContextKind.INCREMENTAL or context.session is None:
-        return context, wanted
-    by_topic: dict[tuple[str | None, uuid.UUID], Wanted] = {}
-    for key, cached in context.session.partitions.items():
-        name, tid, _index = cast("tuple[str | None, uuid.UUID, int]", key)
-        topic = by_topic.get((name, tid))
+    session = context.session
+    if session is None:
+        return context, wanted, lambda: wanted
+    seen, session.seen_change = session.seen_change, change_count
+    if context.kind is not ContextKind.INCREMENTAL:
+        return context, wanted, lambda: wanted
+    partitions = session.partitions
+
+    def everything() -> list[Wanted]:
+        return _grouped(partitions.items(), topic_id)
+
+    if privileged:  # a follower's session: every partition every time (its fetch moves the high watermark)
+        whole = everything()
+        return context, whole, lambda: whole
+    named = {key for key, _ in fetch}
+    recheck = session.recheck
+    examine = [
+        (key, cached)
+        for key, cached in partitions.items()
+        if key in named or key in recheck or last_change.get(key, 0) > seen
+    ]
+    return context, _grouped(examine, topic_id), everything
+
+
+def session_key(name: str | None, topic_id: uuid.UUID, index: int) -> Hashable:
+    """A partition's key in a session: ``(topic, partition)`` as the fetch purgatory counts its changes, or
+    ``(None, topic id, partition)`` for a topic id this broker does not know."""
+    return (name, index) if name is not None else (None, topic_id, index)
+
+
+def _grouped(
+    partitions: Iterable[tuple[Hashable, CachedPartition]], topic_id: Callable[[str], uuid.UUID]
+) -> list[Wanted]:
+    by_topic: dict[object, Wanted] = {}
+    for key, cached in partitions:
+        name = cast("tuple[str | None, int]", key)[0]
+        group = name if name is not None else cast("tuple[None, uuid.UUID, int]", key)[1]
+        topic = by_topic.get(group)
         if topic is None:
-            topic = by_topic[(name, tid)] = Wanted(name, tid, [])
+            tid = topic_id(name) if name is not None else cast("tuple[None, uuid.UUID, int]", key)[1]
+            topic = by_topic[group] = Wanted(name, tid, [])
         topic.partitions.append(cached.request)
-    return context, list(by_topic.values())
+    return list(by_topic.values())
 
 
-def session_answer(context: FetchContext, wanted: list[Wanted], response: FetchResponse) -> FetchResponse:
-    """``response`` (one entry per wanted topic and partition, in order) as the session answers it."""
+def session_answer(
+    context: FetchContext, wanted: list[Wanted], response: FetchResponse, *, committed: bool
+) -> FetchResponse:
+    """``response`` (one entry per wanted topic and partition, in order) as the session answers it; the
+    partitions read that have records, an error or data beyond the fetch offset (under the last stable
+    offset if ``committed``, else the high watermark) are looked at again next time."""
     response.session_id = context.response_session_id
     session = context.session
     if session is None:
@@ -87,7 +134,8 @@ def session_answer(context: FetchContext, wanted: list[Wanted], response: FetchR
     for topic, answer in zip(wanted, response.responses, strict=True):
         kept = []
         for p, result in zip(topic.partitions, answer.partitions, strict=True):
-            cached: CachedPartition | None = session.partitions.get((topic.name, topic.topic_id, p.partition))
+            key = session_key(topic.name, topic.topic_id, p.partition)
+            cached: CachedPartition | None = session.partitions.get(key)
             if cached is None:
                 continue
             respond = cached.must_respond(
@@ -100,6 +148,11 @@ def session_answer(context: FetchContext, wanted: list[Wanted], response: FetchR
             )
             if respond or not incremental:
                 kept.append(result)
+            bound = result.last_stable_offset if committed else result.high_watermark
+            if result.error_code or _has_records(result.records) or p.fetch_offset < bound:
+                session.recheck.add(key)
+            else:
+                session.recheck.discard(key)
         if kept:
             answer.partitions = kept
             kept_topics.append(answer)
