@@ -73,6 +73,7 @@ from .security.scram_credentials import credential_lookup
 from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
 from .security.zk_acl_store import ZkAclStore
+from .share_runtime import ShareRuntime, no_group_configs, share_defaults
 from .transport import PlainTransport, Transport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -182,6 +183,17 @@ class Broker:
         )
         if self.cluster is not None:
             self.transactions.set_broker_client(self.cluster.client)
+        # issue 13 hook: share groups. GROUP CONFIG STORE PLUG-IN POINT: pass the group-config store's
+        # lookup (group id -> keys explicitly set for that group) as group_configs; until then every share
+        # group runs with the broker's group.share.* defaults.
+        self.shares = ShareRuntime(
+            replicas=self.replicas,
+            metadata=self.metadata,
+            purgatory=self.fetch_purgatory,
+            clock=clock,
+            defaults=share_defaults(config),
+            group_configs=no_group_configs,
+        )
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         if self.metrics is not None:  # issue 14 hook: quota sensors, read at scrape time
@@ -201,6 +213,7 @@ class Broker:
                     acls=self.acls,
                     entity_configs=self.entity_configs,
                     client_quotas=self.client_quotas,
+                    shares=self.shares,
                 )
             )
         )

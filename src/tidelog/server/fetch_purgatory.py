@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable
-
-from tidelog.protocol.messages import FetchResponse
+from typing import Any, Generic, TypeVar
 
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
@@ -23,15 +22,19 @@ __all__ = ["DelayedFetch", "FetchPurgatory"]
 log = logging.getLogger("tidelog.fetch_purgatory")
 
 
-class DelayedFetch(DelayedOperation):
-    """A fetch that waits for ``min_bytes`` of new data or for ``max_wait_ms``."""
+R = TypeVar("R")
+
+
+class DelayedFetch(DelayedOperation, Generic[R]):
+    """A fetch that waits for ``min_bytes`` of new data (or, a ShareFetch, for records to acquire) or for
+    ``max_wait_ms``."""
 
     def __init__(
         self,
         delay_ms: int,
         enough: Callable[[], bool],
-        build: Callable[[], FetchResponse],
-        future: asyncio.Future[FetchResponse],
+        build: Callable[[], R],
+        future: asyncio.Future[R],
     ) -> None:
         super().__init__(delay_ms)
         self._enough = enough
@@ -58,19 +61,19 @@ class DelayedFetch(DelayedOperation):
 
 
 class FetchPurgatory:
-    """Delayed fetches keyed by (topic, partition)."""
+    """Delayed fetches (Fetch and ShareFetch) keyed by (topic, partition)."""
 
     def __init__(self, clock: Clock) -> None:
-        self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
+        self._operations: AsyncPurgatory[DelayedFetch[Any]] = AsyncPurgatory("Fetch", clock)
 
     def delay(
         self,
         keys: Iterable[Hashable],
         max_wait_ms: int,
         enough: Callable[[], bool],
-        build: Callable[[], FetchResponse],
-    ) -> asyncio.Future[FetchResponse]:
-        future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
+        build: Callable[[], R],
+    ) -> asyncio.Future[R]:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._operations.delay(DelayedFetch(max_wait_ms, enough, build, future), keys)
         return future
 

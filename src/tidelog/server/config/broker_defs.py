@@ -163,6 +163,15 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("group.consumer.max.heartbeat.interval.ms", I, "15000", "Maximum consumer-protocol heartbeat interval.", at_least(1)),
         ConfigDef("group.consumer.max.size", I, _INT_MAX_STR, "Maximum members of a consumer-protocol group.", at_least(1)),
         ConfigDef("group.consumer.assignors", LI, "uniform,range", "Server-side assignors, preferred first."),
+        # ---- share groups (KIP-932; Kafka's ShareGroupConfig defaults and bounds) ----
+        ConfigDef("group.share.record.lock.duration.ms", I, "30000", "How long a share consumer holds a record it acquired before it is released (default of the group config share.record.lock.duration.ms).", at_least(1000)),
+        ConfigDef("group.share.min.record.lock.duration.ms", I, "15000", "Minimum record lock duration a share group may set.", at_least(1000)),
+        ConfigDef("group.share.max.record.lock.duration.ms", I, "60000", "Maximum record lock duration a share group may set.", at_least(1000)),
+        ConfigDef("group.share.delivery.count.limit", I, "5", "Deliveries of a record before it is archived (default of share.delivery.count.limit).", between(2, 10)),
+        ConfigDef("group.share.partition.max.record.locks", I, "2000", "Records a share-partition may have in flight.", between(100, 10000)),
+        ConfigDef("group.share.session.timeout.ms", I, "45000", "Session timeout of share group members.", at_least(1)),
+        ConfigDef("group.share.heartbeat.interval.ms", I, "5000", "Heartbeat interval of share group members.", at_least(1)),
+        ConfigDef("group.share.max.size", I, "200", "Maximum members of a share group.", between(1, 1000)),
         # ---- transactions and producer ids ----
         ConfigDef("transaction.state.log.num.partitions", I, "50", "Partitions of __transaction_state.", at_least(1)),
         ConfigDef("transaction.state.log.replication.factor", SH, "1", "Replication factor of __transaction_state. tidelog default 1 (Kafka: 3).", at_least(1)),

@@ -1,0 +1,498 @@
+"""Share groups (KIP-932) on this broker: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and
+ShareGroupDescribe over the pure :mod:`tidelog.coordinator.share` state.
+
+Invariants:
+- Each (group, topic, partition) has one :class:`~tidelog.coordinator.share.share_partition.SharePartition`,
+  created at the first ShareFetch that names it, starting at the log start offset (group config
+  ``share.auto.offset.reset=earliest``) or at the high watermark (``latest``, Kafka's default).
+- A ShareFetch first applies its piggy-backed acknowledgements, then acquires: it reads whole batches from
+  the first acquirable offset (below the high watermark, or the last stable offset under
+  ``share.isolation.level=read_committed``) and acquires only offsets inside what it read, so every
+  acquired record travels in the response; the client keeps the records inside ``AcquiredRecords``.
+- With nothing to acquire and ``MaxWaitMs`` > 0, the fetch waits in the fetch purgatory on its partitions:
+  an append, or a release by another member, completes it; lock expiry is seen when its wait ends.
+- Share sessions (per group and member): epoch 0 opens one (replacing any), -1 closes it and releases the
+  member's records, any other epoch must be the next one (INVALID_SHARE_SESSION_EPOCH; none open:
+  SHARE_SESSION_NOT_FOUND).
+- Lock expiry and member sessions are checked lazily, with the clock's ``now_ms``, on every request that
+  touches the partition or the group; a fenced or departed member's records are released at once.
+- Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
+  read at each request, over the broker's ``group.share.*`` configs.
+
+Not yet durable: the state lives in memory (``__share_group_state`` persistence is issue 13's next step).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
+from tidelog.coordinator.share.share_group import ShareGroup
+from tidelog.coordinator.share.share_partition import AcquiredRange, SharePartition
+from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
+from tidelog.protocol.messages import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from tidelog.replication.partition import FetchIsolation
+from tidelog.server.clock import Clock
+from tidelog.server.config import BrokerConfig
+from tidelog.server.dispatch import Answer, RequestContext
+from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.regions import RegionList
+from tidelog.server.replica_manager import ReplicaManager
+
+__all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
+
+GroupConfigLookup = Callable[[str], Mapping[str, str]]
+"""Group id → the group configs explicitly set for it (Kafka's key names)."""
+
+_EMPTY = b""
+_ZERO_UUID = uuid.UUID(int=0)
+_SHARE_KEY = tuple[str, str, int]
+
+
+def no_group_configs(_group_id: str) -> Mapping[str, str]:
+    """No group sets anything: every group runs with the broker's defaults."""
+    return {}
+
+
+def share_defaults(config: BrokerConfig) -> ShareBrokerDefaults:
+    return ShareBrokerDefaults(
+        record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+        min_record_lock_duration_ms=config.group_share_min_record_lock_duration_ms,
+        max_record_lock_duration_ms=config.group_share_max_record_lock_duration_ms,
+        delivery_count_limit=config.group_share_delivery_count_limit,
+        partition_max_record_locks=config.group_share_partition_max_record_locks,
+        session_timeout_ms=config.group_share_session_timeout_ms,
+        heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        max_size=config.group_share_max_size,
+    )
+
+
+@dataclass(slots=True)
+class _Session:
+    epoch: int
+    """The epoch the next request must carry."""
+    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)
+    """The session's partitions, in the order they were named."""
+
+
+@dataclass(slots=True)
+class _Acquired:
+    topic: str
+    partition: int
+    ranges: list[AcquiredRange]
+    records: object
+
+
+class ShareRuntime:
+    """Share groups, their share-partitions and share sessions."""
+
+    def __init__(
+        self,
+        *,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        purgatory: FetchPurgatory,
+        clock: Clock,
+        defaults: ShareBrokerDefaults,
+        group_configs: GroupConfigLookup = no_group_configs,
+    ) -> None:
+        self._replicas = replicas
+        self._metadata = metadata
+        self._purgatory = purgatory
+        self._clock = clock
+        self.defaults = defaults
+        self._group_configs = group_configs
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[_SHARE_KEY, SharePartition] = {}
+        self._sessions: dict[tuple[str, str], _Session] = {}
+
+    # -- settings and state ------------------------------------------------------------------------------
+
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        return resolve_settings(self._group_configs(group_id), self.defaults)
+
+    def _share_partition(
+        self, group_id: str, topic: str, index: int, settings: ShareGroupSettings
+    ) -> SharePartition | ErrorCode:
+        partition = self._replicas.leader_partition(topic, index)
+        if isinstance(partition, ErrorCode):
+            return partition
+        key = (group_id, topic, index)
+        sp = self.partitions.get(key)
+        if sp is None:
+            start = (
+                partition.log_start_offset
+                if settings.auto_offset_reset == "earliest"
+                else partition.high_watermark
+            )
+            sp = SharePartition(start)
+            self.partitions[key] = sp
+        sp.max_record_locks = settings.max_record_locks
+        sp.delivery_count_limit = settings.delivery_count_limit
+        sp.backoff = settings.backoff
+        if partition.log_start_offset > sp.start_offset:
+            sp.move_start(partition.log_start_offset)
+        return sp
+
+    def _release_member(self, group_id: str, member_id: str) -> None:
+        now = self._clock.now_ms()
+        released = []
+        for (group, topic, index), sp in self.partitions.items():
+            if group == group_id and any(r.member_id == member_id for r in sp.acquired()):
+                sp.release_member(member_id, now)
+                released.append((topic, index))
+        for key in released:
+            self._purgatory.on_append(key)
+
+    def _expire_members(self, group: ShareGroup) -> None:
+        for member_id in group.expire(self._clock.now_ms(), self.defaults.session_timeout_ms):
+            self._sessions.pop((group.group_id, member_id), None)
+            self._release_member(group.group_id, member_id)
+
+    # -- ShareGroupHeartbeat -----------------------------------------------------------------------------
+
+    def heartbeat(
+        self, ctx: RequestContext, request: ShareGroupHeartbeatRequest
+    ) -> ShareGroupHeartbeatResponse:
+        if not request.group_id:
+            return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.setdefault(request.group_id, ShareGroup(request.group_id))
+        self._expire_members(group)
+        partitions_of = {t.name: t.num_partitions for t in self._metadata.topics() if not t.is_internal}
+        result = group.heartbeat(
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            subscribed=request.subscribed_topic_names,
+            rack_id=request.rack_id,
+            client_id=ctx.client_id or "",
+            client_host=ctx.client_host,
+            now_ms=self._clock.now_ms(),
+            partitions_of=partitions_of,
+            new_member_id=lambda: str(uuid.uuid4()),
+            max_size=self.defaults.max_size,
+        )
+        if result.left is not None:
+            self._sessions.pop((group.group_id, result.left), None)
+            self._release_member(group.group_id, result.left)
+            return ShareGroupHeartbeatResponse(member_id=result.left, member_epoch=-1)
+        member = result.member
+        if result.error != ErrorCode.NONE or member is None:
+            return ShareGroupHeartbeatResponse(error_code=result.error)
+        assignment = ShareGroupHeartbeatResponse.Assignment()
+        for topic, partitions in sorted(member.assignment.items()):
+            info = self._metadata.topic(topic)
+            if info is not None:
+                assignment.topic_partitions.append(
+                    ShareGroupHeartbeatResponse.TopicPartitions(
+                        topic_id=info.topic_id, partitions=list(partitions)
+                    )
+                )
+        return ShareGroupHeartbeatResponse(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.defaults.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    # -- ShareGroupDescribe ------------------------------------------------------------------------------
+
+    def describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+        response = ShareGroupDescribeResponse()
+        for group_id in request.group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                response.groups.append(
+                    ShareGroupDescribeResponse.DescribedGroup(
+                        group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND, group_state="Dead"
+                    )
+                )
+                continue
+            self._expire_members(group)
+            described = ShareGroupDescribeResponse.DescribedGroup(
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.group_epoch,
+                assignor_name="simple",
+            )
+            for member in group.members.values():
+                assignment = ShareGroupDescribeResponse.Assignment()
+                for topic, partitions in sorted(member.assignment.items()):
+                    info = self._metadata.topic(topic)
+                    assignment.topic_partitions.append(
+                        ShareGroupDescribeResponse.TopicPartitions(
+                            topic_id=info.topic_id if info else _ZERO_UUID,
+                            topic_name=topic,
+                            partitions=list(partitions),
+                        )
+                    )
+                described.members.append(
+                    ShareGroupDescribeResponse.Member(
+                        member_id=member.member_id,
+                        rack_id=member.rack_id,
+                        member_epoch=member.member_epoch,
+                        client_id=member.client_id,
+                        client_host=member.client_host,
+                        subscribed_topic_names=list(member.subscribed),
+                        assignment=assignment,
+                    )
+                )
+            response.groups.append(described)
+        return response
+
+    # -- acknowledgements --------------------------------------------------------------------------------
+
+    def _acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        index: int,
+        batches: list[ShareFetchRequest.AcknowledgementBatch]
+        | list[ShareAcknowledgeRequest.AcknowledgementBatch],
+        settings: ShareGroupSettings,
+    ) -> ErrorCode:
+        sp = self._share_partition(group_id, topic, index, settings)
+        if isinstance(sp, ErrorCode):
+            return sp
+        now = self._clock.now_ms()
+        sp.expire_locks(now)
+        error = ErrorCode.NONE
+        for batch in batches:
+            answer, _archived = sp.acknowledge(
+                member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now
+            )
+            if answer != ErrorCode.NONE and error == ErrorCode.NONE:
+                error = answer
+        if batches:
+            self._purgatory.on_append((topic, index))
+        return error
+
+    def acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        session_error = self._advance_session(
+            group_id, member_id, request.share_session_epoch, acknowledge_only=True
+        )
+        if session_error != ErrorCode.NONE:
+            return ShareAcknowledgeResponse(error_code=session_error)
+        settings = self.settings(group_id)
+        response = ShareAcknowledgeResponse()
+        for topic in request.topics:
+            name = self._metadata.topic_name(topic.topic_id)
+            result = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(topic_id=topic.topic_id)
+            for p in topic.partitions:
+                error = (
+                    ErrorCode.UNKNOWN_TOPIC_ID
+                    if name is None
+                    else self._acknowledge(
+                        group_id, member_id, name, p.partition_index, p.acknowledgement_batches, settings
+                    )
+                )
+                result.partitions.append(
+                    ShareAcknowledgeResponse.PartitionData(
+                        partition_index=p.partition_index, error_code=error
+                    )
+                )
+            response.responses.append(result)
+        if request.share_session_epoch == -1:
+            self._close_session(group_id, member_id)
+        return response
+
+    # -- share sessions ----------------------------------------------------------------------------------
+
+    def _advance_session(
+        self, group_id: str, member_id: str, epoch: int, *, acknowledge_only: bool = False
+    ) -> ErrorCode:
+        key = (group_id, member_id)
+        if epoch == 0:
+            if acknowledge_only:
+                return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            self._sessions[key] = _Session(epoch=1)
+            return ErrorCode.NONE
+        session = self._sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch == -1:
+            return ErrorCode.NONE
+        if epoch != session.epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
+        return ErrorCode.NONE
+
+    def _close_session(self, group_id: str, member_id: str) -> None:
+        self._sessions.pop((group_id, member_id), None)
+        self._release_member(group_id, member_id)
+
+    # -- ShareFetch --------------------------------------------------------------------------------------
+
+    def fetch(self, request: ShareFetchRequest) -> Answer:
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        if not group_id or not member_id:
+            return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST)
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire_members(group)
+        epoch = request.share_session_epoch
+        session_error = self._advance_session(group_id, member_id, epoch)
+        if session_error != ErrorCode.NONE:
+            return ShareFetchResponse(error_code=session_error)
+        settings = self.settings(group_id)
+        lock_ms = settings.record_lock_duration_ms
+        ack_errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+        for topic in request.topics:
+            name = self._metadata.topic_name(topic.topic_id)
+            for p in topic.partitions:
+                if p.acknowledgement_batches:
+                    ack_errors[(topic.topic_id, p.partition_index)] = (
+                        ErrorCode.UNKNOWN_TOPIC_ID
+                        if name is None
+                        else self._acknowledge(
+                            group_id, member_id, name, p.partition_index, p.acknowledgement_batches, settings
+                        )
+                    )
+        if epoch == -1:
+            self._close_session(group_id, member_id)
+            return self._response(request, ack_errors, [], {}, lock_ms)
+        session = self._sessions[(group_id, member_id)]
+        for topic in request.topics:
+            for p in topic.partitions:
+                session.partitions[(topic.topic_id, p.partition_index)] = None
+        for forgotten in request.forgotten_topics_data:
+            for index in forgotten.partitions:
+                session.partitions.pop((forgotten.topic_id, index), None)
+        wanted = list(session.partitions)
+        errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+
+        def acquire() -> list[tuple[uuid.UUID, _Acquired]]:
+            return self._acquire(group_id, member_id, wanted, request, settings, errors)
+
+        acquired = acquire()
+        if acquired or request.max_wait_ms <= 0 or errors:
+            return self._response(request, ack_errors, acquired, errors, lock_ms)
+        held: list[list[tuple[uuid.UUID, _Acquired]]] = []
+
+        def enough() -> bool:
+            got = acquire()
+            if got:
+                held.append(got)
+            return bool(got) or bool(errors)
+
+        def build() -> ShareFetchResponse:
+            got = held[0] if held else acquire()
+            return self._response(request, ack_errors, got, errors, lock_ms)
+
+        keys = []
+        for topic_id, index in wanted:
+            name = self._metadata.topic_name(topic_id)
+            if name is not None:
+                keys.append((name, index))
+        return self._purgatory.delay(keys, request.max_wait_ms, enough, build)
+
+    def _acquire(
+        self,
+        group_id: str,
+        member_id: str,
+        wanted: list[tuple[uuid.UUID, int]],
+        request: ShareFetchRequest,
+        settings: ShareGroupSettings,
+        errors: dict[tuple[uuid.UUID, int], ErrorCode],
+    ) -> list[tuple[uuid.UUID, _Acquired]]:
+        now = self._clock.now_ms()
+        budget_records = request.max_records if request.max_records > 0 else 500
+        budget_bytes = max(request.max_bytes, 1)
+        isolation = FetchIsolation.TXN_COMMITTED if settings.read_committed else FetchIsolation.HIGH_WATERMARK
+        out: list[tuple[uuid.UUID, _Acquired]] = []
+        for topic_id, index in wanted:
+            if budget_records <= 0 or budget_bytes <= 0:
+                break
+            name = self._metadata.topic_name(topic_id)
+            if name is None:
+                errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            sp = self._share_partition(group_id, name, index, settings)
+            if isinstance(sp, ErrorCode):
+                errors[(topic_id, index)] = sp
+                continue
+            partition = self._replicas.leader_partition(name, index)
+            if isinstance(partition, ErrorCode):
+                errors[(topic_id, index)] = partition
+                continue
+            end = partition.fetchable_offset(isolation)
+            sp.expire_locks(now)
+            first = sp.next_acquirable(now, end)
+            if first is None:
+                continue
+            try:
+                data = partition.read(first, budget_bytes, isolation=isolation, min_one_batch=not out)
+            except KafkaProtocolError as exc:
+                errors[(topic_id, index)] = ErrorCode(exc.error_code)
+                continue
+            if not data.regions:
+                continue
+            ranges = sp.acquire(
+                member_id, budget_records, min(data.next_offset, end), now, settings.record_lock_duration_ms
+            )
+            if not ranges:
+                continue
+            budget_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+            budget_bytes -= data.nbytes
+            regions = data.regions
+            records = regions[0] if len(regions) == 1 else RegionList(list(regions))
+            out.append((topic_id, _Acquired(name, index, ranges, records)))
+        return out
+
+    def _response(
+        self,
+        request: ShareFetchRequest,
+        ack_errors: dict[tuple[uuid.UUID, int], ErrorCode],
+        acquired: list[tuple[uuid.UUID, _Acquired]],
+        errors: dict[tuple[uuid.UUID, int], ErrorCode],
+        lock_ms: int,
+    ) -> ShareFetchResponse:
+        parts: dict[tuple[uuid.UUID, int], ShareFetchResponse.PartitionData] = {}
+
+        def part(topic_id: uuid.UUID, index: int) -> ShareFetchResponse.PartitionData:
+            found = parts.get((topic_id, index))
+            if found is None:
+                found = ShareFetchResponse.PartitionData(partition_index=index, records=_EMPTY)
+                parts[(topic_id, index)] = found
+            return found
+
+        for topic in request.topics:
+            for p in topic.partitions:
+                part(topic.topic_id, p.partition_index)
+        for (topic_id, index), error in ack_errors.items():
+            part(topic_id, index).acknowledge_error_code = error
+        for (topic_id, index), error in errors.items():
+            part(topic_id, index).error_code = error
+        for topic_id, got in acquired:
+            data = part(topic_id, got.partition)
+            data.records = got.records  # type: ignore[assignment]
+            data.acquired_records = [
+                ShareFetchResponse.AcquiredRecords(
+                    first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count
+                )
+                for r in got.ranges
+            ]
+        response = ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms)
+        by_topic: dict[uuid.UUID, ShareFetchResponse.ShareFetchableTopicResponse] = {}
+        for (topic_id, _index), data in parts.items():
+            topic_response = by_topic.get(topic_id)
+            if topic_response is None:
+                topic_response = ShareFetchResponse.ShareFetchableTopicResponse(topic_id=topic_id)
+                by_topic[topic_id] = topic_response
+                response.responses.append(topic_response)
+            topic_response.partitions.append(data)
+        return response
