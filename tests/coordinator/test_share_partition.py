@@ -120,9 +120,18 @@ class Model:
         self._advance()
 
     def reload(self) -> None:
+        """What a reload from the persisted state gives: acquisitions undone (one delivery fewer), the
+        never-delivered tail beyond the window."""
         for r in self.recs.values():
             if r.state is RecordState.ACQUIRED:
-                r.state, r.member, r.deadline = RecordState.AVAILABLE, None, 0
+                r.state, r.count, r.member, r.deadline = RecordState.AVAILABLE, r.count - 1, None, 0
+        while (
+            self.end > self.start
+            and self.recs[self.end - 1].state is RecordState.AVAILABLE
+            and self.recs[self.end - 1].count == 0
+        ):
+            self.end -= 1
+            del self.recs[self.end]
         self._advance()
 
 

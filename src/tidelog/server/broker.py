@@ -74,6 +74,7 @@ from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
 from .security.zk_acl_store import ZkAclStore
 from .share_runtime import ShareRuntime, no_group_configs, share_defaults
+from .share_state_runtime import ShareStateRuntime
 from .transport import PlainTransport, Transport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -186,6 +187,9 @@ class Broker:
         # issue 13 hook: share groups. GROUP CONFIG STORE PLUG-IN POINT: pass the group-config store's
         # lookup (group id -> keys explicitly set for that group) as group_configs; until then every share
         # group runs with the broker's group.share.* defaults.
+        self.share_states = ShareStateRuntime(
+            admin=self.admin, metadata=self.metadata, replicas=self.replicas, clock=clock
+        )
         self.shares = ShareRuntime(
             replicas=self.replicas,
             metadata=self.metadata,
@@ -193,6 +197,7 @@ class Broker:
             clock=clock,
             defaults=share_defaults(config),
             group_configs=no_group_configs,
+            state=self.share_states,
         )
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
@@ -277,6 +282,7 @@ class Broker:
             self._publish_self()
         self.groups.start()
         self.transactions.start()
+        self.share_states.start()
         self._background = [
             *(loop.create_task(self._accept_loop(bound)) for bound in self.bound_listeners),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
@@ -296,6 +302,8 @@ class Broker:
             loop.create_task(self.groups.run_clock()),
             loop.create_task(self.transactions.run_loader()),
             loop.create_task(self.transactions.run_clock()),
+            loop.create_task(self.share_states.run_loader()),
+            loop.create_task(self.share_states.run_clock()),
         ]
         if self.log_cleaner.enabled:
             self._background.append(
@@ -465,6 +473,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.stop_replication()
         self.replicas.shutdown()
+        self.share_states.shutdown()
         self.transactions.shutdown()
         self.groups.shutdown()
         if self._connection_tasks:

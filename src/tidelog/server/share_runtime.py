@@ -19,13 +19,20 @@ Invariants:
 - Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
   read at each request, over the broker's ``group.share.*`` configs.
 
-Not yet durable: the state lives in memory (``__share_group_state`` persistence is issue 13's next step).
+- Durable (given a :class:`~tidelog.server.share_state_runtime.ShareStateRuntime`): a share-partition
+  met for the first time is read from ``__share_group_state`` (ReadShareGroupState); after every request,
+  each share-partition it touched whose persisted view (start offset, state batches: acknowledged,
+  archived, available with delivery counts; acquisitions are not persisted) changed is written
+  (WriteShareGroupState), and the request is answered only after those writes are committed. So an
+  acknowledgement a client was told succeeded survives a crash; an acquisition does not need to.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
@@ -33,6 +40,8 @@ from tidelog.coordinator.share.share_group import ShareGroup
 from tidelog.coordinator.share.share_partition import AcquiredRange, SharePartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
     ShareFetchRequest,
@@ -41,7 +50,9 @@ from tidelog.protocol.messages import (
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
+    WriteShareGroupStateRequest,
 )
+from tidelog.protocol.schema import Response
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
@@ -50,6 +61,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.share_state_runtime import ShareStateRuntime
 
 __all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
 
@@ -107,6 +119,7 @@ class ShareRuntime:
         clock: Clock,
         defaults: ShareBrokerDefaults,
         group_configs: GroupConfigLookup = no_group_configs,
+        state: ShareStateRuntime | None = None,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
@@ -117,6 +130,10 @@ class ShareRuntime:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[_SHARE_KEY, SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
+        self._state = state
+        self._persisted: dict[_SHARE_KEY, tuple[int, list[tuple[int, int, int, int]]]] = {}
+        """Per share-partition: the view last written to (or read from) ``__share_group_state``."""
+        self._touched: set[_SHARE_KEY] = set()
 
     # -- settings and state ------------------------------------------------------------------------------
 
@@ -132,13 +149,22 @@ class ShareRuntime:
         key = (group_id, topic, index)
         sp = self.partitions.get(key)
         if sp is None:
-            start = (
-                partition.log_start_offset
-                if settings.auto_offset_reset == "earliest"
-                else partition.high_watermark
-            )
-            sp = SharePartition(start)
+            loaded = self._read_state(group_id, topic, index)
+            if isinstance(loaded, ErrorCode):
+                return loaded
+            if loaded is None:
+                start = (
+                    partition.log_start_offset
+                    if settings.auto_offset_reset == "earliest"
+                    else partition.high_watermark
+                )
+                sp = SharePartition(start)
+            else:
+                sp = SharePartition(loaded[0])
+                sp.load(loaded[0], loaded[1])
+                self._persisted[key] = (sp.start_offset, sp.state_batches())
             self.partitions[key] = sp
+        self._touched.add(key)
         sp.max_record_locks = settings.max_record_locks
         sp.delivery_count_limit = settings.delivery_count_limit
         sp.backoff = settings.backoff
@@ -153,6 +179,7 @@ class ShareRuntime:
             if group == group_id and any(r.member_id == member_id for r in sp.acquired()):
                 sp.release_member(member_id, now)
                 released.append((topic, index))
+                self._touched.add((group, topic, index))
         for key in released:
             self._purgatory.on_append(key)
 
@@ -160,6 +187,92 @@ class ShareRuntime:
         for member_id in group.expire(self._clock.now_ms(), self.defaults.session_timeout_ms):
             self._sessions.pop((group.group_id, member_id), None)
             self._release_member(group.group_id, member_id)
+
+    # -- persistence -------------------------------------------------------------------------------------
+
+    def _read_state(
+        self, group_id: str, topic: str, index: int
+    ) -> tuple[int, list[tuple[int, int, int, int]]] | ErrorCode | None:
+        """The persisted (start offset, state batches) of a share-partition, None if it has none."""
+        info = self._metadata.topic(topic)
+        if self._state is None or info is None:
+            return None
+        if self._state.ensure_topic() is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        request = ReadShareGroupStateRequest(
+            group_id=group_id,
+            topics=[
+                ReadShareGroupStateRequest.ReadStateData(
+                    topic_id=info.topic_id,
+                    partitions=[ReadShareGroupStateRequest.PartitionData(partition=index)],
+                )
+            ],
+        )
+        answer = self._state.handle_request(request, 0)
+        if not isinstance(answer, ReadShareGroupStateResponse):
+            _discard(answer)
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # waits for a commit (cluster): asked again later
+        result = answer.results[0].partitions[0]
+        if result.error_code != ErrorCode.NONE:
+            return ErrorCode(result.error_code)
+        if result.start_offset < 0:
+            return None
+        return result.start_offset, [
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in result.state_batches
+        ]
+
+    def _flush(self) -> list[Awaitable[Response]]:
+        """Write every touched share-partition whose persisted view changed; the writes not yet committed."""
+        touched, self._touched = self._touched, set()
+        if self._state is None:
+            return []
+        waits: list[Awaitable[Response]] = []
+        for key in sorted(touched):
+            sp = self.partitions.get(key)
+            info = self._metadata.topic(key[1])
+            if sp is None or info is None:
+                continue
+            view = (sp.start_offset, sp.state_batches())
+            if self._persisted.get(key) == view:
+                continue
+            self._persisted[key] = view
+            request = WriteShareGroupStateRequest(
+                group_id=key[0],
+                topics=[
+                    WriteShareGroupStateRequest.WriteStateData(
+                        topic_id=info.topic_id,
+                        partitions=[
+                            WriteShareGroupStateRequest.PartitionData(
+                                partition=key[2],
+                                state_epoch=1,
+                                start_offset=view[0],
+                                state_batches=[
+                                    WriteShareGroupStateRequest.StateBatch(
+                                        first_offset=f, last_offset=last, delivery_state=st, delivery_count=c
+                                    )
+                                    for f, last, st, c in view[1]
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            )
+            answer = self._state.handle_request(request, 0)
+            if inspect.isawaitable(answer):
+                waits.append(answer)
+        return waits
+
+    def _answer(self, response: Response) -> Answer:
+        """``response`` once this request's state writes are committed."""
+        waits = self._flush()
+        if not waits:
+            return response
+
+        async def after() -> Response:
+            await asyncio.gather(*waits)
+            return response
+
+        return after()
 
     # -- ShareGroupHeartbeat -----------------------------------------------------------------------------
 
@@ -209,6 +322,11 @@ class ShareRuntime:
     # -- ShareGroupDescribe ------------------------------------------------------------------------------
 
     def describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+        response = self._describe(request)
+        self._flush()  # fenced members' releases: nothing in the answer depends on them
+        return response
+
+    def _describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
         response = ShareGroupDescribeResponse()
         for group_id in request.group_ids:
             group = self.groups.get(group_id)
@@ -280,7 +398,10 @@ class ShareRuntime:
             self._purgatory.on_append((topic, index))
         return error
 
-    def acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    def acknowledge(self, request: ShareAcknowledgeRequest) -> Answer:
+        return self._answer(self._acknowledge_request(request))
+
+    def _acknowledge_request(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         group_id, member_id = request.group_id or "", request.member_id or ""
         session_error = self._advance_session(
             group_id, member_id, request.share_session_epoch, acknowledge_only=True
@@ -338,6 +459,20 @@ class ShareRuntime:
     # -- ShareFetch --------------------------------------------------------------------------------------
 
     def fetch(self, request: ShareFetchRequest) -> Answer:
+        answer = self._fetch(request)
+        if isinstance(answer, ShareFetchResponse):
+            return self._answer(answer)
+        waits = self._flush()  # the acknowledgements applied before the wait
+        if not waits:
+            return answer
+
+        async def after() -> Response:
+            await asyncio.gather(*waits)
+            return await answer
+
+        return after()
+
+    def _fetch(self, request: ShareFetchRequest) -> ShareFetchResponse | asyncio.Future[ShareFetchResponse]:
         group_id, member_id = request.group_id or "", request.member_id or ""
         if not group_id or not member_id:
             return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST)
@@ -391,6 +526,7 @@ class ShareRuntime:
 
         def build() -> ShareFetchResponse:
             got = held[0] if held else acquire()
+            self._flush()  # lock expiries seen on the way: the answer depends on none of them
             return self._response(request, ack_errors, got, errors, lock_ms)
 
         keys = []
@@ -496,3 +632,9 @@ class ShareRuntime:
                 response.responses.append(topic_response)
             topic_response.partitions.append(data)
         return response
+
+
+def _discard(answer: object) -> None:
+    """An answer this runtime does not wait for (a coroutine is closed so it is never left unawaited)."""
+    if inspect.iscoroutine(answer):
+        answer.close()

@@ -348,15 +348,22 @@ class SharePartition:
         self._advance_start()
 
     def state_batches(self) -> list[tuple[int, int, int, int]]:
-        """The window as Kafka persists it: ``(first, last, state, delivery_count)``, ACQUIRED written as
-        AVAILABLE with its delivery count."""
+        """The window as Kafka persists it: ``(first, last, state, delivery_count)``. An acquisition is not
+        persisted: an ACQUIRED record is written as it was before it (AVAILABLE, one delivery fewer), and
+        the never-delivered records that leaves at the end of the window are left out. So acquiring never
+        changes what is persisted; acknowledging, releasing and archiving do."""
         out: list[tuple[int, int, int, int]] = []
         for r in self._ranges:
-            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
-            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == r.delivery_count:
-                out[-1] = (out[-1][0], r.last, state, r.delivery_count)
+            if r.state is RecordState.ACQUIRED:
+                state, count = int(RecordState.AVAILABLE), r.delivery_count - 1
             else:
-                out.append((r.first, r.last, int(state), r.delivery_count))
+                state, count = int(r.state), r.delivery_count
+            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == count:
+                out[-1] = (out[-1][0], r.last, state, count)
+            else:
+                out.append((r.first, r.last, state, count))
+        while out and out[-1][2] == RecordState.AVAILABLE and out[-1][3] == 0:
+            out.pop()
         return out
 
     # -- internals ---------------------------------------------------------------------------------------

@@ -173,6 +173,10 @@ class BrokerConfig:
     group_share_session_timeout_ms: int
     group_share_heartbeat_interval_ms: int
     group_share_max_size: int
+    share_coordinator_state_topic_num_partitions: int
+    share_coordinator_state_topic_replication_factor: int
+    share_coordinator_state_topic_segment_bytes: int
+    share_coordinator_load_buffer_size: int
     # transactions and producer ids
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int

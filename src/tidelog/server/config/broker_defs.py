@@ -172,6 +172,10 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("group.share.session.timeout.ms", I, "45000", "Session timeout of share group members.", at_least(1)),
         ConfigDef("group.share.heartbeat.interval.ms", I, "5000", "Heartbeat interval of share group members.", at_least(1)),
         ConfigDef("group.share.max.size", I, "200", "Maximum members of a share group.", between(1, 1000)),
+        ConfigDef("share.coordinator.state.topic.num.partitions", I, "50", "Partitions of __share_group_state.", at_least(1)),
+        ConfigDef("share.coordinator.state.topic.replication.factor", SH, "1", "Replication factor of __share_group_state. tidelog default 1 (Kafka: 3).", at_least(1)),
+        ConfigDef("share.coordinator.state.topic.segment.bytes", I, "104857600", "Segment size of __share_group_state.", at_least(1)),
+        ConfigDef("share.coordinator.load.buffer.size", I, "5242880", "Batch size for reading __share_group_state segments.", at_least(1)),
         # ---- transactions and producer ids ----
         ConfigDef("transaction.state.log.num.partitions", I, "50", "Partitions of __transaction_state.", at_least(1)),
         ConfigDef("transaction.state.log.replication.factor", SH, "1", "Replication factor of __transaction_state. tidelog default 1 (Kafka: 3).", at_least(1)),

@@ -49,7 +49,7 @@ class ShareHandler:
             return ShareFetchResponse(error_code=_DENIED)
         return self._runtime.fetch(request)
 
-    def acknowledge(self, ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    def acknowledge(self, ctx: RequestContext, request: ShareAcknowledgeRequest) -> Answer:
         if not group_allowed(self._authz, ctx, AclOperation.READ, request.group_id or ""):
             return ShareAcknowledgeResponse(error_code=_DENIED)
         return self._runtime.acknowledge(request)
