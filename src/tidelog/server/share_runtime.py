@@ -126,7 +126,8 @@ class ShareRuntime:
         self._purgatory = purgatory
         self._clock = clock
         self.defaults = defaults
-        self._group_configs = group_configs
+        self.group_configs = group_configs
+        """The group-config lookup; the group-config store is plugged in here (see broker.py)."""
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[_SHARE_KEY, SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
@@ -138,7 +139,7 @@ class ShareRuntime:
     # -- settings and state ------------------------------------------------------------------------------
 
     def settings(self, group_id: str) -> ShareGroupSettings:
-        return resolve_settings(self._group_configs(group_id), self.defaults)
+        return resolve_settings(self.group_configs(group_id), self.defaults)
 
     def _share_partition(
         self, group_id: str, topic: str, index: int, settings: ShareGroupSettings
