@@ -357,3 +357,24 @@ def test_bad_acknowledgements_get_kafkas_errors(broker: Broker, topic: str) -> N
         )
         assert sorted(m.member_id for m in described.groups[0].members) == sorted(members)
         assert described.groups[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_delayed_record_waits_for_its_time_and_holds_back_nothing(broker: Broker, topic: str) -> None:
+    group = f"g-{topic}"
+    consumer = _consumer(broker, group, topic)
+    producer = _producer(broker)
+    _prime(producer, topic, [consumer])
+    producer.produce(topic, b"later", headers=[("tidelog.deliver.after.ms", b"1500")])
+    producer.produce(topic, b"now")
+    producer.flush(10)
+    got: list[tuple[bytes, float, int]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2 and time.monotonic() < deadline:
+        got += [(_v(m), time.time() * 1000, m.timestamp()[1]) for m in consumer.poll(0.05) if _v(m) != PRIMER]
+    consumer.close()
+    assert [value for value, _, _ in got] == [b"now", b"later"]
+    _, received_ms, timestamp_ms = got[1]
+    lateness = received_ms - (timestamp_ms + 1500)
+    print(f"delayed record delivered {lateness:.0f} ms after its time")
+    assert lateness >= 0
+    assert lateness < 1000  # the target is 100 ms; the bound leaves room for a loaded machine

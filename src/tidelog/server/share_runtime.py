@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
+from tidelog.coordinator.share.delivery_time import deliver_at
 from tidelog.coordinator.share.share_group import ShareGroup
 from tidelog.coordinator.share.share_partition import AcquiredRange, SharePartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
@@ -52,6 +53,8 @@ from tidelog.protocol.messages import (
     ShareGroupHeartbeatResponse,
     WriteShareGroupStateRequest,
 )
+from tidelog.protocol.records_codec import decode_batch
+from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
 from tidelog.protocol.schema import Response
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.clock import Clock
@@ -135,6 +138,8 @@ class ShareRuntime:
         self._persisted: dict[_SHARE_KEY, tuple[int, list[tuple[int, int, int, int]]]] = {}
         """Per share-partition: the view last written to (or read from) ``__share_group_state``."""
         self._touched: set[_SHARE_KEY] = set()
+        self._wakeups: dict[tuple[str, int], int] = {}
+        """Per (topic, partition): the time a wake-up is scheduled for."""
 
     # -- settings and state ------------------------------------------------------------------------------
 
@@ -274,6 +279,29 @@ class ShareRuntime:
             return response
 
         return after()
+
+    def _wake_at(self, sp: SharePartition, topic: str, index: int, now_ms: int) -> None:
+        """Wake the fetches waiting on (topic, index) when its next lock expires or record becomes
+        available (backoff, deliver-at time): a delayed operation on the fetch purgatory's timing wheel."""
+        due = sp.next_deadline()
+        key = (topic, index)
+        if due is None or (key in self._wakeups and self._wakeups[key] <= due):
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # driven in process without a loop (tests): the next fetch sees the time
+        self._wakeups[key] = due
+
+        def fired(_future: object) -> None:
+            if self._wakeups.get(key) == due:
+                del self._wakeups[key]
+            self._purgatory.on_append(key)
+
+        wakeup = self._purgatory.delay(
+            [("share-wakeup", topic, index)], max(due - now_ms, 0) + 1, lambda: False, lambda: None
+        )
+        wakeup.add_done_callback(fired)
 
     # -- ShareGroupHeartbeat -----------------------------------------------------------------------------
 
@@ -578,9 +606,12 @@ class ShareRuntime:
                 continue
             if not data.regions:
                 continue
+            upto = min(data.next_offset, end)
+            delays = _delays(data.read_bytes(), sp.end_offset, upto, now) if sp.end_offset < upto else []
             ranges = sp.acquire(
-                member_id, budget_records, min(data.next_offset, end), now, settings.record_lock_duration_ms
+                member_id, budget_records, upto, now, settings.record_lock_duration_ms, delays
             )
+            self._wake_at(sp, name, index, now)
             if not ranges:
                 continue
             budget_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
@@ -633,6 +664,25 @@ class ShareRuntime:
                 response.responses.append(topic_response)
             topic_response.partitions.append(data)
         return response
+
+
+def _delays(data: bytes, first: int, upto: int, now_ms: int) -> list[tuple[int, int]]:
+    """``(offset, deliver_at_ms)`` of the records in ``data`` (whole batches) at ``first`` .. ``upto - 1``
+    that carry a delivery time still ahead (see :mod:`tidelog.coordinator.share.delivery_time`)."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while pos + RECORD_BATCH_HEADER_SIZE <= len(data):
+        header = read_batch_header(data, pos)
+        size = header.batch_length + LOG_OVERHEAD
+        if header.base_offset + header.last_offset_delta >= first and not header.is_control:
+            _, records = decode_batch(data, pos)
+            for record in records:
+                if first <= record.offset < upto and record.headers:
+                    due = deliver_at(record.headers, record.timestamp)
+                    if due is not None and due > now_ms:
+                        out.append((record.offset, due))
+        pos += size
+    return out
 
 
 def _discard(answer: object) -> None:

@@ -184,10 +184,20 @@ class SharePartition:
     # -- acquiring ---------------------------------------------------------------------------------------
 
     def acquire(
-        self, member_id: str, max_records: int, fetchable_end: int, now_ms: int, lock_ms: int
+        self,
+        member_id: str,
+        max_records: int,
+        fetchable_end: int,
+        now_ms: int,
+        lock_ms: int,
+        delays: Sequence[tuple[int, int]] = (),
     ) -> list[AcquiredRange]:
         """Lock up to ``max_records`` (no limit if <= 0) acquirable records below ``fetchable_end`` to
-        ``member_id`` until ``now_ms + lock_ms``, lowest offsets first."""
+        ``member_id`` until ``now_ms + lock_ms``, lowest offsets first.
+
+        ``delays``: ``(offset, deliver_at_ms)`` in offset order, for records not yet in the window that
+        must not be delivered before a later time; they join the window AVAILABLE from that time, outside
+        the record-lock count, and the records after them are acquired as if they were not there."""
         self.expire_locks(now_ms)
         remaining = max_records if max_records > 0 else 1 << 62
         taken: list[InFlightRange] = []
@@ -212,14 +222,26 @@ class SharePartition:
                 remaining -= r.size
                 taken.append(r)
             i += 1
-        room = self.max_record_locks - self.in_flight
-        new = min(remaining, fetchable_end - self.end_offset, room)
-        if new > 0:
+        pending = [(o, t) for o, t in delays if self.end_offset <= o < fetchable_end and t > now_ms]
+        d = 0
+        while self.end_offset < fetchable_end:
+            if d < len(pending) and pending[d][0] == self.end_offset:
+                offset, due = pending[d]
+                d += 1
+                self._ranges.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due, True))
+                self._delayed += 1
+                self.end_offset += 1
+                continue
+            next_delayed = pending[d][0] if d < len(pending) else fetchable_end
+            new = min(remaining, next_delayed - self.end_offset, self.max_record_locks - self.in_flight)
+            if new <= 0:
+                break
             r = InFlightRange(
                 self.end_offset, self.end_offset + new - 1, RecordState.ACQUIRED, 1, member_id, deadline
             )
             self._ranges.append(r)
             self.end_offset += new
+            remaining -= new
             taken.append(r)
         answer: list[AcquiredRange] = []
         for r in taken:
