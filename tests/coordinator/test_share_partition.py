@@ -168,7 +168,7 @@ _step = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(_step, max_size=40))
 def test_ranges_match_per_offset_model(steps: list[tuple[object, ...]]) -> None:
     sp = SharePartition(0, max_record_locks=MAX_LOCKS, delivery_count_limit=LIMIT)

@@ -1,18 +1,23 @@
 """The share runtime in process, on a manual clock: retry backoff (``share.release.backoff.ms``, its
-multiplier and maximum, set through the injected group-config lookup) spaces redeliveries exactly."""
+multiplier and maximum, set through the injected group-config lookup) spaces redeliveries exactly; what
+joins a share-partition's window: transaction markers and (read_committed) aborted batches archived,
+records with a delivery time available only from then and outside the record-lock count."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 
+from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ShareFetchRequest, ShareFetchResponse
 from tidelog.protocol.records import SimpleRecord, encode_batch
+from tidelog.protocol.records_codec import ControlRecordType, encode_control_batch
 from tidelog.server.admin_manager import AdminManager
 from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
 from tidelog.server.config import load_broker_config
+from tidelog.server.share_runtime import _admission
 
 GROUP = "g"
 CONFIGS = {
@@ -95,3 +100,45 @@ def test_release_backoff_spacing(tmp_path: Path) -> None:
         assert gaps == [100, 200, 300, 300]  # 100 ms, doubled, capped at 300 ms
     finally:
         broker.logs.shutdown(clock.now_ms())
+
+
+def test_admission_skips_markers_and_aborted_batches_and_finds_delivery_times() -> None:
+    plain = encode_batch([SimpleRecord(value=b"a"), SimpleRecord(value=b"b")], base_offset=0)
+    aborted = encode_batch(
+        [SimpleRecord(value=b"x"), SimpleRecord(value=b"y")],
+        base_offset=2,
+        producer_id=7,
+        producer_epoch=0,
+        is_transactional=True,
+    )
+    marker = encode_control_batch(
+        ControlRecordType.ABORT,
+        producer_id=7,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        base_offset=4,
+        timestamp_ms=0,
+    )
+    delayed = encode_batch(
+        [SimpleRecord(value=b"d", headers=(("tidelog.deliver.at", b"5000"),), timestamp=1)], base_offset=5
+    )
+    data = plain + aborted + marker + delayed
+    # read_uncommitted: only the marker is skipped
+    assert _admission(data, 1, 6, 1000, []) == ([(5, 5000)], [(4, 4)])
+    # read_committed: the aborted transaction's batch too
+    assert _admission(data, 1, 6, 1000, [(7, 2)]) == ([(5, 5000)], [(2, 3), (4, 4)])
+
+
+def test_skipped_and_delayed_offsets_join_the_window_without_being_acquired() -> None:
+    sp = SharePartition(0, max_record_locks=100)
+    got = sp.acquire("m", 10, 8, 0, 1000, delays=[(5, 500)], skip=[(2, 4)])
+    assert got == [AcquiredRange(0, 1, 1), AcquiredRange(6, 7, 1)]
+    assert [(r.first, r.last, r.state) for r in sp.ranges] == [
+        (0, 1, RecordState.ACQUIRED),
+        (2, 4, RecordState.ARCHIVED),
+        (5, 5, RecordState.AVAILABLE),
+        (6, 7, RecordState.ACQUIRED),
+    ]
+    assert sp.in_flight == 7  # the delayed record is not counted
+    assert sp.acquire("m", 10, 8, 499, 1000) == []
+    assert sp.acquire("m", 10, 8, 500, 1000) == [AcquiredRange(5, 5, 1)]

@@ -607,9 +607,15 @@ class ShareRuntime:
             if not data.regions:
                 continue
             upto = min(data.next_offset, end)
-            delays = _delays(data.read_bytes(), sp.end_offset, upto, now) if sp.end_offset < upto else []
+            delays: list[tuple[int, int]] = []
+            skip: list[tuple[int, int]] = []
+            if sp.end_offset < upto:
+                aborted = (
+                    partition.aborted_transactions(sp.end_offset, upto) if settings.read_committed else []
+                )
+                delays, skip = _admission(data.read_bytes(), sp.end_offset, upto, now, aborted)
             ranges = sp.acquire(
-                member_id, budget_records, upto, now, settings.record_lock_duration_ms, delays
+                member_id, budget_records, upto, now, settings.record_lock_duration_ms, delays, skip
             )
             self._wake_at(sp, name, index, now)
             if not ranges:
@@ -666,23 +672,42 @@ class ShareRuntime:
         return response
 
 
-def _delays(data: bytes, first: int, upto: int, now_ms: int) -> list[tuple[int, int]]:
-    """``(offset, deliver_at_ms)`` of the records in ``data`` (whole batches) at ``first`` .. ``upto - 1``
-    that carry a delivery time still ahead (see :mod:`tidelog.coordinator.share.delivery_time`)."""
-    out: list[tuple[int, int]] = []
+def _admission(
+    data: bytes, first: int, upto: int, now_ms: int, aborted: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """What the records in ``data`` (whole batches) at ``first`` .. ``upto - 1`` need before they join a
+    share-partition's window: ``(offset, deliver_at_ms)`` of those carrying a delivery time still ahead
+    (see :mod:`tidelog.coordinator.share.delivery_time`), and the offset ranges no consumer is to get:
+    transaction markers, and the batches of ``aborted`` transactions (``(producer_id, first_offset)``,
+    given under read_committed; Kafka's consumer-side rule: from the first offset to the ABORT marker)."""
+    delays: list[tuple[int, int]] = []
+    skip: list[tuple[int, int]] = []
+    starts = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
     pos = 0
     while pos + RECORD_BATCH_HEADER_SIZE <= len(data):
         header = read_batch_header(data, pos)
         size = header.batch_length + LOG_OVERHEAD
-        if header.base_offset + header.last_offset_delta >= first and not header.is_control:
+        base, last = header.base_offset, header.base_offset + header.last_offset_delta
+        while starts and starts[0][1] <= last:
+            active.add(starts.pop(0)[0])
+        wanted = last >= first and base < upto
+        if header.is_control:
+            active.discard(header.producer_id)
+            if wanted:
+                skip.append((max(base, first), min(last, upto - 1)))
+        elif header.is_transactional and header.producer_id in active:
+            if wanted:
+                skip.append((max(base, first), min(last, upto - 1)))
+        elif wanted:
             _, records = decode_batch(data, pos)
             for record in records:
                 if first <= record.offset < upto and record.headers:
                     due = deliver_at(record.headers, record.timestamp)
                     if due is not None and due > now_ms:
-                        out.append((record.offset, due))
+                        delays.append((record.offset, due))
         pos += size
-    return out
+    return delays, skip
 
 
 def _discard(answer: object) -> None:

@@ -191,13 +191,16 @@ class SharePartition:
         now_ms: int,
         lock_ms: int,
         delays: Sequence[tuple[int, int]] = (),
+        skip: Sequence[tuple[int, int]] = (),
     ) -> list[AcquiredRange]:
         """Lock up to ``max_records`` (no limit if <= 0) acquirable records below ``fetchable_end`` to
         ``member_id`` until ``now_ms + lock_ms``, lowest offsets first.
 
         ``delays``: ``(offset, deliver_at_ms)`` in offset order, for records not yet in the window that
         must not be delivered before a later time; they join the window AVAILABLE from that time, outside
-        the record-lock count, and the records after them are acquired as if they were not there."""
+        the record-lock count, and the records after them are acquired as if they were not there.
+        ``skip``: ``(first, last)`` offset ranges, in order, not yet in the window that no consumer is to
+        get (transaction markers, aborted records under read_committed): they join the window ARCHIVED."""
         self.expire_locks(now_ms)
         remaining = max_records if max_records > 0 else 1 << 62
         taken: list[InFlightRange] = []
@@ -223,8 +226,16 @@ class SharePartition:
                 taken.append(r)
             i += 1
         pending = [(o, t) for o, t in delays if self.end_offset <= o < fetchable_end and t > now_ms]
-        d = 0
+        skipped = [(max(f, self.end_offset), last) for f, last in skip if last >= self.end_offset]
+        d = k = 0
         while self.end_offset < fetchable_end:
+            while k < len(skipped) and skipped[k][1] < self.end_offset:
+                k += 1
+            if k < len(skipped) and skipped[k][0] <= self.end_offset:
+                last = min(skipped[k][1], fetchable_end - 1)
+                self._ranges.append(InFlightRange(self.end_offset, last, RecordState.ARCHIVED, 0))
+                self.end_offset = last + 1
+                continue
             if d < len(pending) and pending[d][0] == self.end_offset:
                 offset, due = pending[d]
                 d += 1
@@ -232,8 +243,11 @@ class SharePartition:
                 self._delayed += 1
                 self.end_offset += 1
                 continue
-            next_delayed = pending[d][0] if d < len(pending) else fetchable_end
-            new = min(remaining, next_delayed - self.end_offset, self.max_record_locks - self.in_flight)
+            stop = min(
+                pending[d][0] if d < len(pending) else fetchable_end,
+                skipped[k][0] if k < len(skipped) else fetchable_end,
+            )
+            new = min(remaining, stop - self.end_offset, self.max_record_locks - self.in_flight)
             if new <= 0:
                 break
             r = InFlightRange(
@@ -254,6 +268,7 @@ class SharePartition:
             else:
                 answer.append(AcquiredRange(r.first, r.last, r.delivery_count))
         self._coalesce_all()
+        self._advance_start()
         return answer
 
     # -- acknowledging and releasing ---------------------------------------------------------------------
