@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
 from tidelog.coordinator.share.delivery_time import deliver_at
 from tidelog.coordinator.share.share_group import ShareGroup
-from tidelog.coordinator.share.share_partition import AcquiredRange, SharePartition
+from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import (
     ReadShareGroupStateRequest,
@@ -56,7 +56,7 @@ from tidelog.protocol.messages import (
 from tidelog.protocol.records_codec import decode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
 from tidelog.protocol.schema import Response
-from tidelog.replication.partition import FetchIsolation
+from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.dispatch import Answer, RequestContext
@@ -169,6 +169,7 @@ class ShareRuntime:
                 sp = SharePartition(loaded[0])
                 sp.load(loaded[0], loaded[1])
                 self._persisted[key] = (sp.start_offset, sp.state_batches())
+                self._defer_loaded(sp, partition)
             self.partitions[key] = sp
         self._touched.add(key)
         sp.max_record_locks = settings.max_record_locks
@@ -177,6 +178,27 @@ class ShareRuntime:
         if partition.log_start_offset > sp.start_offset:
             sp.move_start(partition.log_start_offset)
         return sp
+
+    def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
+        """A loaded window's never-delivered records get their delivery times back from their headers."""
+        now = self._clock.now_ms()
+        for first, last in [
+            (r.first, r.last) for r in sp.ranges if r.state is RecordState.AVAILABLE and r.delivery_count == 0
+        ]:
+            pos = first
+            while pos <= last:
+                try:
+                    data = partition.read(
+                        pos, 1 << 20, isolation=FetchIsolation.HIGH_WATERMARK, min_one_batch=True
+                    )
+                except KafkaProtocolError:
+                    break
+                if not data.regions or data.next_offset <= pos:
+                    break
+                delays, _ = _admission(data.read_bytes(), pos, min(data.next_offset, last + 1), now, [])
+                for offset, due in delays:
+                    sp.defer(offset, due)
+                pos = data.next_offset
 
     def _release_member(self, group_id: str, member_id: str) -> None:
         now = self._clock.now_ms()

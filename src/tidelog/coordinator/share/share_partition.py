@@ -347,6 +347,21 @@ class SharePartition:
             self._advance_start()
         return archived
 
+    def defer(self, offset: int, deliver_at_ms: int) -> None:
+        """A never-delivered AVAILABLE record of the window waits for its delivery time (after a load: the
+        persisted state does not keep delivery times, the records' headers do)."""
+        r = self.state_of(offset)
+        if r is None or r.state is not RecordState.AVAILABLE or r.delivery_count != 0 or r.delayed:
+            return
+        i = self._split_at(offset)
+        if offset < self._ranges[i].last:
+            self._split(i, offset + 1)
+        r = self._ranges[i]
+        r.deadline_ms = deliver_at_ms
+        r.delayed = True
+        self._delayed += 1
+        self._coalesce_all()
+
     def move_start(self, offset: int) -> None:
         """Records below ``offset`` are gone (the log start moved past them, or an offset reset): the window
         starts there."""
