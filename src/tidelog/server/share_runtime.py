@@ -622,7 +622,11 @@ class ShareRuntime:
             if first is None:
                 continue
             try:
-                data = partition.read(first, budget_bytes, isolation=isolation, min_one_batch=not out)
+                # no further than the records this fetch may take: the batches are sent, and new ones decoded
+                cap = max(first, sp.end_offset) + budget_records
+                data = partition.read(
+                    first, budget_bytes, isolation=isolation, min_one_batch=not out, max_offset=cap
+                )
             except KafkaProtocolError as exc:
                 errors[(topic_id, index)] = ErrorCode(exc.error_code)
                 continue
@@ -642,6 +646,14 @@ class ShareRuntime:
             self._wake_at(sp, name, index, now)
             if not ranges:
                 continue
+            if ranges[-1].last_offset + 1 < data.next_offset:  # send no batch after the last acquired one
+                data = partition.read(
+                    first,
+                    budget_bytes,
+                    isolation=isolation,
+                    min_one_batch=not out,
+                    max_offset=ranges[-1].last_offset + 1,
+                )
             budget_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
             budget_bytes -= data.nbytes
             regions = data.regions
