@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.cli.cli_support import failed, ok, tidelog_cli
 
 from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
@@ -378,3 +379,17 @@ def test_delayed_record_waits_for_its_time_and_holds_back_nothing(broker: Broker
     print(f"delayed record delivered {lateness:.0f} ms after its time")
     assert lateness >= 0
     assert lateness < 1000  # the target is 100 ms; the bound leaves room for a loaded machine
+
+
+def test_share_groups_describe_command(broker: Broker, topic: str) -> None:
+    group = f"g-{topic}"
+    consumer = _consumer(broker, group, topic, **{"client.id": "worker-1"})
+    _prime(_producer(broker), topic, [consumer])
+    shown = ok(tidelog_cli("share-groups", "describe", group, "-b", broker.bootstrap_servers))
+    consumer.close()
+    squashed = " ".join(shown.split())
+    assert f"share group {group}: Stable" in squashed
+    assert "worker-1" in squashed
+    assert f"{topic}:0" in squashed
+    error = failed(tidelog_cli("share-groups", "describe", "no-such-group", "-b", broker.bootstrap_servers))
+    assert "share group not found: no-such-group (GROUP_ID_NOT_FOUND)" in error
