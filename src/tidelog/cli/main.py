@@ -22,6 +22,7 @@ from tidelog.cli.groups import groups_group
 from tidelog.cli.leader_election import leader_election_command
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
+from tidelog.cli.share_groups import share_groups_group
 from tidelog.cli.topics import topics_group
 from tidelog.cli.transactions import transactions_group
 from tidelog.cli.users import users_group
@@ -44,6 +45,7 @@ cli.add_command(topics_group)
 cli.add_command(produce_command)
 cli.add_command(consume_command)
 cli.add_command(groups_group)
+cli.add_command(share_groups_group)
 cli.add_command(transactions_group)
 cli.add_command(configs_group)
 cli.add_command(acls_group)

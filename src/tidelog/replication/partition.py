@@ -534,11 +534,20 @@ class Partition:
     # -- reads -----------------------------------------------------------------------------------------
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, isolation: FetchIsolation, min_one_batch: bool
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: FetchIsolation,
+        min_one_batch: bool,
+        max_offset: int | None = None,
     ) -> FetchDataInfo:
-        """Whole batches from ``fetch_offset`` below the offset ``isolation`` allows, as file regions;
-        raises :class:`~tidelog.storage.errors.OffsetOutOfRangeError` outside the log."""
+        """Whole batches from ``fetch_offset`` below the offset ``isolation`` allows (and below
+        ``max_offset``, if given: a share fetch sends only the batches of the records it acquired), as file
+        regions; raises :class:`~tidelog.storage.errors.OffsetOutOfRangeError` outside the log."""
         limit = None if isolation is FetchIsolation.LOG_END else self.fetchable_offset(isolation)
+        if max_offset is not None:
+            limit = max_offset if limit is None else min(limit, max_offset)
         return self._log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:

@@ -75,6 +75,8 @@ from .security.scram_credentials import credential_lookup
 from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
 from .security.zk_acl_store import ZkAclStore
+from .share_runtime import ShareRuntime, share_defaults
+from .share_state_runtime import ShareStateRuntime
 from .transport import PlainTransport, Transport
 from .txn_runtime import TransactionRuntime
 from .zk.client import KafkaZkClient
@@ -192,6 +194,20 @@ class Broker:
         )
         if self.cluster is not None:
             self.transactions.set_broker_client(self.cluster.client)
+        # issue 13 hook: share groups, each group's settings from its GROUP configs over the broker's
+        # group.share.* defaults
+        self.share_states = ShareStateRuntime(
+            admin=self.admin, metadata=self.metadata, replicas=self.replicas, clock=clock
+        )
+        self.shares = ShareRuntime(
+            replicas=self.replicas,
+            metadata=self.metadata,
+            purgatory=self.fetch_purgatory,
+            clock=clock,
+            defaults=share_defaults(config),
+            group_configs=self.group_configs.configs_of,
+            state=self.share_states,
+        )
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         # issue 17 hook: incremental fetch sessions (KIP-227)
@@ -218,6 +234,7 @@ class Broker:
                     client_quotas=self.client_quotas,
                     group_configs=self.group_configs,
                     fetch_sessions=self.fetch_sessions,
+                    shares=self.shares,
                 )
             )
         )
@@ -282,6 +299,7 @@ class Broker:
             self._publish_self()
         self.groups.start()
         self.transactions.start()
+        self.share_states.start()
         self._background = [
             *(loop.create_task(self._accept_loop(bound)) for bound in self.bound_listeners),
             loop.create_task(self._every(self.config.log_retention_check_interval_ms, self._retention)),
@@ -301,6 +319,8 @@ class Broker:
             loop.create_task(self.groups.run_clock()),
             loop.create_task(self.transactions.run_loader()),
             loop.create_task(self.transactions.run_clock()),
+            loop.create_task(self.share_states.run_loader()),
+            loop.create_task(self.share_states.run_clock()),
         ]
         if self.log_cleaner.enabled:
             self._background.append(
@@ -470,6 +490,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.stop_replication()
         self.replicas.shutdown()
+        self.share_states.shutdown()
         self.transactions.shutdown()
         self.groups.shutdown()
         if self._connection_tasks:

@@ -7,38 +7,80 @@ partition alone, O(1), without reading the log), by its ``max_wait_ms`` expiring
 always with a response built once, from a fresh read at that moment (fetches completed by the same change
 share their reads of one partition at one offset: read once, not once per consumer). The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
+
+A ShareFetch waits here too, for records it can acquire: its :class:`PredicateWait` asks one predicate on
+any change of its partitions (and once when it is parked), so the purgatory is generic over the response.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
-
-from tidelog.protocol.messages import FetchResponse
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
 
 from .appended_bytes import AppendedBytes
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
-from .fetch_wait import FetchWait
 from .purgatory import DelayedOperation
 
-__all__ = ["DelayedFetch", "FetchPurgatory"]
+__all__ = ["DelayedFetch", "FetchCondition", "FetchPurgatory", "PredicateWait"]
 
 log = logging.getLogger("tidelog.fetch_purgatory")
 
 
-class DelayedFetch(DelayedOperation):
-    """A fetch that waits for ``min_bytes`` of new data or for ``max_wait_ms``."""
+R = TypeVar("R")
+
+
+class FetchCondition(Protocol):
+    """What a waiting fetch waits for: :class:`~tidelog.server.fetch_wait.FetchWait` (``min_bytes``) or
+    :class:`PredicateWait` (records to acquire)."""
+
+    @property
+    def keys(self) -> list[Hashable]: ...
+
+    def ready(self) -> bool:
+        """Whether the fetch can complete already, when it is parked."""
+        ...
+
+    def changed(self, key: Hashable) -> bool:
+        """``key`` changed: whether the fetch should complete now."""
+        ...
+
+
+class PredicateWait:
+    """A wait decided by one predicate (a ShareFetch: are there records to acquire?), asked when the fetch is
+    parked and on every change of one of ``keys``."""
+
+    __slots__ = ("_enough", "_keys")
+
+    def __init__(self, keys: Iterable[Hashable], enough: Callable[[], bool]) -> None:
+        self._keys = list(keys)
+        self._enough = enough
+
+    @property
+    def keys(self) -> list[Hashable]:
+        return self._keys
+
+    def ready(self) -> bool:
+        return self._enough()
+
+    def changed(self, key: Hashable) -> bool:  # noqa: ARG002 - one predicate over every key
+        return self._enough()
+
+
+class DelayedFetch(DelayedOperation, Generic[R]):
+    """A fetch that waits for ``min_bytes`` of new data (or, a ShareFetch, for records to acquire) or for
+    ``max_wait_ms``."""
 
     __slots__ = ("_build", "_future", "_wait")
 
     def __init__(
         self,
         delay_ms: int,
-        wait: FetchWait,
-        build: Callable[[], FetchResponse],
-        future: asyncio.Future[FetchResponse],
+        wait: FetchCondition,
+        build: Callable[[], R],
+        future: asyncio.Future[R],
     ) -> None:
         super().__init__(delay_ms)
         self._wait = wait
@@ -46,9 +88,9 @@ class DelayedFetch(DelayedOperation):
         self._future = future
 
     def try_complete(self) -> bool:
-        # The handler parks a fetch only after its read found too little: nothing to decide before a change,
-        # unless the connection went away (nothing to answer).
-        if self._future.done():
+        # A Fetch is parked only after its read found too little (FetchWait.ready is False): nothing to decide
+        # before a change, unless the connection went away (nothing to answer).
+        if self._future.done() or self._wait.ready():
             return self.force_complete()
         return False
 
@@ -73,7 +115,7 @@ class FetchPurgatory:
     """Delayed fetches keyed by (topic, partition), and the recent append sizes they count."""
 
     def __init__(self, clock: Clock) -> None:
-        self._operations: AsyncPurgatory[DelayedFetch] = AsyncPurgatory("Fetch", clock)
+        self._operations: AsyncPurgatory[DelayedFetch[Any]] = AsyncPurgatory("Fetch", clock)
         self.appended_bytes = AppendedBytes()
         self.change_count = 0
         self.last_change: dict[Hashable, int] = {}
@@ -84,11 +126,9 @@ class FetchPurgatory:
         log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
         offset read the log once. None outside such a pass."""
 
-    def delay(
-        self, wait: FetchWait, max_wait_ms: int, build: Callable[[], FetchResponse]
-    ) -> asyncio.Future[FetchResponse]:
-        """Park a fetch watching ``wait.keys`` until :meth:`FetchWait.changed` says so or ``max_wait_ms``."""
-        future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
+    def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
+        """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._operations.delay(DelayedFetch(max_wait_ms, wait, build, future), wait.keys)
         return future
 

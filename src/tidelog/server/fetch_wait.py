@@ -89,6 +89,10 @@ class FetchWait:
     def keys(self) -> list[Hashable]:
         return list(self._watched)
 
+    def ready(self) -> bool:
+        """Never when parked: the handler parks a fetch only after its read found too little."""
+        return False
+
     def changed(self, key: Hashable) -> bool:
         """``key`` changed: True if the fetch should complete now (see the module docstring)."""
         watched = self._watched.get(key)

@@ -165,6 +165,18 @@ class BrokerConfig:
     group_consumer_max_heartbeat_interval_ms: int
     group_consumer_max_size: int
     group_consumer_assignors: tuple[str, ...]
+    group_share_record_lock_duration_ms: int
+    group_share_min_record_lock_duration_ms: int
+    group_share_max_record_lock_duration_ms: int
+    group_share_delivery_count_limit: int
+    group_share_partition_max_record_locks: int
+    group_share_session_timeout_ms: int
+    group_share_heartbeat_interval_ms: int
+    group_share_max_size: int
+    share_coordinator_state_topic_num_partitions: int
+    share_coordinator_state_topic_replication_factor: int
+    share_coordinator_state_topic_segment_bytes: int
+    share_coordinator_load_buffer_size: int
     # transactions and producer ids
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int

@@ -29,6 +29,7 @@ from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl_store import AclStore
 from tidelog.server.security.client_quotas import ClientQuotas
+from tidelog.server.share_runtime import ShareRuntime
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .acls import AclsHandler
@@ -53,6 +54,7 @@ from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
 from .sasl import SaslHandler, ScramCredentialsHandler
+from .share import ShareHandler
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
 from .write_txn_markers import WriteTxnMarkersHandler
@@ -76,6 +78,7 @@ def build_routes(
     client_quotas: ClientQuotas | None = None,
     group_configs: GroupConfigStore | None = None,
     fetch_sessions: FetchSessionCache | None = None,
+    shares: ShareRuntime | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -149,6 +152,20 @@ def build_routes(
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
         *_sasl_routes(entity_configs, authz),
         *_client_quota_routes(client_quotas, authz),
+        *_share_routes(shares, authz),
+    ]
+
+
+def _share_routes(shares: ShareRuntime | None, authz: Authz) -> list[Route]:
+    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends."""
+    if shares is None:
+        return []
+    handler = ShareHandler(shares, authz)
+    return [
+        Route(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, handler.heartbeat),
+        Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, handler.describe),
+        Route(ApiKey.SHARE_FETCH, 1, 1, handler.fetch),
+        Route(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handler.acknowledge),
     ]
 
 

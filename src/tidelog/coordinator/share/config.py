@@ -1,0 +1,108 @@
+"""The settings one share group runs with: its group configs (Kafka's names, as the group-config store
+returns them) over the broker's ``group.share.*`` defaults.
+
+Invariants: a key the group did not set, or set to a value that does not parse, takes the broker's
+default; the record lock duration is clamped into ``[group.share.min.record.lock.duration.ms,
+group.share.max.record.lock.duration.ms]`` and the delivery count limit into Kafka's ``[2, 10]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "AUTO_OFFSET_RESET",
+    "DEAD_LETTER_TOPIC",
+    "DELIVERY_COUNT_LIMIT",
+    "ISOLATION_LEVEL",
+    "RECORD_LOCK_DURATION_MS",
+    "RELEASE_BACKOFF_MAX_MS",
+    "RELEASE_BACKOFF_MS",
+    "RELEASE_BACKOFF_MULTIPLIER",
+    "ShareBrokerDefaults",
+    "ShareGroupSettings",
+    "resolve_settings",
+]
+
+RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+AUTO_OFFSET_RESET = "share.auto.offset.reset"
+ISOLATION_LEVEL = "share.isolation.level"
+DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+RELEASE_BACKOFF_MS = "share.release.backoff.ms"
+RELEASE_BACKOFF_MULTIPLIER = "share.release.backoff.multiplier"
+RELEASE_BACKOFF_MAX_MS = "share.release.backoff.max.ms"
+DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
+"""KIP-1191's group config naming the group's dead-letter topic."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareBrokerDefaults:
+    """The broker's ``group.share.*`` configs."""
+
+    record_lock_duration_ms: int = 30_000
+    min_record_lock_duration_ms: int = 15_000
+    max_record_lock_duration_ms: int = 60_000
+    delivery_count_limit: int = 5
+    partition_max_record_locks: int = 2000
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5000
+    max_size: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupSettings:
+    record_lock_duration_ms: int
+    delivery_count_limit: int
+    max_record_locks: int
+    auto_offset_reset: str
+    """``latest`` (Kafka's default) or ``earliest``: where a share-partition starts when it has no state."""
+    read_committed: bool
+    release_backoff_ms: int = 0
+    release_backoff_multiplier: float = 1.0
+    release_backoff_max_ms: int = 0
+    dead_letter_topic: str | None = None
+
+    def backoff(self, delivery_count: int) -> int:
+        """ms before a record released after ``delivery_count`` deliveries is acquirable again."""
+        if self.release_backoff_ms <= 0:
+            return 0
+        delay = self.release_backoff_ms * self.release_backoff_multiplier ** max(delivery_count - 1, 0)
+        if self.release_backoff_max_ms > 0:
+            delay = min(delay, self.release_backoff_max_ms)
+        return int(delay)
+
+
+def _int(keys: Mapping[str, str], key: str, default: int) -> int:
+    try:
+        return int(keys[key])
+    except (KeyError, ValueError):
+        return default
+
+
+def _float(keys: Mapping[str, str], key: str, default: float) -> float:
+    try:
+        return float(keys[key])
+    except (KeyError, ValueError):
+        return default
+
+
+def resolve_settings(keys: Mapping[str, str], broker: ShareBrokerDefaults) -> ShareGroupSettings:
+    """The settings of a group whose explicitly set group configs are ``keys``."""
+    lock = _int(keys, RECORD_LOCK_DURATION_MS, broker.record_lock_duration_ms)
+    lock = min(max(lock, broker.min_record_lock_duration_ms), broker.max_record_lock_duration_ms)
+    limit = min(max(_int(keys, DELIVERY_COUNT_LIMIT, broker.delivery_count_limit), 2), 10)
+    reset = keys.get(AUTO_OFFSET_RESET, "latest").strip().lower()
+    isolation = keys.get(ISOLATION_LEVEL, "read_uncommitted").strip().lower()
+    dlq = keys.get(DEAD_LETTER_TOPIC, "").strip()
+    return ShareGroupSettings(
+        record_lock_duration_ms=lock,
+        delivery_count_limit=limit,
+        max_record_locks=broker.partition_max_record_locks,
+        auto_offset_reset="earliest" if reset == "earliest" else "latest",
+        read_committed=isolation == "read_committed",
+        release_backoff_ms=max(_int(keys, RELEASE_BACKOFF_MS, 0), 0),
+        release_backoff_multiplier=max(_float(keys, RELEASE_BACKOFF_MULTIPLIER, 1.0), 1.0),
+        release_backoff_max_ms=max(_int(keys, RELEASE_BACKOFF_MAX_MS, 0), 0),
+        dead_letter_topic=dlq or None,
+    )

@@ -1,0 +1,482 @@
+"""One share-partition's in-flight window (KIP-932's ``SharePartition``), as offset ranges.
+
+The window is ``[start_offset, end_offset)``: the share-partition start offset (SPSO, every record below it
+is acknowledged or archived) to one past the last offset ever acquired (Kafka's SPEO is that offset minus
+one). It is covered, without gaps or overlaps and in offset order, by :class:`InFlightRange` s: a run of
+offsets that share one state, delivery count, owning member and deadline. A window of a million records
+acquired, acknowledged or released together is one range, so memory grows with the number of distinct
+runs, never with the number of records.
+
+Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a per-offset model):
+
+- Records beyond ``end_offset`` have never been delivered; acquiring them extends the window, never past
+  the offset the caller can serve (``fetchable_end``) and never to more than ``max_record_locks`` records in
+  flight (``end_offset - start_offset``, less the records waiting for a deliver-at time, see below).
+- Each acquisition raises the record's delivery count by one and locks it to one member until
+  ``now_ms + lock_ms``; acquisition takes the lowest acquirable offsets first, up to ``max_records``.
+- An acknowledgement names offsets all ACQUIRED by the acknowledging member, or changes nothing and answers
+  INVALID_RECORD_STATE (offsets never acquired, acquired by another member, or acknowledged already).
+  ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE again (ARCHIVED once the delivery
+  count has reached ``delivery_count_limit``). A lock that expires and a member that leaves or is fenced
+  release the same way.
+- A released record is acquirable again only from ``now_ms + backoff(delivery_count)`` (``backoff``
+  defaults to none); a record with a deliver-at time only from then (``not_before``), and while it waits it
+  neither counts against ``max_record_locks`` nor holds back the acquisition of records after it.
+- Whenever the window starts with ACKNOWLEDGED or ARCHIVED records, ``start_offset`` moves past them.
+
+Nothing here reads a clock: every operation that depends on time takes ``now_ms``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from tidelog.protocol.errors import ErrorCode
+
+__all__ = [
+    "AcknowledgeType",
+    "AcquiredRange",
+    "ArchivedRange",
+    "InFlightRange",
+    "RecordState",
+    "SharePartition",
+]
+
+
+class RecordState(IntEnum):
+    """Kafka's ``RecordState`` (the ids are the ones ShareSnapshot/ShareUpdate state batches carry)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcknowledgeType(IntEnum):
+    """The acknowledge types of ShareFetch/ShareAcknowledge (RENEW, v2, is not served)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+@dataclass(slots=True)
+class InFlightRange:
+    """Offsets ``first..last`` (inclusive) in one state."""
+
+    first: int
+    last: int
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None
+    """The member holding the lock (ACQUIRED only)."""
+    deadline_ms: int = 0
+    """ACQUIRED: when the acquisition lock expires. AVAILABLE: not acquirable before this time."""
+    delayed: bool = False
+    """AVAILABLE and waiting for a deliver-at time: not counted against ``max_record_locks``."""
+
+    def same_run(self, other: InFlightRange) -> bool:
+        return (
+            self.state == other.state
+            and self.delivery_count == other.delivery_count
+            and self.member_id == other.member_id
+            and self.deadline_ms == other.deadline_ms
+            and self.delayed == other.delayed
+        )
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRange:
+    """What ShareFetch answers in ``AcquiredRecords``."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedRange:
+    """Records archived by REJECT or by reaching the delivery-count limit (dead-letter candidates)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+Backoff = Callable[[int], int]
+"""Delivery count → ms before a released record is acquirable again."""
+
+
+def _no_backoff(_delivery_count: int) -> int:
+    return 0
+
+
+class SharePartition:
+    """The in-flight window of one (group, topic, partition)."""
+
+    def __init__(
+        self,
+        start_offset: int,
+        *,
+        max_record_locks: int = 2000,
+        delivery_count_limit: int = 5,
+        backoff: Backoff = _no_backoff,
+    ) -> None:
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self.max_record_locks = max_record_locks
+        self.delivery_count_limit = delivery_count_limit
+        self.backoff = backoff
+        self._ranges: list[InFlightRange] = []
+        self._delayed = 0
+        """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count)."""
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    @property
+    def ranges(self) -> Sequence[InFlightRange]:
+        """The window's ranges in offset order (read only)."""
+        return self._ranges
+
+    @property
+    def in_flight(self) -> int:
+        """Records counted against ``max_record_locks``."""
+        return self.end_offset - self.start_offset - self._delayed
+
+    def state_of(self, offset: int) -> InFlightRange | None:
+        """The range holding ``offset``, None outside the window."""
+        if not self.start_offset <= offset < self.end_offset:
+            return None
+        return self._ranges[self._index(offset)]
+
+    def acquired(self) -> Iterator[InFlightRange]:
+        """The ACQUIRED ranges (XPENDING's view)."""
+        return (r for r in self._ranges if r.state is RecordState.ACQUIRED)
+
+    def next_acquirable(self, now_ms: int, fetchable_end: int) -> int | None:
+        """The lowest offset an acquisition at ``now_ms`` would take, None if there is none."""
+        for r in self._ranges:
+            if r.first >= fetchable_end:
+                return None
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
+                return r.first
+        if self.end_offset < fetchable_end and self.in_flight < self.max_record_locks:
+            return self.end_offset
+        return None
+
+    def next_deadline(self) -> int | None:
+        """The earliest lock expiry or availability time still ahead (for a timer), None if none."""
+        deadlines = [
+            r.deadline_ms
+            for r in self._ranges
+            if r.state is RecordState.ACQUIRED or (r.state is RecordState.AVAILABLE and r.deadline_ms > 0)
+        ]
+        return min(deadlines, default=None)
+
+    # -- acquiring ---------------------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        member_id: str,
+        max_records: int,
+        fetchable_end: int,
+        now_ms: int,
+        lock_ms: int,
+        delays: Sequence[tuple[int, int]] = (),
+        skip: Sequence[tuple[int, int]] = (),
+    ) -> list[AcquiredRange]:
+        """Lock up to ``max_records`` (no limit if <= 0) acquirable records below ``fetchable_end`` to
+        ``member_id`` until ``now_ms + lock_ms``, lowest offsets first.
+
+        ``delays``: ``(offset, deliver_at_ms)`` in offset order, for records not yet in the window that
+        must not be delivered before a later time; they join the window AVAILABLE from that time, outside
+        the record-lock count, and the records after them are acquired as if they were not there.
+        ``skip``: ``(first, last)`` offset ranges, in order, not yet in the window that no consumer is to
+        get (transaction markers, aborted records under read_committed): they join the window ARCHIVED."""
+        self.expire_locks(now_ms)
+        remaining = max_records if max_records > 0 else 1 << 62
+        taken: list[InFlightRange] = []
+        deadline = now_ms + lock_ms
+        i = 0
+        while i < len(self._ranges) and remaining > 0:
+            r = self._ranges[i]
+            if r.first >= fetchable_end:
+                break
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
+                take = min(remaining, r.size, fetchable_end - r.first)
+                if take < r.size:
+                    self._split(i, r.first + take)
+                    r = self._ranges[i]
+                if r.delayed:
+                    self._delayed -= r.size
+                r.state = RecordState.ACQUIRED
+                r.delivery_count += 1
+                r.member_id = member_id
+                r.deadline_ms = deadline
+                r.delayed = False
+                remaining -= r.size
+                taken.append(r)
+            i += 1
+        pending = [(o, t) for o, t in delays if self.end_offset <= o < fetchable_end and t > now_ms]
+        skipped = [(max(f, self.end_offset), last) for f, last in skip if last >= self.end_offset]
+        d = k = 0
+        while self.end_offset < fetchable_end:
+            while k < len(skipped) and skipped[k][1] < self.end_offset:
+                k += 1
+            if k < len(skipped) and skipped[k][0] <= self.end_offset:
+                last = min(skipped[k][1], fetchable_end - 1)
+                self._ranges.append(InFlightRange(self.end_offset, last, RecordState.ARCHIVED, 0))
+                self.end_offset = last + 1
+                continue
+            if d < len(pending) and pending[d][0] == self.end_offset:
+                offset, due = pending[d]
+                d += 1
+                self._ranges.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due, True))
+                self._delayed += 1
+                self.end_offset += 1
+                continue
+            stop = min(
+                pending[d][0] if d < len(pending) else fetchable_end,
+                skipped[k][0] if k < len(skipped) else fetchable_end,
+            )
+            new = min(remaining, stop - self.end_offset, self.max_record_locks - self.in_flight)
+            if new <= 0:
+                break
+            r = InFlightRange(
+                self.end_offset, self.end_offset + new - 1, RecordState.ACQUIRED, 1, member_id, deadline
+            )
+            self._ranges.append(r)
+            self.end_offset += new
+            remaining -= new
+            taken.append(r)
+        answer: list[AcquiredRange] = []
+        for r in taken:
+            if (
+                answer
+                and answer[-1].last_offset + 1 == r.first
+                and answer[-1].delivery_count == r.delivery_count
+            ):
+                answer[-1] = AcquiredRange(answer[-1].first_offset, r.last, r.delivery_count)
+            else:
+                answer.append(AcquiredRange(r.first, r.last, r.delivery_count))
+        self._coalesce_all()
+        self._advance_start()
+        return answer
+
+    # -- acknowledging and releasing ---------------------------------------------------------------------
+
+    def acknowledge(
+        self, member_id: str, first: int, last: int, types: Sequence[int], now_ms: int
+    ) -> tuple[ErrorCode, list[ArchivedRange]]:
+        """Apply one acknowledgement batch: ``types`` is one type for every offset, or one per offset.
+
+        Returns the error (nothing changes unless NONE) and the ranges REJECT or the delivery-count limit
+        archived."""
+        if first > last or len(types) not in (1, last - first + 1):
+            return ErrorCode.INVALID_REQUEST, []
+        if any(t not in (0, 1, 2, 3) for t in types):
+            return ErrorCode.INVALID_REQUEST, []
+        if first < self.start_offset or last >= self.end_offset:
+            return ErrorCode.INVALID_RECORD_STATE, []
+        i = self._index(first)
+        while i < len(self._ranges) and self._ranges[i].first <= last:
+            r = self._ranges[i]
+            if r.state is not RecordState.ACQUIRED or r.member_id != member_id:
+                return ErrorCode.INVALID_RECORD_STATE, []
+            i += 1
+        archived: list[ArchivedRange] = []
+        if len(types) == 1:
+            runs = [(first, last, types[0])]
+        else:
+            runs = []
+            for offset, t in zip(range(first, last + 1), types, strict=True):
+                if runs and runs[-1][2] == t:
+                    runs[-1] = (runs[-1][0], offset, t)
+                else:
+                    runs.append((offset, offset, t))
+        for run_first, run_last, t in runs:
+            for r in self._slice(run_first, run_last):
+                if t == AcknowledgeType.ACCEPT:
+                    self._settle(r, RecordState.ACKNOWLEDGED)
+                elif t == AcknowledgeType.RELEASE:
+                    if self._release(r, now_ms):
+                        archived.append(ArchivedRange(r.first, r.last, r.delivery_count))
+                elif t == AcknowledgeType.REJECT:
+                    self._settle(r, RecordState.ARCHIVED)
+                    archived.append(ArchivedRange(r.first, r.last, r.delivery_count))
+                else:
+                    self._settle(r, RecordState.ARCHIVED)
+        self._coalesce_all()
+        self._advance_start()
+        return ErrorCode.NONE, archived
+
+    def expire_locks(self, now_ms: int) -> list[ArchivedRange]:
+        """Release every acquisition whose lock deadline is ``<= now_ms``; returns what the delivery-count
+        limit archived."""
+        archived: list[ArchivedRange] = []
+        expired = False
+        for r in self._ranges:
+            if r.state is RecordState.ACQUIRED and r.deadline_ms <= now_ms:
+                expired = True
+                if self._release(r, now_ms):
+                    archived.append(ArchivedRange(r.first, r.last, r.delivery_count))
+        if expired:
+            self._coalesce_all()
+            self._advance_start()
+        return archived
+
+    def release_member(self, member_id: str, now_ms: int) -> list[ArchivedRange]:
+        """Release every record ``member_id`` holds (it left, closed its session or was fenced)."""
+        archived: list[ArchivedRange] = []
+        released = False
+        for r in self._ranges:
+            if r.state is RecordState.ACQUIRED and r.member_id == member_id:
+                released = True
+                if self._release(r, now_ms):
+                    archived.append(ArchivedRange(r.first, r.last, r.delivery_count))
+        if released:
+            self._coalesce_all()
+            self._advance_start()
+        return archived
+
+    def defer(self, offset: int, deliver_at_ms: int) -> None:
+        """A never-delivered AVAILABLE record of the window waits for its delivery time (after a load: the
+        persisted state does not keep delivery times, the records' headers do)."""
+        r = self.state_of(offset)
+        if r is None or r.state is not RecordState.AVAILABLE or r.delivery_count != 0 or r.delayed:
+            return
+        i = self._split_at(offset)
+        if offset < self._ranges[i].last:
+            self._split(i, offset + 1)
+        r = self._ranges[i]
+        r.deadline_ms = deliver_at_ms
+        r.delayed = True
+        self._delayed += 1
+        self._coalesce_all()
+
+    def move_start(self, offset: int) -> None:
+        """Records below ``offset`` are gone (the log start moved past them, or an offset reset): the window
+        starts there."""
+        if offset <= self.start_offset:
+            return
+        if offset >= self.end_offset:
+            self._ranges = []
+            self._delayed = 0
+            self.start_offset = self.end_offset = offset
+            return
+        i = self._split_at(offset)
+        dropped = self._ranges[:i]
+        self._delayed -= sum(r.size for r in dropped if r.delayed)
+        del self._ranges[:i]
+        self.start_offset = offset
+
+    # -- replay ------------------------------------------------------------------------------------------
+
+    def load(self, start_offset: int, batches: Sequence[tuple[int, int, int, int]]) -> None:
+        """Replace the state with a persisted one: ``(first, last, state, delivery_count)`` batches above
+        ``start_offset`` (Kafka's state batches; ACQUIRED is never persisted and loads as AVAILABLE)."""
+        self._ranges = []
+        self._delayed = 0
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        for first, last, state, count in sorted(batches):
+            if last < self.end_offset:
+                continue
+            first = max(first, self.end_offset)
+            if first > self.end_offset:
+                self._ranges.append(InFlightRange(self.end_offset, first - 1, RecordState.AVAILABLE, 0))
+            loaded = RecordState(state) if state != RecordState.ACQUIRED else RecordState.AVAILABLE
+            self._ranges.append(InFlightRange(first, last, loaded, count))
+            self.end_offset = last + 1
+        self._coalesce_all()
+        self._advance_start()
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The window as Kafka persists it: ``(first, last, state, delivery_count)``. An acquisition is not
+        persisted: an ACQUIRED record is written as it was before it (AVAILABLE, one delivery fewer), and
+        the never-delivered records that leaves at the end of the window are left out. So acquiring never
+        changes what is persisted; acknowledging, releasing and archiving do."""
+        out: list[tuple[int, int, int, int]] = []
+        for r in self._ranges:
+            if r.state is RecordState.ACQUIRED:
+                state, count = int(RecordState.AVAILABLE), r.delivery_count - 1
+            else:
+                state, count = int(r.state), r.delivery_count
+            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == count:
+                out[-1] = (out[-1][0], r.last, state, count)
+            else:
+                out.append((r.first, r.last, state, count))
+        while out and out[-1][2] == RecordState.AVAILABLE and out[-1][3] == 0:
+            out.pop()
+        return out
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _release(self, r: InFlightRange, now_ms: int) -> bool:
+        """An ACQUIRED range goes back: AVAILABLE (after the backoff), or ARCHIVED at the delivery-count
+        limit (returns True then)."""
+        if r.delivery_count >= self.delivery_count_limit:
+            self._settle(r, RecordState.ARCHIVED)
+            return True
+        r.state = RecordState.AVAILABLE
+        r.member_id = None
+        delay = self.backoff(r.delivery_count)
+        r.deadline_ms = now_ms + delay if delay > 0 else 0
+        return False
+
+    def _settle(self, r: InFlightRange, state: RecordState) -> None:
+        r.state = state
+        r.member_id = None
+        r.deadline_ms = 0
+
+    def _index(self, offset: int) -> int:
+        return bisect_right(self._ranges, offset, key=lambda r: r.first) - 1
+
+    def _split(self, i: int, offset: int) -> None:
+        """Split range ``i`` so that a range starts at ``offset`` (first < offset <= last)."""
+        r = self._ranges[i]
+        tail = InFlightRange(offset, r.last, r.state, r.delivery_count, r.member_id, r.deadline_ms, r.delayed)
+        r.last = offset - 1
+        self._ranges.insert(i + 1, tail)
+
+    def _split_at(self, offset: int) -> int:
+        """The index of the range starting at ``offset`` (inside the window), splitting one if needed."""
+        i = self._index(offset)
+        if self._ranges[i].first != offset:
+            self._split(i, offset)
+            i += 1
+        return i
+
+    def _slice(self, first: int, last: int) -> list[InFlightRange]:
+        """The ranges covering exactly ``first..last`` (inside the window), split as needed."""
+        i = self._split_at(first)
+        j = self._split_at(last + 1) if last + 1 < self.end_offset else len(self._ranges)
+        return self._ranges[i:j]
+
+    def _coalesce_all(self) -> None:
+        merged: list[InFlightRange] = []
+        for r in self._ranges:
+            if merged and merged[-1].same_run(r):
+                merged[-1].last = r.last
+            else:
+                merged.append(r)
+        self._ranges = merged
+
+    def _advance_start(self) -> None:
+        drop = 0
+        for r in self._ranges:
+            if r.state is RecordState.ACKNOWLEDGED or r.state is RecordState.ARCHIVED:
+                drop += 1
+            else:
+                break
+        if drop:
+            del self._ranges[:drop]
+            self.start_offset = self._ranges[0].first if self._ranges else self.end_offset

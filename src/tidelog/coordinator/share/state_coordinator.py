@@ -1,0 +1,297 @@
+"""The share coordinator (Kafka's ``ShareCoordinatorShard``): share-partition state kept in the compacted
+internal topic ``__share_group_state`` as Kafka's ShareSnapshot records, served through the coordinator
+runtime as ReadShareGroupState (84) and WriteShareGroupState (85).
+
+Invariants:
+- A share-partition (group, topic id, partition) lives on ``partition_for(group_id)`` of the topic (all of
+  a group's share-partitions on one partition, so one group's writes are ordered).
+- Every write is one ShareSnapshot record (key type 0) holding the partition's whole persisted window: its
+  start offset and state batches (AVAILABLE with a delivery count, ACKNOWLEDGED, ARCHIVED; ACQUIRED is
+  never persisted). Compaction keeps the last one per key, so replaying a partition costs one record per
+  share-partition (the window is offset ranges: a few batches), and no ShareUpdate deltas are needed. A
+  ShareUpdate (key type 1) found in the log is applied over the snapshot (batches replace what they cover).
+- A write answers only once its record is committed (the runtime's rule); a read answers the state replayed
+  and written so far. Requests for a loading partition get COORDINATOR_LOAD_IN_PROGRESS, for one not owned
+  NOT_COORDINATOR.
+"""
+
+# ruff: noqa: ARG002 - PartitionedCoordinator methods whose arguments the share coordinator does not need
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from tidelog.coordinator.common import CoordinatorRecord, CoordinatorRecordError, CoordinatorResult
+from tidelog.coordinator.common._generated.records import (
+    ShareSnapshotKey,
+    ShareSnapshotValue,
+    ShareUpdateKey,
+    ShareUpdateValue,
+)
+from tidelog.coordinator.common.partitioning import partition_for
+from tidelog.coordinator.common.records import decode_body, encode_framed, read_prefix
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+from tidelog.protocol.records import NO_PRODUCER_ID
+from tidelog.protocol.schema import Request, Response
+
+__all__ = ["SHARE_STATE_TOPIC", "PersistedState", "ShareStateCoordinator"]
+
+SHARE_STATE_TOPIC = "__share_group_state"
+_SNAPSHOT = 0
+_UPDATE = 1
+
+Batch = tuple[int, int, int, int]
+"""(first_offset, last_offset, delivery_state, delivery_count)"""
+
+
+@dataclass(slots=True)
+class PersistedState:
+    state_epoch: int
+    start_offset: int
+    batches: list[Batch] = field(default_factory=list)
+
+
+_Key = tuple[str, uuid.UUID, int]
+
+
+class ShareStateCoordinator:
+    """Share-partition state over the partitions of ``__share_group_state`` this broker leads."""
+
+    def __init__(self, num_partitions: int) -> None:
+        self._num_partitions = num_partitions
+        self._loading: set[int] = set()
+        self._states: dict[int, dict[_Key, PersistedState]] = {}
+
+    # -- PartitionedCoordinator ------------------------------------------------------------------------
+
+    @property
+    def topic_name(self) -> str:
+        return SHARE_STATE_TOPIC
+
+    @property
+    def num_partitions(self) -> int:
+        return self._num_partitions
+
+    @property
+    def owned_partitions(self) -> list[int]:
+        return sorted(self._states)
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self._num_partitions)
+
+    def is_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    def begin_loading(self, partition: int, coordinator_epoch: int) -> object:
+        if partition in self._states:
+            raise RuntimeError(f"{SHARE_STATE_TOPIC}-{partition} is owned already")
+        self._states[partition] = {}
+        self._loading.add(partition)
+        return self._states[partition]
+
+    def replay(
+        self,
+        partition: int,
+        key: bytes | memoryview,
+        value: bytes | memoryview | None,
+        producer_id: int = NO_PRODUCER_ID,
+    ) -> None:
+        states = self._states[partition]
+        record_type = read_prefix(key, "key", CoordinatorRecordError)
+        if record_type == _SNAPSHOT:
+            k = decode_body(ShareSnapshotKey, 0, key, CoordinatorRecordError, "ShareSnapshotKey")
+            share_key = (k.group_id, k.topic_id, k.partition)
+            if value is None:
+                states.pop(share_key, None)
+                return
+            v = decode_body(ShareSnapshotValue, 0, value, CoordinatorRecordError, "ShareSnapshotValue")
+            states[share_key] = PersistedState(
+                v.state_epoch,
+                v.start_offset,
+                [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in v.state_batches
+                ],
+            )
+        elif record_type == _UPDATE:
+            u = decode_body(ShareUpdateKey, 1, key, CoordinatorRecordError, "ShareUpdateKey")
+            share_key = (u.group_id, u.topic_id, u.partition)
+            state = states.get(share_key)
+            if value is None or state is None:
+                return
+            uv = decode_body(ShareUpdateValue, 0, value, CoordinatorRecordError, "ShareUpdateValue")
+            state.start_offset = max(state.start_offset, uv.start_offset)
+            for b in uv.state_batches:
+                state.batches = _overlay(
+                    state.batches, (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                )
+        else:
+            raise CoordinatorRecordError(f"record type {record_type} is not a share coordinator record")
+
+    def replay_end_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        pass
+
+    def complete_loading(self, partition: int, now_ms: int) -> CoordinatorResult[object]:
+        self._loading.discard(partition)
+        return CoordinatorResult()
+
+    def unload(self, partition: int) -> CoordinatorResult[object]:
+        self._states.pop(partition, None)
+        self._loading.discard(partition)
+        return CoordinatorResult()
+
+    def on_timeout(self, key: object, now_ms: int) -> CoordinatorResult[object]:
+        return CoordinatorResult()
+
+    def handle(
+        self, request: Request, api_version: int, *, now_ms: int, client_id: str = "", client_host: str = ""
+    ) -> CoordinatorResult[object]:
+        if isinstance(request, ReadShareGroupStateRequest):
+            return CoordinatorResult(response=self._read(request))
+        if isinstance(request, WriteShareGroupStateRequest):
+            return self._write(request)
+        raise TypeError(f"the share coordinator does not serve {type(request).__name__}")
+
+    def error_response(self, request: Request, api_version: int, error: ErrorCode) -> Response:
+        if isinstance(request, ReadShareGroupStateRequest):
+            return ReadShareGroupStateResponse(
+                results=[
+                    ReadShareGroupStateResponse.ReadStateResult(
+                        topic_id=t.topic_id,
+                        partitions=[
+                            ReadShareGroupStateResponse.PartitionResult(
+                                partition=p.partition, error_code=error
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.topics
+                ]
+            )
+        assert isinstance(request, WriteShareGroupStateRequest)
+        return _write_errors(request, error)
+
+    def append_error_to_response_error(self, error: ErrorCode) -> ErrorCode:
+        if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    # -- reads and writes ------------------------------------------------------------------------------
+
+    def state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PersistedState | None:
+        """What is persisted for one share-partition (tests, tools)."""
+        return self._states.get(self.partition_for(group_id), {}).get((group_id, topic_id, partition))
+
+    def _owner_error(self, group_id: str) -> ErrorCode:
+        partition = self.partition_for(group_id)
+        if partition not in self._states:
+            return ErrorCode.NOT_COORDINATOR
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _read(self, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
+        error = self._owner_error(request.group_id)
+        if error != ErrorCode.NONE:
+            return self.error_response(request, 0, error)  # type: ignore[return-value]
+        states = self._states[self.partition_for(request.group_id)]
+        response = ReadShareGroupStateResponse()
+        for t in request.topics:
+            result = ReadShareGroupStateResponse.ReadStateResult(topic_id=t.topic_id)
+            for p in t.partitions:
+                state = states.get((request.group_id, t.topic_id, p.partition))
+                if state is None:
+                    result.partitions.append(
+                        ReadShareGroupStateResponse.PartitionResult(
+                            partition=p.partition, state_epoch=0, start_offset=-1
+                        )
+                    )
+                    continue
+                result.partitions.append(
+                    ReadShareGroupStateResponse.PartitionResult(
+                        partition=p.partition,
+                        state_epoch=state.state_epoch,
+                        start_offset=state.start_offset,
+                        state_batches=[
+                            ReadShareGroupStateResponse.StateBatch(
+                                first_offset=f, last_offset=last, delivery_state=s, delivery_count=c
+                            )
+                            for f, last, s, c in state.batches
+                        ],
+                    )
+                )
+            response.results.append(result)
+        return response
+
+    def _write(self, request: WriteShareGroupStateRequest) -> CoordinatorResult[object]:
+        error = self._owner_error(request.group_id)
+        if error != ErrorCode.NONE:
+            return CoordinatorResult(response=_write_errors(request, error))
+        partition = self.partition_for(request.group_id)
+        states = self._states[partition]
+        records: list[CoordinatorRecord] = []
+        for t in request.topics:
+            for p in t.partitions:
+                batches = [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in p.state_batches
+                ]
+                states[(request.group_id, t.topic_id, p.partition)] = PersistedState(
+                    p.state_epoch, p.start_offset, batches
+                )
+                key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
+                value = ShareSnapshotValue(
+                    snapshot_epoch=0,
+                    state_epoch=p.state_epoch,
+                    leader_epoch=p.leader_epoch,
+                    start_offset=p.start_offset,
+                    state_batches=[
+                        ShareSnapshotValue.StateBatch(
+                            first_offset=f, last_offset=last, delivery_state=s, delivery_count=c
+                        )
+                        for f, last, s, c in batches
+                    ],
+                )
+                records.append(
+                    CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), encode_framed(0, value, 0))
+                )
+        return CoordinatorResult(
+            response=_write_errors(request, ErrorCode.NONE), records={partition: records}
+        )
+
+
+def _write_errors(request: WriteShareGroupStateRequest, error: ErrorCode) -> WriteShareGroupStateResponse:
+    return WriteShareGroupStateResponse(
+        results=[
+            WriteShareGroupStateResponse.WriteStateResult(
+                topic_id=t.topic_id,
+                partitions=[
+                    WriteShareGroupStateResponse.PartitionResult(partition=p.partition, error_code=error)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+def _overlay(batches: list[Batch], new: Batch) -> list[Batch]:
+    """``batches`` with ``new`` replacing the offsets it covers."""
+    first, last = new[0], new[1]
+    out: list[Batch] = []
+    for b in batches:
+        if b[1] < first or b[0] > last:
+            out.append(b)
+            continue
+        if b[0] < first:
+            out.append((b[0], first - 1, b[2], b[3]))
+        if b[1] > last:
+            out.append((last + 1, b[1], b[2], b[3]))
+    out.append(new)
+    return sorted(out)

@@ -1,0 +1,752 @@
+"""Share groups (KIP-932) on this broker: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and
+ShareGroupDescribe over the pure :mod:`tidelog.coordinator.share` state.
+
+Invariants:
+- Each (group, topic, partition) has one :class:`~tidelog.coordinator.share.share_partition.SharePartition`,
+  created at the first ShareFetch that names it, starting at the log start offset (group config
+  ``share.auto.offset.reset=earliest``) or at the high watermark (``latest``, Kafka's default).
+- A ShareFetch first applies its piggy-backed acknowledgements, then acquires: it reads whole batches from
+  the first acquirable offset (below the high watermark, or the last stable offset under
+  ``share.isolation.level=read_committed``) and acquires only offsets inside what it read, so every
+  acquired record travels in the response; the client keeps the records inside ``AcquiredRecords``.
+- With nothing to acquire and ``MaxWaitMs`` > 0, the fetch waits in the fetch purgatory on its partitions:
+  an append, or a release by another member, completes it; lock expiry is seen when its wait ends.
+- Share sessions (per group and member): epoch 0 opens one (replacing any), -1 closes it and releases the
+  member's records, any other epoch must be the next one (INVALID_SHARE_SESSION_EPOCH; none open:
+  SHARE_SESSION_NOT_FOUND).
+- Lock expiry and member sessions are checked lazily, with the clock's ``now_ms``, on every request that
+  touches the partition or the group; a fenced or departed member's records are released at once.
+- Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
+  read at each request, over the broker's ``group.share.*`` configs.
+
+- Durable (given a :class:`~tidelog.server.share_state_runtime.ShareStateRuntime`): a share-partition
+  met for the first time is read from ``__share_group_state`` (ReadShareGroupState); after every request,
+  each share-partition it touched whose persisted view (start offset, state batches: acknowledged,
+  archived, available with delivery counts; acquisitions are not persisted) changed is written
+  (WriteShareGroupState), and the request is answered only after those writes are committed. So an
+  acknowledgement a client was told succeeded survives a crash; an acquisition does not need to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
+from tidelog.coordinator.share.delivery_time import deliver_at
+from tidelog.coordinator.share.share_group import ShareGroup
+from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
+from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
+from tidelog.protocol.messages import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    WriteShareGroupStateRequest,
+)
+from tidelog.protocol.records_codec import decode_batch
+from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
+from tidelog.protocol.schema import Response
+from tidelog.replication.partition import FetchIsolation, Partition
+from tidelog.server.clock import Clock
+from tidelog.server.config import BrokerConfig
+from tidelog.server.dispatch import Answer, RequestContext
+from tidelog.server.fetch_purgatory import FetchPurgatory, PredicateWait
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.regions import RegionList
+from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.share_state_runtime import ShareStateRuntime
+
+__all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
+
+GroupConfigLookup = Callable[[str], Mapping[str, str]]
+"""Group id → the group configs explicitly set for it (Kafka's key names)."""
+
+_EMPTY = b""
+_ZERO_UUID = uuid.UUID(int=0)
+_SHARE_KEY = tuple[str, str, int]
+
+
+def no_group_configs(_group_id: str) -> Mapping[str, str]:
+    """No group sets anything: every group runs with the broker's defaults."""
+    return {}
+
+
+def share_defaults(config: BrokerConfig) -> ShareBrokerDefaults:
+    return ShareBrokerDefaults(
+        record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+        min_record_lock_duration_ms=config.group_share_min_record_lock_duration_ms,
+        max_record_lock_duration_ms=config.group_share_max_record_lock_duration_ms,
+        delivery_count_limit=config.group_share_delivery_count_limit,
+        partition_max_record_locks=config.group_share_partition_max_record_locks,
+        session_timeout_ms=config.group_share_session_timeout_ms,
+        heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        max_size=config.group_share_max_size,
+    )
+
+
+@dataclass(slots=True)
+class _Session:
+    epoch: int
+    """The epoch the next request must carry."""
+    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)
+    """The session's partitions, in the order they were named."""
+
+
+@dataclass(slots=True)
+class _Acquired:
+    topic: str
+    partition: int
+    ranges: list[AcquiredRange]
+    records: object
+
+
+class ShareRuntime:
+    """Share groups, their share-partitions and share sessions."""
+
+    def __init__(
+        self,
+        *,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        purgatory: FetchPurgatory,
+        clock: Clock,
+        defaults: ShareBrokerDefaults,
+        group_configs: GroupConfigLookup = no_group_configs,
+        state: ShareStateRuntime | None = None,
+    ) -> None:
+        self._replicas = replicas
+        self._metadata = metadata
+        self._purgatory = purgatory
+        self._clock = clock
+        self.defaults = defaults
+        self.group_configs = group_configs
+        """The group-config lookup; the group-config store is plugged in here (see broker.py)."""
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[_SHARE_KEY, SharePartition] = {}
+        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._state = state
+        self._persisted: dict[_SHARE_KEY, tuple[int, list[tuple[int, int, int, int]]]] = {}
+        """Per share-partition: the view last written to (or read from) ``__share_group_state``."""
+        self._touched: set[_SHARE_KEY] = set()
+        self._wakeups: dict[tuple[str, int], int] = {}
+        """Per (topic, partition): the time a wake-up is scheduled for."""
+
+    # -- settings and state ------------------------------------------------------------------------------
+
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        return resolve_settings(self.group_configs(group_id), self.defaults)
+
+    def _share_partition(
+        self, group_id: str, topic: str, index: int, settings: ShareGroupSettings
+    ) -> SharePartition | ErrorCode:
+        partition = self._replicas.leader_partition(topic, index)
+        if isinstance(partition, ErrorCode):
+            return partition
+        key = (group_id, topic, index)
+        sp = self.partitions.get(key)
+        if sp is None:
+            loaded = self._read_state(group_id, topic, index)
+            if isinstance(loaded, ErrorCode):
+                return loaded
+            if loaded is None:
+                start = (
+                    partition.log_start_offset
+                    if settings.auto_offset_reset == "earliest"
+                    else partition.high_watermark
+                )
+                sp = SharePartition(start)
+            else:
+                sp = SharePartition(loaded[0])
+                sp.load(loaded[0], loaded[1])
+                self._persisted[key] = (sp.start_offset, sp.state_batches())
+                self._defer_loaded(sp, partition)
+            self.partitions[key] = sp
+        self._touched.add(key)
+        sp.max_record_locks = settings.max_record_locks
+        sp.delivery_count_limit = settings.delivery_count_limit
+        sp.backoff = settings.backoff
+        if partition.log_start_offset > sp.start_offset:
+            sp.move_start(partition.log_start_offset)
+        return sp
+
+    def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
+        """A loaded window's never-delivered records get their delivery times back from their headers."""
+        now = self._clock.now_ms()
+        for first, last in [
+            (r.first, r.last) for r in sp.ranges if r.state is RecordState.AVAILABLE and r.delivery_count == 0
+        ]:
+            pos = first
+            while pos <= last:
+                try:
+                    data = partition.read(
+                        pos, 1 << 20, isolation=FetchIsolation.HIGH_WATERMARK, min_one_batch=True
+                    )
+                except KafkaProtocolError:
+                    break
+                if not data.regions or data.next_offset <= pos:
+                    break
+                delays, _ = _admission(data.read_bytes(), pos, min(data.next_offset, last + 1), now, [])
+                for offset, due in delays:
+                    sp.defer(offset, due)
+                pos = data.next_offset
+
+    def _release_member(self, group_id: str, member_id: str) -> None:
+        now = self._clock.now_ms()
+        released = []
+        for (group, topic, index), sp in self.partitions.items():
+            if group == group_id and any(r.member_id == member_id for r in sp.acquired()):
+                sp.release_member(member_id, now)
+                released.append((topic, index))
+                self._touched.add((group, topic, index))
+        for key in released:
+            self._purgatory.on_append(key)
+
+    def _expire_members(self, group: ShareGroup) -> None:
+        for member_id in group.expire(self._clock.now_ms(), self.defaults.session_timeout_ms):
+            self._sessions.pop((group.group_id, member_id), None)
+            self._release_member(group.group_id, member_id)
+
+    # -- persistence -------------------------------------------------------------------------------------
+
+    def _read_state(
+        self, group_id: str, topic: str, index: int
+    ) -> tuple[int, list[tuple[int, int, int, int]]] | ErrorCode | None:
+        """The persisted (start offset, state batches) of a share-partition, None if it has none."""
+        info = self._metadata.topic(topic)
+        if self._state is None or info is None:
+            return None
+        if self._state.ensure_topic() is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        request = ReadShareGroupStateRequest(
+            group_id=group_id,
+            topics=[
+                ReadShareGroupStateRequest.ReadStateData(
+                    topic_id=info.topic_id,
+                    partitions=[ReadShareGroupStateRequest.PartitionData(partition=index)],
+                )
+            ],
+        )
+        answer = self._state.handle_request(request, 0)
+        if not isinstance(answer, ReadShareGroupStateResponse):
+            _discard(answer)
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # waits for a commit (cluster): asked again later
+        result = answer.results[0].partitions[0]
+        if result.error_code != ErrorCode.NONE:
+            return ErrorCode(result.error_code)
+        if result.start_offset < 0:
+            return None
+        return result.start_offset, [
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in result.state_batches
+        ]
+
+    def _flush(self) -> list[Awaitable[Response]]:
+        """Write every touched share-partition whose persisted view changed; the writes not yet committed."""
+        touched, self._touched = self._touched, set()
+        if self._state is None:
+            return []
+        waits: list[Awaitable[Response]] = []
+        for key in sorted(touched):
+            sp = self.partitions.get(key)
+            info = self._metadata.topic(key[1])
+            if sp is None or info is None:
+                continue
+            view = (sp.start_offset, sp.state_batches())
+            if self._persisted.get(key) == view:
+                continue
+            self._persisted[key] = view
+            request = WriteShareGroupStateRequest(
+                group_id=key[0],
+                topics=[
+                    WriteShareGroupStateRequest.WriteStateData(
+                        topic_id=info.topic_id,
+                        partitions=[
+                            WriteShareGroupStateRequest.PartitionData(
+                                partition=key[2],
+                                state_epoch=1,
+                                start_offset=view[0],
+                                state_batches=[
+                                    WriteShareGroupStateRequest.StateBatch(
+                                        first_offset=f, last_offset=last, delivery_state=st, delivery_count=c
+                                    )
+                                    for f, last, st, c in view[1]
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            )
+            answer = self._state.handle_request(request, 0)
+            if inspect.isawaitable(answer):
+                waits.append(answer)
+        return waits
+
+    def _answer(self, response: Response) -> Answer:
+        """``response`` once this request's state writes are committed."""
+        waits = self._flush()
+        if not waits:
+            return response
+
+        async def after() -> Response:
+            await asyncio.gather(*waits)
+            return response
+
+        return after()
+
+    def _wake_at(self, sp: SharePartition, topic: str, index: int, now_ms: int) -> None:
+        """Wake the fetches waiting on (topic, index) when its next lock expires or record becomes
+        available (backoff, deliver-at time): a delayed operation on the fetch purgatory's timing wheel."""
+        due = sp.next_deadline()
+        key = (topic, index)
+        if due is None or (key in self._wakeups and self._wakeups[key] <= due):
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # driven in process without a loop (tests): the next fetch sees the time
+        self._wakeups[key] = due
+
+        def fired(_future: object) -> None:
+            if self._wakeups.get(key) == due:
+                del self._wakeups[key]
+            self._purgatory.on_append(key)
+
+        wakeup = self._purgatory.delay(
+            PredicateWait([("share-wakeup", topic, index)], lambda: False),
+            max(due - now_ms, 0) + 1,
+            lambda: None,
+        )
+        wakeup.add_done_callback(fired)
+
+    # -- ShareGroupHeartbeat -----------------------------------------------------------------------------
+
+    def heartbeat(
+        self, ctx: RequestContext, request: ShareGroupHeartbeatRequest
+    ) -> ShareGroupHeartbeatResponse:
+        if not request.group_id:
+            return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.setdefault(request.group_id, ShareGroup(request.group_id))
+        self._expire_members(group)
+        partitions_of = {t.name: t.num_partitions for t in self._metadata.topics() if not t.is_internal}
+        result = group.heartbeat(
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            subscribed=request.subscribed_topic_names,
+            rack_id=request.rack_id,
+            client_id=ctx.client_id or "",
+            client_host=ctx.client_host,
+            now_ms=self._clock.now_ms(),
+            partitions_of=partitions_of,
+            new_member_id=lambda: str(uuid.uuid4()),
+            max_size=self.defaults.max_size,
+        )
+        if result.left is not None:
+            self._sessions.pop((group.group_id, result.left), None)
+            self._release_member(group.group_id, result.left)
+            return ShareGroupHeartbeatResponse(member_id=result.left, member_epoch=-1)
+        member = result.member
+        if result.error != ErrorCode.NONE or member is None:
+            return ShareGroupHeartbeatResponse(error_code=result.error)
+        assignment = ShareGroupHeartbeatResponse.Assignment()
+        for topic, partitions in sorted(member.assignment.items()):
+            info = self._metadata.topic(topic)
+            if info is not None:
+                assignment.topic_partitions.append(
+                    ShareGroupHeartbeatResponse.TopicPartitions(
+                        topic_id=info.topic_id, partitions=list(partitions)
+                    )
+                )
+        return ShareGroupHeartbeatResponse(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.defaults.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    # -- ShareGroupDescribe ------------------------------------------------------------------------------
+
+    def describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+        response = self._describe(request)
+        self._flush()  # fenced members' releases: nothing in the answer depends on them
+        return response
+
+    def _describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+        response = ShareGroupDescribeResponse()
+        for group_id in request.group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                response.groups.append(
+                    ShareGroupDescribeResponse.DescribedGroup(
+                        group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND, group_state="Dead"
+                    )
+                )
+                continue
+            self._expire_members(group)
+            described = ShareGroupDescribeResponse.DescribedGroup(
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.group_epoch,
+                assignor_name="simple",
+            )
+            for member in group.members.values():
+                assignment = ShareGroupDescribeResponse.Assignment()
+                for topic, partitions in sorted(member.assignment.items()):
+                    info = self._metadata.topic(topic)
+                    assignment.topic_partitions.append(
+                        ShareGroupDescribeResponse.TopicPartitions(
+                            topic_id=info.topic_id if info else _ZERO_UUID,
+                            topic_name=topic,
+                            partitions=list(partitions),
+                        )
+                    )
+                described.members.append(
+                    ShareGroupDescribeResponse.Member(
+                        member_id=member.member_id,
+                        rack_id=member.rack_id,
+                        member_epoch=member.member_epoch,
+                        client_id=member.client_id,
+                        client_host=member.client_host,
+                        subscribed_topic_names=list(member.subscribed),
+                        assignment=assignment,
+                    )
+                )
+            response.groups.append(described)
+        return response
+
+    # -- acknowledgements --------------------------------------------------------------------------------
+
+    def _acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        index: int,
+        batches: list[ShareFetchRequest.AcknowledgementBatch]
+        | list[ShareAcknowledgeRequest.AcknowledgementBatch],
+        settings: ShareGroupSettings,
+    ) -> ErrorCode:
+        sp = self._share_partition(group_id, topic, index, settings)
+        if isinstance(sp, ErrorCode):
+            return sp
+        now = self._clock.now_ms()
+        sp.expire_locks(now)
+        error = ErrorCode.NONE
+        for batch in batches:
+            answer, _archived = sp.acknowledge(
+                member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now
+            )
+            if answer != ErrorCode.NONE and error == ErrorCode.NONE:
+                error = answer
+        if batches:
+            self._purgatory.on_append((topic, index))
+        return error
+
+    def acknowledge(self, request: ShareAcknowledgeRequest) -> Answer:
+        return self._answer(self._acknowledge_request(request))
+
+    def _acknowledge_request(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        session_error = self._advance_session(
+            group_id, member_id, request.share_session_epoch, acknowledge_only=True
+        )
+        if session_error != ErrorCode.NONE:
+            return ShareAcknowledgeResponse(error_code=session_error)
+        settings = self.settings(group_id)
+        response = ShareAcknowledgeResponse()
+        for topic in request.topics:
+            name = self._metadata.topic_name(topic.topic_id)
+            result = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(topic_id=topic.topic_id)
+            for p in topic.partitions:
+                error = (
+                    ErrorCode.UNKNOWN_TOPIC_ID
+                    if name is None
+                    else self._acknowledge(
+                        group_id, member_id, name, p.partition_index, p.acknowledgement_batches, settings
+                    )
+                )
+                result.partitions.append(
+                    ShareAcknowledgeResponse.PartitionData(
+                        partition_index=p.partition_index, error_code=error
+                    )
+                )
+            response.responses.append(result)
+        if request.share_session_epoch == -1:
+            self._close_session(group_id, member_id)
+        return response
+
+    # -- share sessions ----------------------------------------------------------------------------------
+
+    def _advance_session(
+        self, group_id: str, member_id: str, epoch: int, *, acknowledge_only: bool = False
+    ) -> ErrorCode:
+        key = (group_id, member_id)
+        if epoch == 0:
+            if acknowledge_only:
+                return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+            self._sessions[key] = _Session(epoch=1)
+            return ErrorCode.NONE
+        session = self._sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch == -1:
+            return ErrorCode.NONE
+        if epoch != session.epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
+        return ErrorCode.NONE
+
+    def _close_session(self, group_id: str, member_id: str) -> None:
+        self._sessions.pop((group_id, member_id), None)
+        self._release_member(group_id, member_id)
+
+    # -- ShareFetch --------------------------------------------------------------------------------------
+
+    def fetch(self, request: ShareFetchRequest) -> Answer:
+        answer = self._fetch(request)
+        if isinstance(answer, ShareFetchResponse):
+            return self._answer(answer)
+        waits = self._flush()  # the acknowledgements applied before the wait
+        if not waits:
+            return answer
+
+        async def after() -> Response:
+            await asyncio.gather(*waits)
+            return await answer
+
+        return after()
+
+    def _fetch(self, request: ShareFetchRequest) -> ShareFetchResponse | asyncio.Future[ShareFetchResponse]:
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        if not group_id or not member_id:
+            return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST)
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire_members(group)
+        epoch = request.share_session_epoch
+        session_error = self._advance_session(group_id, member_id, epoch)
+        if session_error != ErrorCode.NONE:
+            return ShareFetchResponse(error_code=session_error)
+        settings = self.settings(group_id)
+        lock_ms = settings.record_lock_duration_ms
+        ack_errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+        for topic in request.topics:
+            name = self._metadata.topic_name(topic.topic_id)
+            for p in topic.partitions:
+                if p.acknowledgement_batches:
+                    ack_errors[(topic.topic_id, p.partition_index)] = (
+                        ErrorCode.UNKNOWN_TOPIC_ID
+                        if name is None
+                        else self._acknowledge(
+                            group_id, member_id, name, p.partition_index, p.acknowledgement_batches, settings
+                        )
+                    )
+        if epoch == -1:
+            self._close_session(group_id, member_id)
+            return self._response(request, ack_errors, [], {}, lock_ms)
+        session = self._sessions[(group_id, member_id)]
+        for topic in request.topics:
+            for p in topic.partitions:
+                session.partitions[(topic.topic_id, p.partition_index)] = None
+        for forgotten in request.forgotten_topics_data:
+            for index in forgotten.partitions:
+                session.partitions.pop((forgotten.topic_id, index), None)
+        wanted = list(session.partitions)
+        errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+
+        def acquire() -> list[tuple[uuid.UUID, _Acquired]]:
+            return self._acquire(group_id, member_id, wanted, request, settings, errors)
+
+        acquired = acquire()
+        if acquired or request.max_wait_ms <= 0 or errors:
+            return self._response(request, ack_errors, acquired, errors, lock_ms)
+        held: list[list[tuple[uuid.UUID, _Acquired]]] = []
+
+        def enough() -> bool:
+            got = acquire()
+            if got:
+                held.append(got)
+            return bool(got) or bool(errors)
+
+        def build() -> ShareFetchResponse:
+            got = held[0] if held else acquire()
+            self._flush()  # lock expiries seen on the way: the answer depends on none of them
+            return self._response(request, ack_errors, got, errors, lock_ms)
+
+        keys = []
+        for topic_id, index in wanted:
+            name = self._metadata.topic_name(topic_id)
+            if name is not None:
+                keys.append((name, index))
+        return self._purgatory.delay(PredicateWait(keys, enough), request.max_wait_ms, build)
+
+    def _acquire(
+        self,
+        group_id: str,
+        member_id: str,
+        wanted: list[tuple[uuid.UUID, int]],
+        request: ShareFetchRequest,
+        settings: ShareGroupSettings,
+        errors: dict[tuple[uuid.UUID, int], ErrorCode],
+    ) -> list[tuple[uuid.UUID, _Acquired]]:
+        now = self._clock.now_ms()
+        budget_records = request.max_records if request.max_records > 0 else 500
+        budget_bytes = max(request.max_bytes, 1)
+        isolation = FetchIsolation.TXN_COMMITTED if settings.read_committed else FetchIsolation.HIGH_WATERMARK
+        out: list[tuple[uuid.UUID, _Acquired]] = []
+        for topic_id, index in wanted:
+            if budget_records <= 0 or budget_bytes <= 0:
+                break
+            name = self._metadata.topic_name(topic_id)
+            if name is None:
+                errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            sp = self._share_partition(group_id, name, index, settings)
+            if isinstance(sp, ErrorCode):
+                errors[(topic_id, index)] = sp
+                continue
+            partition = self._replicas.leader_partition(name, index)
+            if isinstance(partition, ErrorCode):
+                errors[(topic_id, index)] = partition
+                continue
+            end = partition.fetchable_offset(isolation)
+            sp.expire_locks(now)
+            first = sp.next_acquirable(now, end)
+            if first is None:
+                continue
+            try:
+                # no further than the records this fetch may take: the batches are sent, and new ones decoded
+                cap = max(first, sp.end_offset) + budget_records
+                data = partition.read(
+                    first, budget_bytes, isolation=isolation, min_one_batch=not out, max_offset=cap
+                )
+            except KafkaProtocolError as exc:
+                errors[(topic_id, index)] = ErrorCode(exc.error_code)
+                continue
+            if not data.regions:
+                continue
+            upto = min(data.next_offset, end)
+            delays: list[tuple[int, int]] = []
+            skip: list[tuple[int, int]] = []
+            if sp.end_offset < upto:
+                aborted = (
+                    partition.aborted_transactions(sp.end_offset, upto) if settings.read_committed else []
+                )
+                delays, skip = _admission(data.read_bytes(), sp.end_offset, upto, now, aborted)
+            ranges = sp.acquire(
+                member_id, budget_records, upto, now, settings.record_lock_duration_ms, delays, skip
+            )
+            self._wake_at(sp, name, index, now)
+            if not ranges:
+                continue
+            if ranges[-1].last_offset + 1 < data.next_offset:  # send no batch after the last acquired one
+                data = partition.read(
+                    first,
+                    budget_bytes,
+                    isolation=isolation,
+                    min_one_batch=not out,
+                    max_offset=ranges[-1].last_offset + 1,
+                )
+            budget_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+            budget_bytes -= data.nbytes
+            regions = data.regions
+            records = regions[0] if len(regions) == 1 else RegionList(list(regions))
+            out.append((topic_id, _Acquired(name, index, ranges, records)))
+        return out
+
+    def _response(
+        self,
+        request: ShareFetchRequest,
+        ack_errors: dict[tuple[uuid.UUID, int], ErrorCode],
+        acquired: list[tuple[uuid.UUID, _Acquired]],
+        errors: dict[tuple[uuid.UUID, int], ErrorCode],
+        lock_ms: int,
+    ) -> ShareFetchResponse:
+        parts: dict[tuple[uuid.UUID, int], ShareFetchResponse.PartitionData] = {}
+
+        def part(topic_id: uuid.UUID, index: int) -> ShareFetchResponse.PartitionData:
+            found = parts.get((topic_id, index))
+            if found is None:
+                found = ShareFetchResponse.PartitionData(partition_index=index, records=_EMPTY)
+                parts[(topic_id, index)] = found
+            return found
+
+        for topic in request.topics:
+            for p in topic.partitions:
+                part(topic.topic_id, p.partition_index)
+        for (topic_id, index), error in ack_errors.items():
+            part(topic_id, index).acknowledge_error_code = error
+        for (topic_id, index), error in errors.items():
+            part(topic_id, index).error_code = error
+        for topic_id, got in acquired:
+            data = part(topic_id, got.partition)
+            data.records = got.records  # type: ignore[assignment]
+            data.acquired_records = [
+                ShareFetchResponse.AcquiredRecords(
+                    first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count
+                )
+                for r in got.ranges
+            ]
+        response = ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms)
+        by_topic: dict[uuid.UUID, ShareFetchResponse.ShareFetchableTopicResponse] = {}
+        for (topic_id, _index), data in parts.items():
+            topic_response = by_topic.get(topic_id)
+            if topic_response is None:
+                topic_response = ShareFetchResponse.ShareFetchableTopicResponse(topic_id=topic_id)
+                by_topic[topic_id] = topic_response
+                response.responses.append(topic_response)
+            topic_response.partitions.append(data)
+        return response
+
+
+def _admission(
+    data: bytes, first: int, upto: int, now_ms: int, aborted: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """What the records in ``data`` (whole batches) at ``first`` .. ``upto - 1`` need before they join a
+    share-partition's window: ``(offset, deliver_at_ms)`` of those carrying a delivery time still ahead
+    (see :mod:`tidelog.coordinator.share.delivery_time`), and the offset ranges no consumer is to get:
+    transaction markers, and the batches of ``aborted`` transactions (``(producer_id, first_offset)``,
+    given under read_committed; Kafka's consumer-side rule: from the first offset to the ABORT marker)."""
+    delays: list[tuple[int, int]] = []
+    skip: list[tuple[int, int]] = []
+    starts = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
+    pos = 0
+    while pos + RECORD_BATCH_HEADER_SIZE <= len(data):
+        header = read_batch_header(data, pos)
+        size = header.batch_length + LOG_OVERHEAD
+        base, last = header.base_offset, header.base_offset + header.last_offset_delta
+        while starts and starts[0][1] <= last:
+            active.add(starts.pop(0)[0])
+        wanted = last >= first and base < upto
+        if header.is_control:
+            active.discard(header.producer_id)
+            if wanted:
+                skip.append((max(base, first), min(last, upto - 1)))
+        elif header.is_transactional and header.producer_id in active:
+            if wanted:
+                skip.append((max(base, first), min(last, upto - 1)))
+        elif wanted:
+            _, records = decode_batch(data, pos)
+            for record in records:
+                if first <= record.offset < upto and record.headers:
+                    due = deliver_at(record.headers, record.timestamp)
+                    if due is not None and due > now_ms:
+                        delays.append((record.offset, due))
+        pos += size
+    return delays, skip
+
+
+def _discard(answer: object) -> None:
+    """An answer this runtime does not wait for (a coroutine is closed so it is never left unawaited)."""
+    if inspect.iscoroutine(answer):
+        answer.close()

@@ -1,0 +1,144 @@
+"""The share runtime in process, on a manual clock: retry backoff (``share.release.backoff.ms``, its
+multiplier and maximum, set through the injected group-config lookup) spaces redeliveries exactly; what
+joins a share-partition's window: transaction markers and (read_committed) aborted batches archived,
+records with a delivery time available only from then and outside the record-lock count."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ShareFetchRequest, ShareFetchResponse
+from tidelog.protocol.records import SimpleRecord, encode_batch
+from tidelog.protocol.records_codec import ControlRecordType, encode_control_batch
+from tidelog.server.admin_manager import AdminManager
+from tidelog.server.broker import Broker
+from tidelog.server.clock import ManualClock
+from tidelog.server.config import load_broker_config
+from tidelog.server.share_runtime import _admission
+
+GROUP = "g"
+CONFIGS = {
+    GROUP: {
+        "share.auto.offset.reset": "earliest",
+        "share.release.backoff.ms": "100",
+        "share.release.backoff.multiplier": "2",
+        "share.release.backoff.max.ms": "300",
+        "share.delivery.count.limit": "10",
+    }
+}
+
+
+def test_release_backoff_spacing(tmp_path: Path) -> None:
+    clock = ManualClock()
+    config, _ = load_broker_config(
+        None,
+        {
+            "log.dirs": str(tmp_path),
+            "share.coordinator.state.topic.num.partitions": "1",
+            "offsets.topic.num.partitions": "1",
+        },
+    )
+    broker = Broker(config, clock=clock)
+    try:
+        assert isinstance(broker.admin, AdminManager)
+        topic = broker.admin.create_topic_now("t", 1, 1, {})
+        broker.shares.group_configs = lambda group: CONFIGS.get(group, {})
+        batch = encode_batch([SimpleRecord(value=b"x", timestamp=clock.now_ms())])
+        error, _, _ = broker.replicas.append("t", 0, batch, now_ms=clock.now_ms())
+        assert error == ErrorCode.NONE
+        member = uuid.uuid4().hex
+        epoch = 0
+
+        def fetch(release: int | None = None) -> list[tuple[int, int, int]]:
+            nonlocal epoch
+            acks = []
+            if release is not None:
+                acks = [
+                    ShareFetchRequest.AcknowledgementBatch(
+                        first_offset=release, last_offset=release, acknowledge_types=[2]
+                    )
+                ]
+            request = ShareFetchRequest(
+                group_id=GROUP,
+                member_id=member,
+                share_session_epoch=epoch,
+                max_wait_ms=0,
+                max_bytes=1 << 20,
+                max_records=10,
+                topics=[
+                    ShareFetchRequest.FetchTopic(
+                        topic_id=topic.topic_id,
+                        partitions=[
+                            ShareFetchRequest.FetchPartition(partition_index=0, acknowledgement_batches=acks)
+                        ],
+                    )
+                ],
+            )
+            epoch += 1
+            answer = broker.shares.fetch(request)
+            assert isinstance(answer, ShareFetchResponse)
+            part = answer.responses[0].partitions[0]
+            assert (part.error_code, part.acknowledge_error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+            return [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records]
+
+        assert fetch() == [(0, 0, 1)]
+        gaps = []
+        for delivery in (2, 3, 4, 5):
+            assert fetch(release=0) == []  # released now: not before its backoff
+            waited = 0
+            while waited < 1000:
+                clock.advance(1)
+                waited += 1
+                got = fetch()
+                if got:
+                    assert got == [(0, 0, delivery)]
+                    break
+            gaps.append(waited)
+        assert gaps == [100, 200, 300, 300]  # 100 ms, doubled, capped at 300 ms
+    finally:
+        broker.logs.shutdown(clock.now_ms())
+
+
+def test_admission_skips_markers_and_aborted_batches_and_finds_delivery_times() -> None:
+    plain = encode_batch([SimpleRecord(value=b"a"), SimpleRecord(value=b"b")], base_offset=0)
+    aborted = encode_batch(
+        [SimpleRecord(value=b"x"), SimpleRecord(value=b"y")],
+        base_offset=2,
+        producer_id=7,
+        producer_epoch=0,
+        is_transactional=True,
+    )
+    marker = encode_control_batch(
+        ControlRecordType.ABORT,
+        producer_id=7,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        base_offset=4,
+        timestamp_ms=0,
+    )
+    delayed = encode_batch(
+        [SimpleRecord(value=b"d", headers=(("tidelog.deliver.at", b"5000"),), timestamp=1)], base_offset=5
+    )
+    data = plain + aborted + marker + delayed
+    # read_uncommitted: only the marker is skipped
+    assert _admission(data, 1, 6, 1000, []) == ([(5, 5000)], [(4, 4)])
+    # read_committed: the aborted transaction's batch too
+    assert _admission(data, 1, 6, 1000, [(7, 2)]) == ([(5, 5000)], [(2, 3), (4, 4)])
+
+
+def test_skipped_and_delayed_offsets_join_the_window_without_being_acquired() -> None:
+    sp = SharePartition(0, max_record_locks=100)
+    got = sp.acquire("m", 10, 8, 0, 1000, delays=[(5, 500)], skip=[(2, 4)])
+    assert got == [AcquiredRange(0, 1, 1), AcquiredRange(6, 7, 1)]
+    assert [(r.first, r.last, r.state) for r in sp.ranges] == [
+        (0, 1, RecordState.ACQUIRED),
+        (2, 4, RecordState.ARCHIVED),
+        (5, 5, RecordState.AVAILABLE),
+        (6, 7, RecordState.ACQUIRED),
+    ]
+    assert sp.in_flight == 7  # the delayed record is not counted
+    assert sp.acquire("m", 10, 8, 499, 1000) == []
+    assert sp.acquire("m", 10, 8, 500, 1000) == [AcquiredRange(5, 5, 1)]
