@@ -204,7 +204,8 @@ def settle_stats(clients: list[Producer] | list[Consumer]) -> None:
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(120)
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+    admin.create_topics([new], request_timeout=300, operation_timeout=300)[topic].result(300)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         meta = admin.list_topics(topic, timeout=30).topics.get(topic)

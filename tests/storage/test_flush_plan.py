@@ -272,7 +272,7 @@ def test_transaction_index_writes_after_the_plan_stay_unsynced(tmp_path: Path) -
     assert plan is not None
     txn_index = log.active_segment.txn_index
     assert [(index, writes) for index, writes in plan.txn_writes] == [(txn_index, 1)]
-    assert len(plan.descriptors) == 2  # log, txn index (the offset and time indexes have no entry, no file)
+    assert len(plan.descriptors) == 4  # log, offset index, time index, txn index
     aborted_transaction(4001)  # a second entry, after the plan
     executed(plan)
     assert log.complete_flush(plan)

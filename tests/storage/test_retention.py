@@ -71,10 +71,11 @@ def test_expired_active_segment_is_rolled_then_deleted(tmp_path: Path) -> None:
     assert log.delete_retention(now_ms=10**7) == 0  # an empty active segment is never deleted
     # the roll snapshotted the producer state at the new base (Kafka's <offset>.snapshot); older ones went
     # with their segments; the leader epoch of the data deleted now starts at the new log start offset
-    # (a new segment's index files come with their first entry)
     assert files(tmp_path / "t-0") == [
+        f"{end:020d}.index",
         f"{end:020d}.log",
         f"{end:020d}.snapshot",
+        f"{end:020d}.timeindex",
         "leader-epoch-checkpoint",
     ]
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == f"0\n1\n0 {end}\n"
@@ -192,8 +193,10 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     log.truncate_fully_and_start_at(1000)
     assert [(s.base_offset, s.size) for s in log.segments] == [(1000, 0)]
     assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (1000, 1000, 1000)
-    assert files(tmp_path / "t-0") == [  # a new segment's index files come with their first entry
+    assert files(tmp_path / "t-0") == [
+        "00000000000000001000.index",
         "00000000000000001000.log",
+        "00000000000000001000.timeindex",
         "leader-epoch-checkpoint",
     ]
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"  # no epoch left

@@ -13,8 +13,8 @@ Invariants:
 
 * An index may hold up to :attr:`max_entries` entries: its *capacity*, ``max_index_size`` rounded down to
   the entry size for a writable index (:meth:`resize`), else the whole entries of the file. The file is
-  created by the first entry (a never-written index has no file and no mapping) and grows in steps that
-  double, from one page up to the capacity (Kafka preallocates the whole capacity at once: a 10 MiB
+  created empty with its segment (:meth:`create_empty`; an index used without it has no file until its
+  first entry), mapped by the first entry, and grows in steps that double, from one page up to the capacity (Kafka preallocates the whole capacity at once: a 10 MiB
   ``ftruncate``, map and first fault per fresh segment, about 2 ms of system time, on the append path).
   So the file holds ``entries`` entries followed by preallocated space of at most the capacity.
   :meth:`trim_to_valid_size` cuts it to exactly ``entries * ENTRY_SIZE`` bytes (creating it if absent, on
@@ -152,6 +152,15 @@ class _SparseIndex:
             finally:
                 os.close(fd)
         return self._mm
+
+    def create_empty(self) -> None:
+        """Create the file empty (replacing any), unmapped, with the full capacity: a new segment's index,
+        made where the segment is made so that the append path never creates a file."""
+        self.close()
+        os.close(os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+        self._length = self._entries = 0
+        self._capacity = self._rounded(self.max_index_size)
+        self._exists = self._loaded = True
 
     def _set_length(self, length: int) -> None:
         """Make the file ``length`` bytes (creating it if absent) and map it anew (no mapping when 0)."""

@@ -19,7 +19,7 @@ Invariants:
 * The ``.log`` is written with ``os.pwrite`` at ``size`` only; nothing else writes the file. Every segment,
   active or not, may release its handles when the limiter says so and reopens them on its next use (see
   :mod:`.file_handles`): open descriptors and maps stay bounded however many partitions there are. A new
-  segment creates only its ``.log``; each index file comes with its first entry.
+  segment creates its index files empty; each is mapped (and preallocated, in steps) by its first entry.
 * Not thread-safe.
 """
 
@@ -139,7 +139,9 @@ class LogSegment:
         for suffix in layout.SEGMENT_FILE_SUFFIXES:
             (directory / layout.file_name(base_offset, suffix)).unlink(missing_ok=True)
         segment = cls(directory, base_offset, config, limiter, created_ms=now_ms, size=0)
-        segment._file = SegmentFile(segment._log_path, "x+b")  # the indexes: files with their first entry
+        segment._file = SegmentFile(segment._log_path, "x+b")
+        segment.offset_index.create_empty()  # no preallocation or mapping before the first entry
+        segment.time_index.create_empty()
         segment._active = True
         limiter.touch(segment)
         segment._next_offset = base_offset
