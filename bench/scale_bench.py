@@ -203,7 +203,7 @@ def settle_stats(clients: list[Producer] | list[Consumer]) -> None:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
     admin.create_topics([new], request_timeout=300, operation_timeout=300)[topic].result(300)
     deadline = time.monotonic() + 120
