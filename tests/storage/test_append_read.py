@@ -220,11 +220,14 @@ def test_roll_before_the_append_that_would_overflow_segment_bytes(tmp_path: Path
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
     ]
-    # Rolled segments have trimmed indexes; the active one is preallocated.
+    # Rolled segments have trimmed indexes; the active one takes entries up to segment.index.bytes, its
+    # file preallocated in steps (one page first) rather than all at once.
     first = segments[0]
     assert first.offset_index.path.stat().st_size == 8 * first.offset_index.entries
     assert first.time_index.path.stat().st_size == 12 * first.time_index.entries
-    assert log.active_segment.offset_index.path.stat().st_size == config.segment_index_bytes
+    active_index = log.active_segment.offset_index
+    assert active_index.max_entries == config.segment_index_bytes // 8
+    assert active_index.path.stat().st_size == 4096
     with pytest.raises(RecordBatchTooLargeError) as info:
         log.append(batch(99, value_size=1000), leader_epoch=0, now_ms=0)
     assert info.value.error_code == ErrorCode.RECORD_LIST_TOO_LARGE

@@ -15,11 +15,12 @@ def test_offset_index_preallocates_rounded_down_and_looks_up(tmp_path: Path) -> 
     path = tmp_path / "00000000000000000100.index"
     index = OffsetIndex(path, 100, 4099)
     assert index.entries == 0
-    assert path.stat().st_size == 4096  # rounded down to whole 8-byte entries
-    assert index.max_entries == 512
+    assert not path.exists()  # created by the first entry
+    assert index.max_entries == 512  # rounded down to whole 8-byte entries
     assert index.lookup(500) is None
     for i in range(10):
         assert index.append(100 + 10 * i + 9, 1000 * (i + 1))
+    assert path.stat().st_size == 4096  # preallocated: one page, here the whole capacity
     assert index.entries == 10
     assert index.lookup(99) is None
     assert index.lookup(108) is None
@@ -104,12 +105,13 @@ def test_offset_index_sanity_check(
 def test_time_index_appends_only_growing_timestamps_and_keeps_a_slot(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000050.timeindex"
     index = TimeIndex(path, 50, 40)  # 3 slots of 12 bytes, one kept for the roll entry
-    assert not path.exists()  # mapped (and created) on first use
+    assert not path.exists()  # created (and mapped) by the first entry
     assert index.entries == 0
-    assert path.stat().st_size == 36
     assert index.max_entries == 3
     assert not index.maybe_append(-1, 50)
+    assert not path.exists()
     assert index.maybe_append(1000, 52)
+    assert path.stat().st_size == 36
     assert not index.maybe_append(1000, 53)
     assert not index.maybe_append(999, 54)
     assert index.maybe_append(2000, 55)
@@ -156,3 +158,33 @@ def test_rename_and_delete(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000000.index.deleted"]
     index.delete_file()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_index_file_grows_in_doubling_steps_up_to_its_capacity(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 20_000)  # capacity 2,500 entries
+    sizes: list[int] = []
+    for i in range(2_500):
+        assert index.append(i, i * 10)
+        if not sizes or sizes[-1] != path.stat().st_size:
+            sizes.append(path.stat().st_size)
+    assert sizes == [4096, 8192, 16384, 20_000]
+    assert index.is_full
+    assert not index.append(2_500, 25_000)
+    assert index.lookup(1234) == OffsetPosition(1234, 12340)
+    index.trim_to_valid_size()
+    assert path.stat().st_size == 20_000
+    reopened = OffsetIndex(path, 0, 20_000)
+    assert reopened.entries == 2_500
+    reopened.sanity_check()
+
+
+def test_trimming_an_unwritten_index_creates_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    index = TimeIndex(path, 0, 1200)
+    assert index.open_for_fsync() is None
+    index.flush()  # nothing to make durable, no file needed
+    assert not path.exists()
+    index.trim_to_valid_size()
+    assert path.stat().st_size == 0
+    assert TimeIndex(path, 0, 1200).entries == 0

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.storage.helpers import SMALL, batch, read_everything
+from tests.storage.helpers import SMALL, batch, headers, read_everything
 
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode
@@ -267,6 +267,49 @@ def test_open_descriptors_stay_bounded(tmp_path: Path) -> None:
     # Three active segments (log + two mappings each) plus at most four inactive ones.
     assert after - before <= 3 * 4
     assert after < before + segments
+    again.shutdown()
+
+
+def _open_files_under(directory: Path) -> tuple[int, int]:
+    """Descriptors and memory maps of this process on files under ``directory``."""
+    prefix = str(directory)
+    fds = sum(1 for fd in os.listdir("/proc/self/fd") if _readlink(f"/proc/self/fd/{fd}").startswith(prefix))
+    with open("/proc/self/maps") as maps:
+        mapped = sum(1 for line in maps if prefix in line)
+    return fds, mapped
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def test_active_segments_are_bounded_too(tmp_path: Path) -> None:
+    """60 partitions, each with an active segment holding index entries: at most ``max_open_segments``
+    segments' files are open at any time (four descriptors and two maps each at most), every record is
+    there, and a segment released while active takes appends and reads again."""
+    d = dirs(tmp_path, 1)
+    config = dataclasses.replace(SMALL, index_interval_bytes=0)  # an index entry for every batch
+    manager = LogManager(d, config, now_ms=0, max_open_segments=8)
+    logs = [manager.create("many", p) for p in range(60)]
+    for seq in range(3):
+        for i, log in enumerate(logs):
+            log.append(batch(seq, value_size=50), leader_epoch=1, now_ms=seq)
+            if i % 10 == 0:
+                fds, mapped = _open_files_under(d[0])
+                assert fds <= 4 * 8
+                assert mapped <= 2 * 8
+    for log in logs:
+        assert [h.base_offset for h in headers(read_everything(log))] == [0, 3, 6]
+        assert log.active_segment.offset_index.entries == 2  # none for the first batch of a segment
+    fds, mapped = _open_files_under(d[0])
+    assert fds <= 4 * 8
+    assert mapped <= 2 * 8
+    manager.shutdown()
+    again = LogManager(d, config, now_ms=0, max_open_segments=8)
+    assert [again.get("many", p).log_end_offset for p in range(60)] == [9] * 60  # type: ignore[union-attr]
     again.shutdown()
 
 

@@ -110,6 +110,7 @@ class Broker:
             node_id=config.node_id,
             cluster_id=config.cluster_id,
             topic_config=self._stored_topic_log_config,
+            max_open_segments=config.log_max_open_segments,  # issue 17 hook: descriptors and maps bounded
             recovery_progress=RecoveryProgressLog(),  # issue 14 hook: recovery progress in the log
         )
         self.cluster_id = self.logs.cluster_id

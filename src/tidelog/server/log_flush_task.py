@@ -7,8 +7,10 @@ Invariants:
   opens the plan's own descriptors) and :meth:`PartitionLog.complete_flush` (which advances the recovery
   point). The worker thread only runs :meth:`FlushPlan.execute` over those descriptors, so appends, reads,
   retention, the cleaner and topic deletion go on meanwhile (see :mod:`tidelog.storage.flush_plan`).
-- One background flush at a time: a round plans every due log, fsyncs the plans one after the other in
-  one worker call, then completes them; ``Broker._every`` starts the next round only after this one ended.
+- One background flush at a time: a round plans the due logs, fsyncs the plans one after the other in a
+  worker call, then completes them, in batches of at most :data:`PLANS_PER_BATCH` logs (a plan holds
+  descriptors: the batches keep them bounded however many logs are due); ``Broker._every`` starts the next
+  round only after this one ended.
 - A recovery point moves only after its fsync returned: the checkpoint written meanwhile
   (``log.flush.offset.checkpoint.interval.ms``) still has the old one, so a ``kill -9`` or a power loss
   at any moment never leaves a checkpoint claiming unsynced data.
@@ -38,6 +40,10 @@ log = logging.getLogger("tidelog.log_flush")
 
 _T = TypeVar("_T")
 
+PLANS_PER_BATCH = 64
+"""Plans fsynced per worker call: each holds new descriptors of its log's files (up to four per segment),
+so a round over 10,000 dirty logs never holds more than this many logs' worth open at once."""
+
 
 def _execute(plans: Sequence[FlushPlan]) -> list[tuple[Exception | None, float]]:
     """The worker thread: every plan's fsyncs; each plan's failure (None: success) and its duration in ms,
@@ -66,17 +72,35 @@ class LogFlushTask:
         """Duration of each log's flush, in ms (``kafka_log_logflushstats_logflushrateandtimems``)."""
 
     async def run_once(self) -> None:
-        """One round: plan every due log, fsync in a worker thread, complete."""
+        """One round: plan every due log, fsync in a worker thread, complete; at most
+        :data:`PLANS_PER_BATCH` plans (and so their descriptors) are open at a time."""
         now = self._clock_ms()
         planned: list[tuple[PartitionLog, FlushPlan]] = []
-        try:
-            for partition_log in self._logs():
+        counted = False
+        for partition_log in self._logs():
+            try:
                 plan = partition_log.plan_flush(now)
-                if plan is not None:
-                    planned.append((partition_log, plan))
-            if not planned:
-                return
-            self.rounds += 1
+            except BaseException:
+                for _, pending in planned:
+                    pending.close()
+                raise
+            if plan is None:
+                continue
+            planned.append((partition_log, plan))
+            if len(planned) >= PLANS_PER_BATCH:
+                if not counted:
+                    self.rounds += 1
+                    counted = True
+                await self._flush(planned)
+                planned = []
+        if planned:
+            if not counted:
+                self.rounds += 1
+            await self._flush(planned)
+
+    async def _flush(self, planned: list[tuple[PartitionLog, FlushPlan]]) -> None:
+        """fsync ``planned`` in a worker thread, close their descriptors, complete the ones that succeeded."""
+        try:
             outcomes = await _wait_out(
                 asyncio.ensure_future(asyncio.to_thread(_execute, [plan for _, plan in planned]))
             )

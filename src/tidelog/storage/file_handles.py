@@ -8,9 +8,12 @@ Invariants:
   :class:`~tidelog.storage.fetch_data.FileRegion` already handed to the server keeps the file object, so
   its descriptor stays valid (even after a rename to ``.deleted`` or an unlink) until the region is gone.
   The last reference closes the descriptor, quietly (no ResourceWarning).
-* :class:`OpenSegmentLimiter` keeps at most ``max_open`` *inactive* segments' handles (log file and index
-  mappings, about three descriptors each) and releases the least recently used beyond that. Active
-  segments are never in it: they stay open. A released segment reopens on its next use.
+* :class:`OpenSegmentLimiter` keeps at most ``max_open`` segments' handles open (log file and index
+  mappings: at most four descriptors and two memory maps each) and releases the least recently used beyond
+  that. Active segments are in it too, so a broker with 10,000 partitions holds at most ``max_open``
+  segments' descriptors and maps (``log.max.open.segments``), not three per partition. A released segment
+  reopens on its next use; appends to an active segment reopen its ``.log`` (and remap an index when an
+  entry is due), so a bound below the partitions being written costs an ``open`` per append.
 """
 
 from __future__ import annotations
@@ -60,5 +63,5 @@ class OpenSegmentLimiter:
             victim.release_handles()
 
     def forget(self, owner: Releasable) -> None:
-        """``owner`` became active, or was closed: no longer this limiter's to release."""
+        """``owner`` was closed or deleted: no longer this limiter's to release."""
         self._lru.pop(owner, None)

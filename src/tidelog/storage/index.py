@@ -11,15 +11,22 @@ relative to the segment's base offset (int32):
 
 Invariants:
 
-* The file holds ``entries`` entries, followed (for the active segment only) by preallocated space up to
-  ``max_index_size`` rounded down to the entry size. :meth:`trim_to_valid_size` cuts it to exactly
-  ``entries * ENTRY_SIZE`` bytes (on roll and close). Opening an existing file takes every whole entry in it
-  as valid (Kafka's rule), so an untrimmed or damaged file fails :meth:`sanity_check` and gets rebuilt.
+* An index may hold up to :attr:`max_entries` entries: its *capacity*, ``max_index_size`` rounded down to
+  the entry size for a writable index (:meth:`resize`), else the whole entries of the file. The file is
+  created empty with its segment (:meth:`create_empty`; an index used without it has no file until its
+  first entry), mapped by the first entry, and grows in steps that double, from one page up to the capacity (Kafka preallocates the whole capacity at once: a 10 MiB
+  ``ftruncate``, map and first fault per fresh segment, about 2 ms of system time, on the append path).
+  So the file holds ``entries`` entries followed by preallocated space of at most the capacity.
+  :meth:`trim_to_valid_size` cuts it to exactly ``entries * ENTRY_SIZE`` bytes (creating it if absent, on
+  roll and close). Opening an existing file takes every whole entry in it as valid (Kafka's rule), so an
+  untrimmed or damaged file fails :meth:`sanity_check` and gets rebuilt.
 * A :class:`TimeIndex` keeps one slot free for the entry written when its segment rolls (``is_full``).
 * Indexes are never checksummed. :meth:`sanity_check` checks size, monotonicity and bounds; the segment
   additionally checks each entry it uses against the log and rebuilds the index on a mismatch.
 * The mapping is opened lazily and can be released at any time (:meth:`close`); the entry count survives
-  and the next use maps the file again. Not thread-safe.
+  and the next use maps the file again. A mapping holds one descriptor and one memory map of the process
+  (``vm.max_map_count``); the segment's owner bounds how many are open (:mod:`.file_handles`).
+  Not thread-safe.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ __all__ = ["OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _INT32_MAX: Final = 2**31 - 1
+_FIRST_STEP_BYTES: Final = 4096
+"""The first preallocation of a new index file (one page); each further step doubles the file."""
 
 
 class OffsetPosition(NamedTuple):
@@ -70,7 +79,9 @@ class _SparseIndex:
         self.max_index_size = max_index_size
         self._mm: mmap.mmap | None = None
         self._length = 0
+        self._capacity = 0
         self._entries = 0
+        self._exists = False
         self._loaded = False
 
     def __repr__(self) -> str:
@@ -89,39 +100,47 @@ class _SparseIndex:
 
     @property
     def length(self) -> int:
-        """Current file length in bytes (entries plus preallocated space)."""
+        """Current file length in bytes (entries plus preallocated space; 0 while there is no file)."""
         self._load()
         return self._length
 
     @property
     def max_entries(self) -> int:
-        return self.length // self.ENTRY_SIZE
+        """The capacity in entries (see the module docstring)."""
+        self._load()
+        return self._capacity // self.ENTRY_SIZE
 
     @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
+    def _rounded(self, size: int) -> int:
+        return size - size % self.ENTRY_SIZE
+
     def _load(self) -> None:
-        """First use: create and preallocate a missing file, or take every whole entry of an existing one."""
+        """First use: take every whole entry of an existing file; a missing file is an empty index with the
+        full capacity, created by its first entry."""
         if self._loaded:
             return
-        created = not self._path.exists()
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if created:
-                length = self.max_index_size - self.max_index_size % self.ENTRY_SIZE
-                os.ftruncate(fd, length)
-                entries = 0
-            else:
+            fd = os.open(self._path, os.O_RDWR)
+        except FileNotFoundError:
+            self._length = self._entries = 0
+            self._capacity = self._rounded(self.max_index_size)
+            self._exists = False
+        else:
+            try:
                 length = os.fstat(fd).st_size
-                entries = length // self.ENTRY_SIZE
-            self._mm = mmap.mmap(fd, length) if length else None
-        finally:
-            os.close(fd)
-        self._length, self._entries, self._loaded = length, entries, True
+                self._mm = mmap.mmap(fd, length) if length else None
+            finally:
+                os.close(fd)
+            self._length = self._capacity = length
+            self._entries = length // self.ENTRY_SIZE
+            self._exists = True
+        self._loaded = True
 
     def _map(self) -> mmap.mmap:
-        """The mapping (re-established if it was released); only called when ``entries > 0`` or to write."""
+        """The mapping (re-established if it was released); only called when ``entries > 0``."""
         self._load()
         if self._mm is None:
             fd = os.open(self._path, os.O_RDWR)
@@ -134,6 +153,35 @@ class _SparseIndex:
                 os.close(fd)
         return self._mm
 
+    def create_empty(self) -> None:
+        """Create the file empty (replacing any), unmapped, with the full capacity: a new segment's index,
+        made where the segment is made so that the append path never creates a file."""
+        self.close()
+        os.close(os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+        self._length = self._entries = 0
+        self._capacity = self._rounded(self.max_index_size)
+        self._exists = self._loaded = True
+
+    def _set_length(self, length: int) -> None:
+        """Make the file ``length`` bytes (creating it if absent) and map it anew (no mapping when 0)."""
+        self.close()
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, length)
+            self._mm = mmap.mmap(fd, length) if length else None
+        finally:
+            os.close(fd)
+        self._length = length
+        self._exists = True
+
+    def _room_for_entry(self, n: int) -> mmap.mmap:
+        """The mapping, the file grown first if entry ``n`` lies beyond it (``n`` is below the capacity)."""
+        needed = (n + 1) * self.ENTRY_SIZE
+        if needed > self._length:
+            step = max(self._length * 2, _FIRST_STEP_BYTES, needed)
+            self._set_length(min(self._rounded(step), self._capacity))
+        return self._map()
+
     def close(self) -> None:
         """Release the mapping (and its descriptor); the index stays usable and maps again when needed."""
         if self._mm is not None:
@@ -141,33 +189,33 @@ class _SparseIndex:
             self._mm = None
 
     def resize(self, new_size: int) -> bool:
-        """Set the file length to ``new_size`` rounded down to whole entries (never below the entries)."""
+        """Set the capacity to ``new_size`` rounded down to whole entries (never below the entries); a longer
+        file is cut to it now, a shorter one grows as entries come. Returns whether the capacity changed."""
         self._load()
-        rounded = max(new_size - new_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
-        if rounded == self._length:
-            return False
-        self.close()
-        fd = os.open(self._path, os.O_RDWR)
-        try:
-            os.ftruncate(fd, rounded)
-            self._mm = mmap.mmap(fd, rounded) if rounded else None
-        finally:
-            os.close(fd)
-        self._length = rounded
-        return True
+        rounded = max(self._rounded(new_size), self._entries * self.ENTRY_SIZE)
+        changed = rounded != self._capacity
+        self._capacity = rounded
+        if self._length > rounded:
+            self._set_length(rounded)
+        return changed
 
     def trim_to_valid_size(self) -> None:
-        self.resize(self.entries * self.ENTRY_SIZE)
+        """Cut the file to exactly its entries (an empty file if it had none yet); the capacity too."""
+        self._load()
+        valid = self._entries * self.ENTRY_SIZE
+        self._capacity = valid
+        if self._length != valid or not self._exists:
+            self._set_length(valid)
 
     def reset(self) -> None:
-        """Drop every entry and preallocate again (before a rebuild)."""
+        """Drop every entry, the capacity back to ``max_index_size`` (before a rebuild)."""
         self._load()
         self._entries = 0
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
         """Make the entries and the file length durable (msync, then fsync)."""
-        if not self._loaded:
+        if not self._loaded or not self._exists:
             return
         if self._mm is not None:
             self._mm.flush()
@@ -179,8 +227,9 @@ class _SparseIndex:
 
     def open_for_fsync(self) -> int | None:
         """A new read-only descriptor of the file for an fsync on another thread (the caller closes it);
-        None if the index was never loaded (nothing written). No msync: see :mod:`.flush_plan`."""
-        if not self._loaded:
+        None if the index was never loaded or has no file (nothing written). No msync: see
+        :mod:`.flush_plan`."""
+        if not self._loaded or not self._exists:
             return None
         return os.open(self._path, os.O_RDONLY)
 
@@ -193,8 +242,8 @@ class _SparseIndex:
     def delete_file(self) -> None:
         self.close()
         self._path.unlink(missing_ok=True)
-        self._loaded = False
-        self._entries = self._length = 0
+        self._loaded = self._exists = False
+        self._entries = self._length = self._capacity = 0
 
     # ---- entries ----------------------------------------------------------------------------------
 
@@ -283,7 +332,7 @@ class OffsetIndex(_SparseIndex):
             raise ValueError(f"index entry offset {offset} not above the last entry {self.last_offset}")
         if n >= self.max_entries:
             return False
-        self._ENTRY.pack_into(self._map(), n * self.ENTRY_SIZE, relative, position)
+        self._ENTRY.pack_into(self._room_for_entry(n), n * self.ENTRY_SIZE, relative, position)
         self._entries = n + 1
         return True
 
@@ -355,7 +404,7 @@ class TimeIndex(_SparseIndex):
             return False
         relative = offset - self.base_offset
         self._check_append(relative)
-        self._ENTRY.pack_into(self._map(), n * self.ENTRY_SIZE, timestamp, relative)
+        self._ENTRY.pack_into(self._room_for_entry(n), n * self.ENTRY_SIZE, timestamp, relative)
         self._entries = n + 1
         return True
 

