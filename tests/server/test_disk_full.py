@@ -67,7 +67,11 @@ def produce_until_full(bootstrap: str) -> tuple[dict[tuple[int, int], bytes], li
         if err is not None:
             errors.append(err.name())
         else:
-            acked[(msg.partition(), msg.offset())] = msg.value()
+            partition, offset, value = msg.partition(), msg.offset(), msg.value()
+            assert partition is not None
+            assert offset is not None
+            assert value is not None
+            acked[(partition, offset)] = value
 
     seq = 0
     while len(errors) < 20:
