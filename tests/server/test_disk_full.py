@@ -121,7 +121,10 @@ def test_a_full_disk_refuses_produce_keeps_reads_and_loses_nothing_acknowledged(
     assert broker.is_running, f"exit code {broker.returncode}:\n{broker.log_tail()}"
     # reads go on, and refused batches left no trace; the readers' FindCoordinator (a consumer group's
     # __consumer_offsets cannot be created on the full disk) is answered, not a dropped connection
-    assert_log_is(broker.bootstrap_servers, acked)
+    try:
+        assert_log_is(broker.bootstrap_servers, acked)
+    except Exception as exc:
+        raise AssertionError(f"{exc}; the broker's log:\n{broker.log_tail()}") from exc
     assert "Traceback" not in broker.log_path.read_text(), broker.log_tail()
     assert_segments_whole(broker.data_dir)
 

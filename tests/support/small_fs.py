@@ -6,6 +6,10 @@ attached) when its block ends, or skips the test with the reason (not root, no t
 mkfs.ext4); never a half-made setup. Remounting a tmpfs with a larger ``size=`` frees space without
 touching its files.
 
+A failed disk (:func:`shut_down_ext4`): ext4's shutdown ioctl (what xfstests' ``godown`` uses) makes every
+later read, write, open and fsync on that filesystem fail with EIO, as a dead disk does. Device-mapper's
+error and flakey targets would do it at the block level, but this kernel has no device-mapper.
+
 Power loss (:func:`power_loss_copy`): the ext4 filesystem is mounted with ``commit=600``, so neither its
 journal nor its data reach the loop device unless an fsync (or the kernel's writeback of pages dirty for
 more than ``vm.dirty_expire_centisecs``, 30 s by default) sends them; a copy of the backing image taken
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["grow_tmpfs", "loop_ext4", "power_loss_copy", "small_tmpfs"]
+__all__ = ["grow_tmpfs", "loop_ext4", "power_loss_copy", "shut_down_ext4", "small_tmpfs"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -95,3 +99,19 @@ def power_loss_copy(image: Path, copy: Path) -> None:
     """The loop device's content now, without the mounted filesystem's dirty pages (call it after the
     writer was killed, before unmounting, which would write them)."""
     shutil.copyfile(image, copy)
+
+
+EXT4_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32)
+EXT4_GOING_FLAGS_NOLOGFLUSH = 2
+
+
+def shut_down_ext4(mount: Path) -> None:
+    """From now on every I/O on the ext4 filesystem at ``mount`` fails with EIO (until unmounted)."""
+    import fcntl
+    import struct
+
+    fd = os.open(mount, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_NOLOGFLUSH))
+    finally:
+        os.close(fd)

@@ -57,9 +57,17 @@ def _execute(plans: Sequence[FlushPlan]) -> list[tuple[Exception | None, float]]
 class LogFlushTask:
     """Runs the broker's periodic flush rounds (``log.flush.scheduler.interval.ms``, at most 1 s)."""
 
-    def __init__(self, logs: Callable[[], Iterable[PartitionLog]], *, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        logs: Callable[[], Iterable[PartitionLog]],
+        *,
+        clock_ms: Callable[[], int],
+        on_io_error: Callable[[PartitionLog, BaseException], None] | None = None,
+    ) -> None:
         self._logs = logs
         self._clock_ms = clock_ms
+        self._on_io_error = on_io_error
+        """Told of a log whose flush could not be planned or failed (its log dir may go offline)."""
         self.rounds = 0
         self.completed = 0
         self.flush_times = Samples()
@@ -71,7 +79,13 @@ class LogFlushTask:
         planned: list[tuple[PartitionLog, FlushPlan]] = []
         try:
             for partition_log in self._logs():
-                plan = partition_log.plan_flush(now)
+                try:
+                    plan = partition_log.plan_flush(now)
+                except OSError as exc:
+                    if self._on_io_error is None:
+                        raise
+                    self._on_io_error(partition_log, exc)
+                    continue
                 if plan is not None:
                     planned.append((partition_log, plan))
             if not planned:
@@ -87,6 +101,8 @@ class LogFlushTask:
             self.flush_times.add(elapsed_ms)
             if failure is not None:
                 log.warning("flush of %s failed: %s", plan.log_name, failure)
+                if self._on_io_error is not None:
+                    self._on_io_error(partition_log, failure)
             elif partition_log.complete_flush(plan):
                 self.completed += 1
 
