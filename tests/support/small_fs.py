@@ -61,7 +61,9 @@ def grow_tmpfs(path: Path, size: str) -> None:
 
 def _need_root_and(*tools: str) -> None:
     if os.geteuid() != 0:
-        pytest.skip("a loop-device filesystem needs root (losetup, mount); run as root for the power-loss test")
+        pytest.skip(
+            "a loop-device filesystem needs root (losetup, mount); run as root for the power-loss test"
+        )
     for tool in tools:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh test installs e2fsprogs and mount)")
