@@ -232,14 +232,30 @@ class AdminManager:
             )
         except OSError as exc:
             raise KafkaStorageError(f"could not store topic {name}: {exc}") from exc
-        log_config = self.log_config(topic.configs)
         try:
-            for index in range(num_partitions):
-                self._replicas.create(name, index, log_config, topic_id=topic.topic_id)
+            self._make_partitions(topic)
         except OSError as exc:
             self._undo_create(name, num_partitions)
             raise KafkaStorageError(f"could not create the partitions of {name}: {exc}") from exc
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+        return self._publish(topic)
+
+    def _make_partitions(self, topic: TopicMetadata) -> None:
+        """The partitions of a stored topic that this broker does not host yet."""
+        log_config = self.log_config(topic.configs)
+        for index in range(topic.num_partitions):
+            if self._replicas.get(topic.name, index) is None:
+                self._replicas.create(topic.name, index, log_config, topic_id=topic.topic_id)
+
+    def _finish_create(self, topic: TopicMetadata) -> TopicInfo | None:
+        """A topic stored but not all of whose partitions could be made, nor the store entry undone (a
+        full disk): make the missing partitions now; None while that still fails."""
+        try:
+            self._make_partitions(topic)
+        except OSError as exc:
+            log.warning("could not create the partitions of %s: %s", topic.name, exc)
+            return None
+        log.info("created the remaining partitions of topic %s (id %s)", topic.name, topic.topic_id)
         return self._publish(topic)
 
     def _undo_create(self, name: str, num_partitions: int) -> None:
@@ -333,6 +349,9 @@ class AdminManager:
         topic = self._cache.topic(name)
         if topic is not None:
             return topic
+        stored = self._store.get(name)
+        if stored is not None:
+            return self._finish_create(stored)
         try:
             return self.create_topic_now(
                 name, num_partitions, replication_factor, configs, is_internal=is_internal
