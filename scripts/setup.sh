@@ -19,6 +19,9 @@ if [ "$mode" = test ]; then
   # chromedriver (/usr/bin/chromedriver; selenium never downloads a driver). Seen on bookworm (12):
   # chromium and chromium-driver 156.0.8078.108-1~deb12u1.
   apt_packages+=(chromium chromium-driver)
+  # The disk-full and power-loss tests (as root): a small tmpfs, ext4 on a loop device (mkfs.ext4,
+  # losetup, mount). Seen on bookworm (12): e2fsprogs 1.47.0-2, mount 2.38.1-5+deb12u3.
+  apt_packages+=(e2fsprogs mount)
 fi
 
 missing=()

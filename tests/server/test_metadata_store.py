@@ -135,3 +135,34 @@ def test_a_version_1_store_without_checksum_is_read_and_rewritten_with_one(tmp_p
     document = json.loads((tmp_path / FILE).read_text())
     assert (document["version"], type(document["crc32c"])) == (2, int)
     assert _topics(MetadataStore(tmp_path)) == [("old", topic_id, 2, 1, {"retention.ms": "5"}, False)]
+
+
+def test_a_change_that_cannot_be_written_leaves_the_store_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: create, reconfigure and delete raise, and the store (memory and file) is unchanged, so
+    creating the topic again later works (it once raised KeyError: the failed create stayed in memory)."""
+    import errno
+    import os
+
+    store = MetadataStore(tmp_path)
+    store.create("orders", 3, 1, {})
+    before = (tmp_path / FILE).read_text()
+    real_fsync = os.fsync
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        store.create("events", 2, 1, {})
+    with pytest.raises(OSError, match="No space left"):
+        store.set_partitions("orders", 5)
+    with pytest.raises(OSError, match="No space left"):
+        store.delete("orders")
+    assert [(t.name, t.num_partitions) for t in store] == [("orders", 3)]
+    assert (tmp_path / FILE).read_text() == before
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    events = store.create("events", 2, 1, {})
+    assert store.get_by_id(events.topic_id) == events
+    assert [t.name for t in MetadataStore(tmp_path)] == ["events", "orders"]

@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
@@ -37,7 +38,7 @@ from tidelog.replication.replica_assignment import (
 )
 from tidelog.server.config import BrokerConfig, ConfigError, log_config_for_topic
 from tidelog.storage.config import LogConfig
-from tidelog.storage.errors import InvalidConfigError
+from tidelog.storage.errors import InvalidConfigError, KafkaStorageError
 from tidelog.storage.log_manager import LogManager
 
 from .admin_errors import AdminError
@@ -225,14 +226,46 @@ class AdminManager:
         *,
         is_internal: bool = False,
     ) -> TopicInfo:
-        topic = self._store.create(
-            name, num_partitions, replication_factor, dict(configs), is_internal=is_internal
-        )
-        log_config = self.log_config(topic.configs)
-        for index in range(num_partitions):
-            self._replicas.create(name, index, log_config, topic_id=topic.topic_id)
+        try:
+            topic = self._store.create(
+                name, num_partitions, replication_factor, dict(configs), is_internal=is_internal
+            )
+        except OSError as exc:
+            raise KafkaStorageError(f"could not store topic {name}: {exc}") from exc
+        try:
+            self._make_partitions(topic)
+        except OSError as exc:
+            self._undo_create(name, num_partitions)
+            raise KafkaStorageError(f"could not create the partitions of {name}: {exc}") from exc
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         return self._publish(topic)
+
+    def _make_partitions(self, topic: TopicMetadata) -> None:
+        """The partitions of a stored topic that this broker does not host yet."""
+        log_config = self.log_config(topic.configs)
+        for index in range(topic.num_partitions):
+            if self._replicas.get(topic.name, index) is None:
+                self._replicas.create(topic.name, index, log_config, topic_id=topic.topic_id)
+
+    def _finish_create(self, topic: TopicMetadata) -> TopicInfo | None:
+        """A topic stored but not all of whose partitions could be made, nor the store entry undone (a
+        full disk): make the missing partitions now; None while that still fails."""
+        try:
+            self._make_partitions(topic)
+        except OSError as exc:
+            log.warning("could not create the partitions of %s: %s", topic.name, exc)
+            return None
+        log.info("created the remaining partitions of topic %s (id %s)", topic.name, topic.topic_id)
+        return self._publish(topic)
+
+    def _undo_create(self, name: str, num_partitions: int) -> None:
+        """A topic whose partitions could not all be made (a full disk): forget it again, best effort (a
+        store that cannot be rewritten now makes the missing partitions at the next start)."""
+        for index in range(num_partitions):
+            with contextlib.suppress(OSError, KeyError):
+                self._replicas.delete(name, index)
+        with contextlib.suppress(OSError):
+            self._store.delete(name)
 
     def delete_topic_now(self, name: str) -> TopicInfo:
         """Delete the topic, its partitions and every group's committed offsets of it. The offsets go
@@ -316,9 +349,16 @@ class AdminManager:
         topic = self._cache.topic(name)
         if topic is not None:
             return topic
-        return self.create_topic_now(
-            name, num_partitions, replication_factor, configs, is_internal=is_internal
-        )
+        stored = self._store.get(name)
+        if stored is not None:
+            return self._finish_create(stored)
+        try:
+            return self.create_topic_now(
+                name, num_partitions, replication_factor, configs, is_internal=is_internal
+            )
+        except KafkaStorageError as exc:  # a full disk: not available yet (callers retry, as for a cluster)
+            log.warning("%s", exc)
+            return None
 
     async def create_topic(
         self,
@@ -335,7 +375,10 @@ class AdminManager:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         self.check_new_topic(num_partitions, replication_factor, assignments)
         count = len(assignments) if assignments else num_partitions
-        return self.create_topic_now(name, count, replication_factor, configs, is_internal=is_internal)
+        try:
+            return self.create_topic_now(name, count, replication_factor, configs, is_internal=is_internal)
+        except KafkaStorageError as exc:
+            raise AdminError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
     async def delete_topic(self, name: str, *, timeout_ms: int = 30_000) -> bool:  # noqa: ARG002
         self.delete_topic_now(name)

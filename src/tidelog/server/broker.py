@@ -175,7 +175,11 @@ class Broker:
             clock_ms=clock.now_ms,
             after_swap=self.logs.checkpoint_recovery_points,
         )
-        self.log_flusher = LogFlushTask(lambda: [plog for _tp, plog in self.logs], clock_ms=clock.now_ms)
+        self.log_flusher = LogFlushTask(  # issue 17: logs of offline log dirs are left alone
+            self.replicas.online_logs,
+            clock_ms=clock.now_ms,
+            on_io_error=lambda plog, exc: self.replicas.log_dir_failed(plog.dir.parent, plog.dir.name, exc),
+        )
         if zk is None:
             local_admin.load(self.logs)
         self.groups = GroupRuntime(

@@ -63,9 +63,17 @@ def _execute(plans: Sequence[FlushPlan]) -> list[tuple[Exception | None, float]]
 class LogFlushTask:
     """Runs the broker's periodic flush rounds (``log.flush.scheduler.interval.ms``, at most 1 s)."""
 
-    def __init__(self, logs: Callable[[], Iterable[PartitionLog]], *, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        logs: Callable[[], Iterable[PartitionLog]],
+        *,
+        clock_ms: Callable[[], int],
+        on_io_error: Callable[[PartitionLog, BaseException], None] | None = None,
+    ) -> None:
         self._logs = logs
         self._clock_ms = clock_ms
+        self._on_io_error = on_io_error
+        """Told of a log whose flush could not be planned or failed (its log dir may go offline)."""
         self.rounds = 0
         self.completed = 0
         self.flush_times = Samples()
@@ -80,6 +88,13 @@ class LogFlushTask:
         for partition_log in self._logs():
             try:
                 plan = partition_log.plan_flush(now)
+            except OSError as exc:
+                if self._on_io_error is None:
+                    for _, pending in planned:
+                        pending.close()
+                    raise
+                self._on_io_error(partition_log, exc)
+                continue
             except BaseException:
                 for _, pending in planned:
                     pending.close()
@@ -99,7 +114,8 @@ class LogFlushTask:
             await self._flush(planned)
 
     async def _flush(self, planned: list[tuple[PartitionLog, FlushPlan]]) -> None:
-        """fsync ``planned`` in a worker thread, close their descriptors, complete the ones that succeeded."""
+        """fsync ``planned`` in a worker thread, close their descriptors, complete the ones that succeeded
+        (a failed one is told to ``on_io_error``)."""
         try:
             outcomes = await _wait_out(
                 asyncio.ensure_future(asyncio.to_thread(_execute, [plan for _, plan in planned]))
@@ -111,6 +127,8 @@ class LogFlushTask:
             self.flush_times.add(elapsed_ms)
             if failure is not None:
                 log.warning("flush of %s failed: %s", plan.log_name, failure)
+                if self._on_io_error is not None:
+                    self._on_io_error(partition_log, failure)
             elif partition_log.complete_flush(plan):
                 self.completed += 1
 

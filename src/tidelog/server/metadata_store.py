@@ -8,6 +8,8 @@ Invariants:
   *before* the directories go. At start-up, partitions the store names but the disk lacks are created, and
   directories the store does not name are strays (an interrupted delete; or a store restored from an older
   copy): the broker renames them ``-stray`` and keeps them, never deletes them.
+- A change whose write fails (a full disk, an I/O error) raises and leaves the store as it was, in
+  memory as on disk.
 - A topic id never changes for the life of the topic; a topic deleted and created again gets a new id.
 - The file carries a CRC32C of its topics (format version 2; a version-1 file, written before, has none and
   gets one at the next change). A store file that cannot be read whole (not UTF-8, not JSON, a field missing
@@ -181,13 +183,23 @@ class MetadataStore:
         )
         self._topics[name] = topic
         self._by_id[topic.topic_id] = topic
-        self._persist()
+        try:
+            self._persist()
+        except OSError:  # not stored (a full disk): not created
+            del self._topics[name]
+            del self._by_id[topic.topic_id]
+            raise
         return topic
 
     def delete(self, name: str) -> TopicMetadata:
         topic = self._topics.pop(name)
         del self._by_id[topic.topic_id]
-        self._persist()
+        try:
+            self._persist()
+        except OSError:  # not stored: the topic still exists
+            self._topics[name] = topic
+            self._by_id[topic.topic_id] = topic
+            raise
         return topic
 
     def set_partitions(self, name: str, num_partitions: int) -> TopicMetadata:
@@ -197,7 +209,13 @@ class MetadataStore:
         return self._replace(replace(self._topics[name], configs=dict(configs)))
 
     def _replace(self, topic: TopicMetadata) -> TopicMetadata:
+        before = self._topics[topic.name]
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
-        self._persist()
+        try:
+            self._persist()
+        except OSError:  # not stored: the change did not happen
+            self._topics[topic.name] = before
+            self._by_id[topic.topic_id] = before
+            raise
         return topic

@@ -38,6 +38,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import ControlRecordType
@@ -45,7 +46,10 @@ from tidelog.replication.leader_and_isr import LeaderAndIsr
 from tidelog.replication.partition import Partition
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.config import LogConfig
+from tidelog.storage.errors import KafkaStorageError
+from tidelog.storage.log_dir_failures import takes_dir_offline
 from tidelog.storage.log_manager import LogManager
+from tidelog.storage.partition_log import PartitionLog
 from tidelog.storage.producer_state import AppendOrigin
 
 from .clock import Clock
@@ -99,6 +103,8 @@ class ReplicaManager:
         # issue 14 hooks: metrics
         self.topic_metrics: BrokerTopicMetrics | None = None
         """Counts client appends per topic when the broker's metrics are on (set by the broker)."""
+        self.log_dir_failures = log_manager.log_dir_failures
+        """Log dirs an I/O error took offline: their partitions answer KAFKA_STORAGE_ERROR (issue 17)."""
         self.isr_shrinks = 0
         self.isr_expands = 0
         """ISR changes this leader stored (Kafka's IsrShrinksPerSec / IsrExpandsPerSec counts)."""
@@ -161,10 +167,44 @@ class ReplicaManager:
         """The replica of ``topic-index`` if this broker leads it, else the error a client gets."""
         partition = self._led(topic, index)
         if partition is not None:
+            if self.log_dir_failures and self._offline(topic, index):
+                return ErrorCode.KAFKA_STORAGE_ERROR
             return partition
         if (topic, index) in self._partitions or self._metadata.has_partition(topic, index):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def _log_dir(self, topic: str, index: int) -> Path | None:
+        partition_log = self._logs.get(topic, index)
+        return partition_log.dir.parent if partition_log is not None else None
+
+    def _offline(self, topic: str, index: int) -> bool:
+        log_dir = self._log_dir(topic, index)
+        return log_dir is not None and self.log_dir_failures.is_offline(log_dir)
+
+    def io_failed(self, topic: str, index: int, exc: BaseException) -> ErrorCode:
+        """An I/O error on ``topic-index``'s log: unless the disk is only full, its log dir goes offline
+        (once, logged); KAFKA_STORAGE_ERROR either way."""
+        log_dir = self._log_dir(topic, index)
+        if log_dir is not None:
+            self.log_dir_failed(log_dir, f"{topic}-{index}", exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR
+
+    def log_dir_failed(self, log_dir: Path, what: str, exc: BaseException) -> None:
+        """An I/O error on ``what`` (a partition, a file) in ``log_dir``: offline unless the disk is full."""
+        if takes_dir_offline(exc) and self.log_dir_failures.fail(log_dir, str(exc)):
+            log.error(
+                "log dir %s is offline after an I/O error on %s: %s; its partitions answer "
+                "KAFKA_STORAGE_ERROR until the broker restarts",
+                log_dir,
+                what,
+                exc,
+            )
+
+    def online_logs(self) -> list[PartitionLog]:
+        """The logs in log dirs that are not offline (what background tasks may touch)."""
+        failures = self.log_dir_failures
+        return [plog for _tp, plog in self._logs if not failures or not failures.is_offline(plog.dir.parent)]
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
@@ -391,11 +431,13 @@ class ReplicaManager:
             info = partition.append_records_as_leader(
                 records, now_ms=now_ms, origin=origin, required_acks=required_acks
             )
+        except KafkaStorageError as exc:
+            return self.io_failed(topic, index, exc), None, str(exc)
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
-        except OSError:
+        except OSError as exc:
             log.exception("append to %s-%s failed", topic, index)
-            return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
+            return self.io_failed(topic, index, exc), None, "the broker could not write to its log"
         self._after_leader_append(partition, high_watermark, info)
         if self.topic_metrics is not None and origin is AppendOrigin.CLIENT:
             self.topic_metrics.appended(topic, info.last_offset - info.first_offset + 1, len(records))
@@ -432,11 +474,13 @@ class ReplicaManager:
                 now_ms=now_ms,
                 required_acks=required_acks,
             )
+        except KafkaStorageError as exc:
+            return self.io_failed(topic, index, exc), None, str(exc)
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
-        except OSError:
+        except OSError as exc:
             log.exception("transaction marker to %s-%s failed", topic, index)
-            return ErrorCode.KAFKA_STORAGE_ERROR, None, "the broker could not write to its log"
+            return self.io_failed(topic, index, exc), None, "the broker could not write to its log"
         self._after_leader_append(partition, high_watermark, info)
         return ErrorCode.NONE, info, None
 

@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -44,6 +45,7 @@ from tidelog.storage.cleaner_checkpoint import CleanerCheckpoints
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import CheckpointError, LogDirError
 from tidelog.storage.file_handles import OpenSegmentLimiter
+from tidelog.storage.log_dir_failures import LogDirFailures, takes_dir_offline
 from tidelog.storage.meta_properties import ensure_meta_properties, new_cluster_id, read_meta_properties
 from tidelog.storage.partition_log import PartitionLog
 from tidelog.storage.partition_metadata import read_topic_id, write_topic_id
@@ -146,6 +148,8 @@ class LogManager:
         self.node_id = node_id
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._recovery_progress = recovery_progress
+        self.log_dir_failures = LogDirFailures()
+        """Dirs an I/O error took offline: checkpoints and the clean stop leave them alone (issue 17)."""
         try:
             for log_dir in self._log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -386,6 +390,8 @@ class LogManager:
         for tp, log in self._logs.items():
             per_dir[single if single is not None else log.dir.parent][tp] = value(log)
         for log_dir, offsets in per_dir.items():
+            if self.log_dir_failures.is_offline(log_dir):
+                continue
             write_offsets_checkpoint(log_dir / file_name, offsets)
 
     def checkpoint_recovery_points(self) -> None:
@@ -403,16 +409,29 @@ class LogManager:
         """Clean stop: flush every log and snapshot its producer state, write every checkpoint, close the
         logs, then write
         ``.kafka_cleanshutdown`` in each dir and release the locks."""
+        failures = self.log_dir_failures
         for log in self._logs.values():
-            log.flush(now_ms)
-            log.take_producer_snapshot()
+            if failures.is_offline(log.dir.parent):
+                continue  # an offline dir is not written again: the next start recovers it
+            try:
+                log.flush(now_ms)
+                log.take_producer_snapshot()
+            except OSError as exc:
+                if not takes_dir_offline(exc):
+                    raise
+                failures.fail(log.dir.parent, str(exc))
+                logger.error(
+                    "log dir %s is offline after an I/O error on %s: %s", log.dir.parent, log.dir.name, exc
+                )
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
         for log in self._logs.values():
-            log.close()
+            with contextlib.suppress(OSError):
+                log.close()
         for log_dir in self._log_dirs:
-            atomic_write(log_dir / layout.CLEAN_SHUTDOWN_FILE, _CLEAN_SHUTDOWN_CONTENT)
+            if not failures.is_offline(log_dir):
+                atomic_write(log_dir / layout.CLEAN_SHUTDOWN_FILE, _CLEAN_SHUTDOWN_CONTENT)
         self._logs.clear()
         self._logs_per_dir = dict.fromkeys(self._log_dirs, 0)
         self._release_locks()

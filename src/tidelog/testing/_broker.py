@@ -68,6 +68,7 @@ class Broker:
         env: Mapping[str, str] | None = None,
         run_dir: Path | str | None = None,
         command_prefix: Sequence[str] = (),
+        extra_log_dirs: Sequence[Path | str] = (),
     ) -> None:
         self.config = {key: _config_text(value) for key, value in (config or {}).items()}
         for key in _RESERVED_KEYS:
@@ -82,6 +83,8 @@ class Broker:
         self.stop_timeout = stop_timeout
         self.python = python or sys.executable
         self.command_prefix = list(command_prefix)
+        self.extra_log_dirs = [Path(d) for d in extra_log_dirs]
+        """More ``log.dirs`` after :attr:`data_dir` (kept: never removed by :meth:`close`)."""
         self.env = dict(env) if env is not None else None
         self._owns_run_dir = run_dir is None
         self._run_dir = (
@@ -133,7 +136,7 @@ class Broker:
         args = [*self.command_prefix, self.python, "-m", "tidelog", "broker"]
         settings = {
             "listeners": f"PLAINTEXT://{self.host}:{port}",
-            "log.dirs": str(self.data_dir),
+            "log.dirs": ",".join(str(d) for d in [self.data_dir, *self.extra_log_dirs]),
             **self.config,
         }
         for key, value in settings.items():

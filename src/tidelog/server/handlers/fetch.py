@@ -337,6 +337,10 @@ class FetchHandler:
                     result.error_code = exc.error_code
                     has_error = True
                     continue
+                except OSError as exc:  # issue 17: an I/O error takes the partition's log dir offline
+                    result.error_code = self._replicas.io_failed(topic.name, p.partition, exc)
+                    has_error = True
+                    continue
                 regions = data.regions
                 if regions:
                     records = regions[0] if len(regions) == 1 else RegionList(list(regions))
