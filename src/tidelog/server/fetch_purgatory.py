@@ -2,7 +2,9 @@
 
 Invariants: a delayed fetch's future is resolved exactly once — by an append that makes it completable
 (``on_append`` checks the watchers of that partition), by its ``max_wait_ms`` expiring, or by shutdown —
-and always with a response built from a fresh read at that moment. The clock task sleeps until the
+and always with a response built from a fresh read at that moment. A fetch that watches no partition (a
+request whose topics list no partitions) is answered at once, as Kafka's ``fetchMessages`` does for an
+empty fetch: nothing could ever wake it. The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
 """
 
@@ -71,6 +73,10 @@ class FetchPurgatory:
         build: Callable[[], FetchResponse],
     ) -> asyncio.Future[FetchResponse]:
         future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        if not keys:
+            future.set_result(build())
+            return future
         self._operations.delay(DelayedFetch(max_wait_ms, enough, build, future), keys)
         return future
 
