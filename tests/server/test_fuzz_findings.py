@@ -4,13 +4,23 @@ traceback or an ERROR line, which is how each of these first showed."""
 
 from __future__ import annotations
 
+import socket
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from tests.support.kafka_workload import confluent_create_topic
 
 from tidelog.client.wire import WireClient
-from tidelog.protocol.messages import FetchRequest, FetchResponse
+from tidelog.protocol.codec import encode_request
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+    RequestHeader,
+)
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(60)]
@@ -38,3 +48,23 @@ def test_a_long_poll_fetch_naming_no_partition_is_answered_at_once(client: WireC
     response = client.call(request, 12, expect=FetchResponse)
     assert response.error_code == 0
     assert [(t.topic, t.partitions) for t in response.responses] in ([], [(TOPIC, [])])
+
+
+def _closed_without_answer(broker: Broker, frame: bytes) -> bool:
+    """Send ``frame`` on a fresh connection: True when the broker closes it without a byte."""
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(frame)
+        return sock.recv(1) == b""
+
+
+def test_metadata_v10_with_a_null_topic_name_is_an_invalid_request(
+    broker: Broker, client: WireClient
+) -> None:
+    """v10-11 carry a topic id field but answer by name only: a null name used to build a response v10
+    cannot encode (a traceback in the writer). Kafka refuses it (InvalidRequestException); the broker
+    closes the connection, and v12 still looks the topic up by id."""
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=uuid.uuid4())])
+    header = RequestHeader(request_api_key=3, request_api_version=10, correlation_id=1, client_id="findings")
+    assert _closed_without_answer(broker, encode_request(header, request))
+    response = client.call(request, 12, expect=MetadataResponse)
+    assert [(t.error_code, t.name) for t in response.topics] == [(ErrorCode.UNKNOWN_TOPIC_ID, None)]
