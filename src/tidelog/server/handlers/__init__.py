@@ -71,6 +71,7 @@ def build_routes(
     acls: AclStore | None = None,
     entity_configs: EntityConfigs | None = None,
     client_quotas: ClientQuotas | None = None,
+    fetch_max_bytes: int = 0x7FFFFFFF,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -80,7 +81,7 @@ def build_routes(
     acl_apis = AclsHandler(acls)
     authz = acls.authorizer if acls is not None else None
     produce = ProduceHandler(replicas, metadata, clock, authz)
-    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz)
+    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz, fetch_max_bytes=fetch_max_bytes)
     topics = TopicsHandler(
         admin,
         metadata,

@@ -83,11 +83,15 @@ class FetchHandler:
         metadata: MetadataCache,
         purgatory: FetchPurgatory,
         authz: Authz = None,
+        *,
+        fetch_max_bytes: int = 0x7FFFFFFF,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
         self._purgatory = purgatory
         self._authz = authz
+        self._fetch_max_bytes = fetch_max_bytes
+        """The broker's ``fetch.max.bytes``: a consumer's ``max_bytes`` is capped by it (Kafka's rule)."""
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
@@ -120,6 +124,8 @@ class FetchHandler:
             isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
             diverged = {}
         max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+        if replica_id < 0:
+            max_bytes = min(max_bytes, self._fetch_max_bytes)
 
         def build() -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(
