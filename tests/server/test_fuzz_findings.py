@@ -15,8 +15,12 @@ from tidelog.client.wire import WireClient
 from tidelog.protocol.codec import encode_request
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
     RequestHeader,
@@ -26,6 +30,7 @@ from tidelog.testing import Broker
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(60)]
 
 TOPIC = "findings"
+BROKER_CONFIG = {"offsets.topic.num.partitions": "2", "group.initial.rebalance.delay.ms": "0"}
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +73,30 @@ def test_metadata_v10_with_a_null_topic_name_is_an_invalid_request(
     assert _closed_without_answer(broker, encode_request(header, request))
     response = client.call(request, 12, expect=MetadataResponse)
     assert [(t.error_code, t.name) for t in response.topics] == [(ErrorCode.UNKNOWN_TOPIC_ID, None)]
+
+
+def _coordinator_errors(client: WireClient, keys: list[str]) -> list[int]:
+    request = FindCoordinatorRequest(key_type=0, coordinator_keys=keys)
+    response = client.call(request, 4, expect=FindCoordinatorResponse)
+    return [c.error_code for c in response.coordinators]
+
+
+def test_partitions_added_to_consumer_offsets_are_not_coordinated(client: WireClient) -> None:
+    """A client may add partitions to ``__consumer_offsets`` (Kafka lets it); the group coordinator used
+    to try to load the new ones, beyond ``offsets.topic.num.partitions``, and raise on every
+    FindCoordinator after. Keys still hash over the configured count, and every lookup is answered."""
+    keys = [f"g-{i}" for i in range(20)]
+    errors = _coordinator_errors(client, keys)
+    while any(e == ErrorCode.COORDINATOR_NOT_AVAILABLE for e in errors):  # created on first lookup
+        errors = _coordinator_errors(client, keys)
+    grow = CreatePartitionsRequest(
+        topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(
+                name="__consumer_offsets", count=5, assignments=None
+            )
+        ],
+        timeout_ms=10000,
+    )
+    response = client.call(grow, 1, expect=CreatePartitionsResponse)
+    assert [r.error_code for r in response.results] == [0]
+    assert _coordinator_errors(client, keys) == [0] * len(keys)
