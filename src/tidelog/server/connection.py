@@ -182,9 +182,10 @@ class Connection:
             # not on the next recv (which may never come: the peer could wait for those answers).
             decoder.receive_data(data)
             while (frame := decoder.next_frame()) is not NEED_DATA:
-                await self._await_capacity()
-                if self._closing:
-                    return
+                if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
+                    await self._await_capacity()
+                    if self._closing:
+                        return
                 if self._muted_until:
                     await self._wait_unmuted()
                     if self._closing:
