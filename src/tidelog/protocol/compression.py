@@ -10,6 +10,10 @@ Invariants:
 * What any client writes, we read: snappy both raw (librdkafka) and xerial-framed (Java, kafka-python,
   aiokafka); lz4 frames with or without block/content checksums, linked or independent blocks; gzip with
   several members; zstd frames with or without a content size.
+* Bounded: :func:`decompress_bounded` never holds more than ``max_size + 1`` output bytes, whatever the
+  payload claims (a decompression bomb: a 1 KiB batch that inflates to 1 GiB), and refuses a payload that
+  inflates to more with :class:`CorruptRecordError`. It decompresses into a preallocated buffer (cramjam's
+  ``decompress_into``), growing it geometrically up to the cap; snappy's declared lengths are checked first.
 * Pure: no I/O. Malformed input raises :class:`CorruptRecordError` (``CORRUPT_MESSAGE``); an unknown
   codec id raises :class:`UnsupportedCompressionTypeError`.
 """
@@ -24,7 +28,7 @@ import cramjam
 
 from tidelog.protocol.records_errors import CorruptRecordError, UnsupportedCompressionTypeError
 
-__all__ = ["Compression", "compress", "decompress"]
+__all__ = ["Compression", "compress", "decompress", "decompress_bounded"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -178,3 +182,91 @@ def decompress(codec: Compression, data: Buffer) -> bytes:
     except cramjam.DecompressionError as exc:
         raise CorruptRecordError(f"{Compression(codec).name} payload does not decompress: {exc}") from exc
     raise UnsupportedCompressionTypeError(f"unknown compression codec {codec!r}")
+
+
+# ---- bounded decompression (untrusted payloads) ----------------------------------------------------------
+
+_FIRST_GUESS_RATIO: Final = 4
+_MIN_GUESS: Final = 64 * 1024
+_GROWTH: Final = 4
+
+
+def _snappy_declared_size(view: memoryview) -> int:
+    """The uncompressed size snappy's own length fields declare (raw, or the sum of xerial blocks)."""
+    if bytes(view[:8]) != XERIAL_MAGIC or len(view) < 16:
+        return int(cramjam.snappy.decompress_raw_len(view))
+    total, pos, end = 0, 16, len(view)
+    while pos + 4 <= end:
+        (block_len,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if block_len < 0 or pos + block_len > end:
+            break  # the decompression itself reports the overrun
+        total += int(cramjam.snappy.decompress_raw_len(view[pos : pos + block_len]))
+        pos += block_len
+    return total
+
+
+def _gzip_size_hint(view: memoryview) -> int:
+    """ISIZE, the last member's uncompressed size mod 2**32 (a hint only: it may lie)."""
+    return _UINT32_LE.unpack_from(view, len(view) - 4)[0] if len(view) >= 18 else 0
+
+
+_INTO: Final = {
+    Compression.GZIP: cramjam.gzip.decompress_into,
+    Compression.LZ4: cramjam.lz4.decompress_into,
+    Compression.ZSTD: cramjam.zstd.decompress_into,
+}
+
+
+def decompress_bounded(codec: Compression, data: Buffer, max_size: int) -> bytearray:
+    """The bytes ``data`` holds compressed with ``codec``, if they are at most ``max_size``;
+    :class:`CorruptRecordError` if malformed or larger, having held at most ``max_size + 1`` bytes."""
+    view = memoryview(data)
+    name = Compression(codec).name
+    try:
+        if codec == Compression.NONE:
+            if len(view) > max_size:
+                raise CorruptRecordError(f"payload of {len(view)} bytes is over the limit of {max_size}")
+            return bytearray(view)
+        if codec == Compression.SNAPPY:
+            declared = _snappy_declared_size(view)
+            if declared > max_size:
+                raise CorruptRecordError(
+                    f"SNAPPY payload of {len(view)} bytes declares {declared} bytes uncompressed, "
+                    f"over the limit of {max_size}"
+                )
+            return bytearray(_snappy_decompress(view))
+        into = _INTO.get(codec)
+        if into is None:
+            raise UnsupportedCompressionTypeError(f"unknown compression codec {codec!r}")
+        guess = max(_MIN_GUESS, _FIRST_GUESS_RATIO * len(view))
+        if codec == Compression.GZIP:
+            guess = max(guess, _gzip_size_hint(view) + 1)
+        size = min(guess, max_size + 1)
+        while True:
+            out = bytearray(size)
+            try:
+                written = int(into(view, out))
+            except cramjam.DecompressionError as exc:
+                if size > max_size:
+                    if "whole buffer" in str(exc):  # cramjam: the output buffer filled up
+                        raise CorruptRecordError(
+                            f"{name} payload of {len(view)} bytes inflates to more than the limit of "
+                            f"{max_size} bytes"
+                        ) from None
+                    raise
+                size = min(size * _GROWTH, max_size + 1)
+                continue
+            if written < size:
+                del out[written:]
+                return out
+            if size > max_size:
+                raise CorruptRecordError(
+                    f"{name} payload of {len(view)} bytes inflates to more than the limit of {max_size} bytes"
+                )
+            size = min(size * _GROWTH, max_size + 1)
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(
+            f"{name} payload of {len(view)} bytes does not decompress within the limit of {max_size} bytes "
+            f"(corrupt, or inflating past it): {exc}"
+        ) from exc

@@ -22,6 +22,7 @@ from tidelog.protocol.records_codec import (
     decode_records,
     encode_batch,
     encode_control_batch,
+    uncompressed_batch_limit,
 )
 from tidelog.protocol.records_errors import (
     CorruptRecordError,
@@ -81,6 +82,7 @@ __all__ = [
     "iter_batch_headers",
     "read_batch_header",
     "set_log_append_time",
+    "uncompressed_batch_limit",
     "validate_batch",
     "validate_batches",
 ]

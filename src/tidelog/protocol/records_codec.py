@@ -18,6 +18,10 @@ Invariants:
 * Header keys are text; bytes that are not UTF-8 survive a decode/encode round trip (surrogateescape).
 * A control record's key is ``version int16 (0) + type int16``; a transaction marker's value is
   ``version int16 (0) + coordinator_epoch int32``.
+* A compressed batch is inflated to at most ``max_uncompressed_bytes`` (default
+  :data:`MAX_UNCOMPRESSED_BATCH_BYTES`) and refused with :class:`CorruptRecordError` beyond it, holding no
+  more than that: a decompression bomb costs bounded memory. Callers decoding untrusted batches pass the
+  tighter :func:`uncompressed_batch_limit` of the log's ``max.message.bytes``.
 * Malformed record bytes raise :class:`CorruptRecordError`. Pure: no I/O, no clock.
 """
 
@@ -31,7 +35,7 @@ from typing import Final, Protocol
 
 import crc32c
 
-from tidelog.protocol.compression import Compression, compress, decompress
+from tidelog.protocol.compression import Compression, compress, decompress_bounded
 from tidelog.protocol.records_errors import CorruptRecordError, InvalidRecordError
 from tidelog.protocol.records_header import (
     ATTRIBUTES_OFFSET,
@@ -49,6 +53,8 @@ from tidelog.protocol.records_header import (
 )
 
 __all__ = [
+    "MAX_UNCOMPRESSED_BATCH_BYTES",
+    "UNCOMPRESSED_RATIO_LIMIT",
     "ControlRecordType",
     "Record",
     "RecordLike",
@@ -58,6 +64,7 @@ __all__ = [
     "decode_records",
     "encode_batch",
     "encode_control_batch",
+    "uncompressed_batch_limit",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -330,8 +337,23 @@ def decode_records(
     return records
 
 
-def decode_batch(buf: Buffer, pos: int = 0) -> tuple[RecordBatchHeader, list[Record]]:
-    """The header and records (absolute offsets and timestamps) of the batch at ``pos``; decompresses.
+MAX_UNCOMPRESSED_BATCH_BYTES: Final = 1 << 30
+"""The most a batch read back from a log may inflate to (its producer's batch passed a tighter limit)."""
+
+UNCOMPRESSED_RATIO_LIMIT: Final = 32
+"""A batch from a producer may inflate to at most this many times ``max.message.bytes``."""
+
+
+def uncompressed_batch_limit(max_message_bytes: int) -> int:
+    """The most a producer's batch may inflate to under ``max.message.bytes`` (32 MiB at Kafka's default)."""
+    return UNCOMPRESSED_RATIO_LIMIT * max(max_message_bytes, 1)
+
+
+def decode_batch(
+    buf: Buffer, pos: int = 0, *, max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BATCH_BYTES
+) -> tuple[RecordBatchHeader, list[Record]]:
+    """The header and records (absolute offsets and timestamps) of the batch at ``pos``; decompresses,
+    to at most ``max_uncompressed_bytes`` (:class:`CorruptRecordError` beyond it).
 
     Checks structure, not the CRC (that is :func:`~tidelog.protocol.records.validate_batch`).
     """
@@ -344,7 +366,7 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[RecordBatchHeader, list[Rec
     payload: Buffer = memoryview(buf)[pos + RECORD_BATCH_HEADER_SIZE : pos + size]
     codec = header.compression
     if codec != Compression.NONE:
-        payload = decompress(codec, payload)
+        payload = decompress_bounded(codec, payload, max_uncompressed_bytes)
     log_append_time = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
     records = decode_records(
         payload, header.records_count, header.base_offset, header.base_timestamp, log_append_time

@@ -421,7 +421,9 @@ class Partition:
             records, max_batch_bytes=config.max_message_bytes, from_client=origin is AppendOrigin.CLIENT
         )
         if config.compact_enabled:
-            require_record_keys(records, f"{self.topic}-{self.index}")
+            require_record_keys(
+                records, f"{self.topic}-{self.index}", max_message_bytes=config.max_message_bytes
+            )
         info = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin)
         self.maybe_increment_high_watermark(now_ms)
         return info

@@ -63,6 +63,7 @@ from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
 from .metadata_store import MetadataStore
 from .metrics.endpoint import MetricsEndpoint
 from .metrics.setup import metrics_for, start_metrics_endpoint
+from .open_files_limit import raise_open_files_limit
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .recovery_progress import RecoveryProgressLog
@@ -240,6 +241,7 @@ class Broker:
                     group_configs=self.group_configs,
                     fetch_sessions=self.fetch_sessions,
                     shares=self.shares,
+                    fetch_max_bytes=self.config.fetch_max_bytes,
                 )
             )
         )
@@ -297,6 +299,7 @@ class Broker:
             await self.group_configs.load()
         if isinstance(self.acls, ZkAclStore):
             await self.acls.start()  # before any listener: no request is authorized without the ACLs
+        raise_open_files_limit()  # issue 17 hook: one descriptor per connection, 10,000 connections
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port
@@ -399,6 +402,7 @@ class Broker:
             connection_id,
             self.dispatcher,
             max_request_bytes=self.config.socket_request_max_bytes,
+            max_in_flight=self.config.queued_max_requests,
             listener_name=bound.name,
             principal=principal,
             security_protocol=bound.listener.security_protocol,

@@ -18,8 +18,12 @@ Invariants:
   sasl_session.py), which answers the SASL requests itself, lets ApiVersions through and closes the
   connection on anything else until the client has authenticated; until then frames are limited to
   ``sasl.server.max.receive.size``.
-- At most ``max_in_flight`` requests are queued per connection; beyond that the reader stops reading
-  (back-pressure through TCP) until the writer catches up.
+- Bounded memory per connection (:meth:`_await_capacity`, checked before every request is handled, not
+  only before every read): at most ``max_in_flight`` (``queued.max.requests``) requests are in flight;
+  beyond that no further frame is handled and the socket is not read (back-pressure through TCP) until
+  the writer catches up. And while the writer waits on a full socket (a client that does not read its
+  responses), the connection is muted the same way, as Kafka mutes a channel whose response is still
+  being sent: unsent output is one response plus the kernel's send buffer, never a growing queue.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
@@ -32,6 +36,7 @@ import contextlib
 import inspect
 import logging
 import time
+from collections.abc import Sequence
 
 from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
@@ -89,6 +94,8 @@ class Connection:
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+        self._output_flowing = asyncio.Event()  # clear while the writer waits on a full socket
+        self._output_flowing.set()
         self._max_in_flight = max_in_flight
         self._closing = False
         self._muted_until = 0.0
@@ -151,6 +158,7 @@ class Connection:
         """Stop taking new requests; those in flight still get their responses (graceful shutdown)."""
         self._closing = True
         self._unmuted.set()
+        self._output_flowing.set()
         self._has_pending.set()
         self._room.set()
         self._transport.shutdown_read()
@@ -158,13 +166,13 @@ class Connection:
     def close(self) -> None:
         self._closing = True
         self._unmuted.set()
+        self._output_flowing.set()
         self._transport.close()
 
     async def _read_loop(self) -> None:
         decoder = self._decoder
         while not self._closing:
-            if not self._room.is_set():
-                await self._room.wait()
+            await self._await_capacity()
             data = await self._transport.recv(_RECV_BYTES)
             if not data:
                 return
@@ -175,6 +183,10 @@ class Connection:
             # not on the next recv (which may never come: the peer could wait for those answers).
             decoder.receive_data(data)
             while (frame := decoder.next_frame()) is not NEED_DATA:
+                if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
+                    await self._await_capacity()
+                    if self._closing:
+                        return
                 if self._muted_until:
                     await self._wait_unmuted()
                     if self._closing:
@@ -182,6 +194,15 @@ class Connection:
                 self._handle_frame(frame)
                 if self._closing:
                     return
+
+    async def _await_capacity(self) -> None:
+        """Hook (bounded memory): wait while ``max_in_flight`` requests are in flight or the writer waits
+        on a full socket. Returns at once, without yielding, when neither holds."""
+        while not self._closing and not (self._room.is_set() and self._output_flowing.is_set()):
+            if not self._room.is_set():
+                await self._room.wait()
+            else:
+                await self._output_flowing.wait()
 
     def _handle_frame(self, frame: bytes | bytearray | memoryview) -> None:
         try:
@@ -287,6 +308,15 @@ class Connection:
         if len(self._pending) >= self._max_in_flight:
             self._room.clear()
 
+    async def _send(self, chunks: Sequence[object]) -> None:
+        """Hook (bounded memory): send one response; the reader is muted while this waits on the socket
+        (it only runs then: a send the socket takes at once never yields)."""
+        self._output_flowing.clear()
+        try:
+            await self._transport.send_chunks(chunks)
+        finally:
+            self._output_flowing.set()
+
     async def _write_loop(self) -> None:
         pending = self._pending
         while True:
@@ -316,7 +346,7 @@ class Connection:
             timing = self._timings.popleft() if self._metrics is not None else None
             resolved = time.perf_counter() if timing is not None else 0.0
             chunks = encode_response(header, result)
-            await self._transport.send_chunks(chunks)
+            await self._send(chunks)
             self.last_active = time.monotonic()
             if timing is not None and self._metrics is not None:
                 api_key, api_version, queue_ms, local_ms, local_end = timing

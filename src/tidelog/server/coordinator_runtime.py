@@ -13,6 +13,9 @@ Invariants:
   replayed up to its log end (a leader's whole log becomes committed), in chunks of the load buffer,
   yielding to the loop between chunks; meanwhile its keys get COORDINATOR_LOAD_IN_PROGRESS. Losing the
   leadership unloads it (NOT_COORDINATOR), and so does a new leader epoch before it loads again.
+- Only partitions below the coordinator's configured count (``offsets.topic.num.partitions``,
+  ``transaction.state.log.num.partitions``: keys hash over it) are coordinated; partitions an internal
+  topic gained beyond it (a client's CreatePartitions, or a client creating the topic first) are ignored.
 - Every :class:`~tidelog.coordinator.common.CoordinatorResult` is applied in the coordinator's order: its
   records are appended first, one batch per partition (in a cluster with acks=-1: an ISR below
   ``min.insync.replicas`` fails the append before anything is written); then the timers are applied; then,
@@ -212,7 +215,7 @@ class CoordinatorRuntime(Generic[K]):
         )
         if topic is None or self._replicas.cluster_mode:
             return topic
-        for partition in range(topic.num_partitions):
+        for partition in range(min(topic.num_partitions, self.num_partitions)):
             replica = self._replicas.get(self.topic, partition)
             if replica is None or not replica.is_leader or partition in self.coordinator.owned_partitions:
                 continue
@@ -228,7 +231,7 @@ class CoordinatorRuntime(Generic[K]):
         topic = self._metadata.topic(self.topic)
         if topic is None:
             return
-        for partition in range(topic.num_partitions):
+        for partition in range(min(topic.num_partitions, self.num_partitions)):
             replica = self._replicas.get(self.topic, partition)
             if (
                 partition not in self.coordinator.owned_partitions
@@ -268,7 +271,7 @@ class CoordinatorRuntime(Generic[K]):
     def _on_leadership(self, partition: Partition, is_leader: bool) -> None:
         """Coordinators follow leadership: load a partition of the internal topic on becoming its leader (at
         the new leader epoch), unload it on losing it."""
-        if partition.topic != self.topic or self._stopped:
+        if partition.topic != self.topic or self._stopped or partition.index >= self.num_partitions:
             return
         reload = self._reloads.pop(partition.index, None)
         if reload is not None:

@@ -5,7 +5,9 @@ makes it completable (:meth:`FetchPurgatory.appended` / :meth:`FetchPurgatory.on
 watchers of that partition, and each asks its :class:`~tidelog.server.fetch_wait.FetchWait` about that
 partition alone, O(1), without reading the log), by its ``max_wait_ms`` expiring, or by shutdown — and
 always with a response built once, from a fresh read at that moment (fetches completed by the same change
-share their reads of one partition at one offset: read once, not once per consumer). The clock task sleeps until the
+share their reads of one partition at one offset: read once, not once per consumer). A fetch that watches no
+partition (a request whose topics list no partitions) is answered at once, as Kafka's ``fetchMessages`` does
+for an empty fetch: nothing could ever wake it. The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
 
 A ShareFetch waits here too, for records it can acquire: its :class:`PredicateWait` asks one predicate on
@@ -127,9 +129,14 @@ class FetchPurgatory:
         offset read the log once. None outside such a pass."""
 
     def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
-        """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``."""
+        """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``; one that watches
+        nothing is answered at once."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._operations.delay(DelayedFetch(max_wait_ms, wait, build, future), wait.keys)
+        keys = wait.keys
+        if not keys:
+            future.set_result(build())
+            return future
+        self._operations.delay(DelayedFetch(max_wait_ms, wait, build, future), keys)
         return future
 
     def appended(self, key: tuple[str, int], base_offset: int, end_offset: int, nbytes: int) -> None:

@@ -79,6 +79,7 @@ def build_routes(
     group_configs: GroupConfigStore | None = None,
     fetch_sessions: FetchSessionCache | None = None,
     shares: ShareRuntime | None = None,
+    fetch_max_bytes: int = 0x7FFFFFFF,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -88,7 +89,15 @@ def build_routes(
     acl_apis = AclsHandler(acls)
     authz = acls.authorizer if acls is not None else None
     produce = ProduceHandler(replicas, metadata, clock, authz)
-    fetch = FetchHandler(replicas, metadata, fetch_purgatory, authz, fetch_sessions, clock.now_ms)
+    fetch = FetchHandler(
+        replicas,
+        metadata,
+        fetch_purgatory,
+        authz,
+        fetch_sessions,
+        clock.now_ms,
+        fetch_max_bytes=fetch_max_bytes,
+    )
     topics = TopicsHandler(
         admin,
         metadata,

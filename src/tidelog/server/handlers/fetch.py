@@ -87,6 +87,8 @@ class FetchHandler:
         authz: Authz = None,
         sessions: FetchSessionCache | None = None,
         now_ms: Callable[[], int] = lambda: 0,
+        *,
+        fetch_max_bytes: int = 0x7FFFFFFF,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
@@ -95,6 +97,8 @@ class FetchHandler:
         self._sessions = sessions
         """KIP-227 sessions (None: declined, every answer's session id is 0)."""
         self._now_ms = now_ms
+        self._fetch_max_bytes = fetch_max_bytes
+        """The broker's ``fetch.max.bytes``: a consumer's ``max_bytes`` is capped by it (Kafka's rule)."""
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
@@ -144,6 +148,8 @@ class FetchHandler:
             isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
             diverged = {}
         max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+        if replica_id < 0:
+            max_bytes = min(max_bytes, self._fetch_max_bytes)
 
         def build(wanted: list[Wanted]) -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(

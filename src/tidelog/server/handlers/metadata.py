@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 
-from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import (
     DescribeClusterRequest,
     DescribeClusterResponse,
@@ -95,6 +95,11 @@ class MetadataHandler:
             ]
             return response
         for wanted in request.topics:
+            if wanted.name is None and ctx.api_version < 12:
+                # Kafka's InvalidRequestException: v10-11 carry the id field but answer only by name.
+                raise KafkaProtocolError(
+                    f"Topic name can not be null for version {ctx.api_version}", ErrorCode.INVALID_REQUEST
+                )
             if wanted.name is None:
                 topic = self._metadata.topic_by_id(wanted.topic_id)
                 if topic is None:
