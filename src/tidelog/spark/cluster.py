@@ -51,7 +51,7 @@ class NoOffsetForTimestampError(RuntimeError):
 class ClusterView:
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self._consumer = Consumer(options.consumer_config())
+        self._consumer = Consumer(options.consumer_config("driver"))
 
     def close(self) -> None:
         self._consumer.close()
