@@ -99,14 +99,13 @@ class OffsetBound:
     """Where a read starts or ends.
 
     ``kind`` "earliest" / "latest": for every partition; "offsets": ``offsets`` maps topic -> partition ->
-    offset (or -2 earliest / -1 latest), partitions not named take ``default``; "timestamp": one
+    offset (or -2 earliest / -1 latest) and must name every partition read; "timestamp": one
     ``timestamp`` ms for all partitions; "timestamps": topic -> partition -> ms.
     """
 
     kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     timestamp: int = 0
-    default: Literal["earliest", "latest"] = "latest"
 
 
 @dataclass(frozen=True, slots=True)
