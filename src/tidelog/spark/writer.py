@@ -135,9 +135,8 @@ def _timestamp_column(batch: pa.RecordBatch) -> list[int | None] | None:
     index = batch.schema.get_field_index("timestamp")
     if index < 0:
         return None
-    micros = pc.cast(batch.column(index), pa.int64())
-    values: list[int | None] = pc.floor_divide(micros, 1000).to_pylist()
-    return values
+    micros: list[int | None] = pc.cast(batch.column(index), pa.int64()).to_pylist()
+    return [None if us is None else us // 1000 for us in micros]
 
 
 def _headers_column(batch: pa.RecordBatch) -> list[list[_Header] | None] | None:
