@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 from tests.spark.conftest import Kafka
 from tests.support.murmur2 import PUBLISHED, java_murmur2, java_partition
+
+from tidelog.spark.options import OptionError, parse_writer_options
+from tidelog.spark.writer import check_input_schema
 
 pytestmark = pytest.mark.clients
 
@@ -69,12 +83,7 @@ def test_topic_option_and_string_columns(spark: Any, bootstrap: str, kafka: Kafk
     [
         ("key binary", {"topic": "t"}, "Required attribute 'value' not found"),
         ("value binary", {}, "topic option required when no 'topic' attribute is present"),
-        ("value binary, topic int", {}, "topic attribute unsupported type int"),
         ("value int", {"topic": "t"}, "value attribute unsupported type int"),
-        ("value binary, key int", {"topic": "t"}, "key attribute unsupported type int"),
-        ("value binary, partition bigint", {"topic": "t"}, "partition attribute unsupported type bigint"),
-        ("value binary, headers array<string>", {"topic": "t"}, "headers attribute unsupported type"),
-        ("value binary, timestamp string", {"topic": "t"}, "timestamp attribute unsupported type string"),
         ("value binary", {"topic": "t", "deliveryGuarantee": "exactly-once"}, "is for streaming writes"),
     ],
 )
@@ -87,6 +96,51 @@ def test_bad_writes_fail_at_plan_time(
         writer = writer.option(key, value)
     with pytest.raises(Exception, match=message):
         writer.save()
+
+
+def _schema(**columns: Any) -> StructType:
+    return StructType([StructField(name, kind) for name, kind in columns.items()])
+
+
+@pytest.mark.parametrize(
+    ("columns", "topic", "message"),
+    [
+        (
+            {"topic": IntegerType()},
+            None,
+            "topic attribute unsupported type int. topic attribute type must be a string",
+        ),
+        (
+            {"key": IntegerType()},
+            "t",
+            "key attribute unsupported type int. key attribute type must be a string or binary",
+        ),
+        ({"partition": LongType()}, "t", "partition attribute unsupported type bigint"),
+        ({"headers": ArrayType(StringType())}, "t", "headers attribute unsupported type array<string>"),
+        ({"timestamp": StringType()}, "t", "timestamp attribute unsupported type string"),
+    ],
+)
+def test_column_types_are_checked_as_spark_does(
+    columns: dict[str, Any], topic: str | None, message: str
+) -> None:
+    options = parse_writer_options({"kafka.bootstrap.servers": "h:1", **({"topic": topic} if topic else {})})
+    with pytest.raises(OptionError, match=re.escape(message)):
+        check_input_schema(_schema(value=BinaryType(), **columns), options)
+
+
+def test_other_columns_and_a_timestamp_are_accepted() -> None:
+    options = parse_writer_options({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    schema = _schema(
+        key=BinaryType(),
+        value=BinaryType(),
+        topic=IntegerType(),  # the topic option wins, and the column is not checked, as in Spark
+        offset=LongType(),
+        timestamp=TimestampType(),
+        timestampType=IntegerType(),
+        headers=HEADERS,
+        extra=MapType(StringType(), IntegerType()),
+    )
+    check_input_schema(schema, options)
 
 
 def test_exactly_once_without_broker_transactions_is_a_typed_error_naming_the_feature() -> None:
