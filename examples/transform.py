@@ -6,6 +6,13 @@ Keys and headers are kept; the value becomes upper case. ``--exactly-once`` writ
 transactional sink (``deliveryGuarantee=exactly-once``): each record of the source lands in the sink
 exactly once for ``read_committed`` readers, even when the pipeline is killed and started again. The
 default is at-least-once (faster; a micro-batch cut short is written again).
+
+``--kafka KEY=VALUE`` (repeatable) passes a client setting to both sides as ``kafka.KEY``, with the Java
+client's keys a Spark job already has, e.g. for a SASL_SSL cluster::
+
+    --kafka security.protocol=SASL_SSL --kafka sasl.mechanism=SCRAM-SHA-512 \
+    --kafka 'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="etl" password="...";' \
+    --kafka ssl.truststore.location=ca.pem --kafka ssl.truststore.type=PEM
 """
 
 from __future__ import annotations
@@ -25,6 +32,21 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument(
         "--exactly-once", action="store_true", help="transactional sink (read the sink read_committed)"
     )
+    parser.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a client setting for both sides, as kafka.KEY (Java client keys work; repeatable)",
+    )
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, str]:
+    options = {}
+    for pair in args.kafka:
+        key, _, value = pair.partition("=")
+        options[f"kafka.{key}"] = value
+    return options
 
 
 def build(spark: SparkSession, args: argparse.Namespace) -> DataStreamWriter:
@@ -34,6 +56,7 @@ def build(spark: SparkSession, args: argparse.Namespace) -> DataStreamWriter:
         .option("subscribe", args.source)
         .option("startingOffsets", args.starting_offsets)
         .option("includeHeaders", "true")
+        .options(**_client_options(args))
     )
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
@@ -47,4 +70,5 @@ def build(spark: SparkSession, args: argparse.Namespace) -> DataStreamWriter:
         .option("kafka.bootstrap.servers", args.bootstrap_server)
         .option("topic", args.sink)
         .option("deliveryGuarantee", "exactly-once" if args.exactly_once else "at-least-once")
+        .options(**_client_options(args))
     )

@@ -15,16 +15,18 @@ from typing import Any
 
 import pytest
 from tests.spark.conftest import Kafka
+from tests.support.murmur2 import java_partition
 
 from tidelog.spark import pipeline
 
 pytestmark = pytest.mark.clients
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+KAFKA_JOB = Path(__file__).resolve().parent / "pipelines" / "kafka_connector_mirror.py"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
-def _run(spark: Any, bootstrap: str, tmp_path: Path, example: str, *args: str) -> None:
+def _run(spark: Any, bootstrap: str, tmp_path: Path, example: str | Path, *args: str) -> None:
     module, parsed = pipeline.parse_args(
         [
             str(EXAMPLES / example),
@@ -63,6 +65,10 @@ def test_transform(spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tm
         sink,
         "--max-offsets-per-trigger",
         "100",
+        "--kafka",
+        "security.protocol=PLAINTEXT",
+        "--kafka",
+        "fetch.max.wait.ms=100",
     )
     got = sorted(((r[0], r[1], r[7]) for r in kafka.read(sink, 1)), key=repr)
     expected = sorted(((b"k%d" % i, b"HELLO %d" % i, (("i", b"%d" % i),)) for i in range(300)), key=repr)
@@ -253,3 +259,34 @@ def test_the_readme_command_runs_a_pipeline(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r[1] for r in kafka.read(sink, 1)) == sorted(b"ABC%d" % i for i in range(50))
+
+
+def test_a_format_kafka_pipeline_runs_with_only_the_format_swapped(
+    spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tmp_path: Path
+) -> None:
+    """tests/spark/pipelines/kafka_connector_mirror.py, written for format("kafka"), runs unchanged but
+    for the format name: Java client options, groupIdPrefix, fetchOffset.*, and load().writeStream."""
+    text = KAFKA_JOB.read_text()
+    assert text.count('.format("kafka")') == 2
+    job = tmp_path / "mirror_job.py"
+    job.write_text(text.replace('.format("kafka")', '.format("tidelog")'))
+    source, sink = topic_name("orders"), topic_name("orders-mirror")
+    kafka.create(source, 2)
+    kafka.create(sink, 3)
+    records = [
+        {
+            "key": b"customer-%d" % (i % 17),
+            "value": b"order %d" % i,
+            "partition": i % 2,
+            "timestamp": T0 + i,
+            "headers": [("n", b"%d" % i)],
+        }
+        for i in range(600)
+    ]
+    kafka.produce(source, records)
+    _run(spark, bootstrap, tmp_path, job, "--source", source, "--sink", sink)
+    got = kafka.read(sink, 3)
+    assert sorted((r[0], r[1], r[5], r[7]) for r in got) == sorted(
+        (r["key"], r["value"], r["timestamp"], (("n", r["headers"][0][1]),)) for r in records
+    )
+    assert all(r[3] == java_partition(r[0], 3) for r in got)  # where format("kafka") puts each key

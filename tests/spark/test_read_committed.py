@@ -29,7 +29,15 @@ def test_read_committed_skips_aborted_and_stops_at_open_transactions(
 ) -> None:
     topic = topic_name("txn")
     kafka.create(topic, 1)
-    producer: Any = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic_name("producer")})
+    # the open transaction spans three Spark queries: on a loaded machine that outlasts librdkafka's 60 s
+    # default transaction timeout, and the broker's abort would fence this producer's final commit
+    producer: Any = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": topic_name("producer"),
+            "transaction.timeout.ms": 600_000,
+        }
+    )
     producer.init_transactions(30)
     for kind, count, end in (("c", 10, "commit"), ("a", 5, "abort"), ("d", 3, "commit"), ("o", 4, None)):
         producer.begin_transaction()

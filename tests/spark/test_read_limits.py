@@ -1,5 +1,6 @@
 """latestOffset's admission control without a broker: maxOffsetsPerTrigger, minOffsetsPerTrigger with
-maxTriggerDelay, ReadAllAvailable, availableNow targets, partitions that vanish."""
+maxTriggerDelay, ReadAllAvailable, availableNow targets; data loss as Spark reports it (partitions that
+vanish, offsets that go backwards, out-of-range reads, offsets JSON that leaves partitions out)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,28 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from tidelog.spark.fetch import DataLossError
-from tidelog.spark.offsets import OffsetRange, Position
+from tidelog.spark.offsets import (
+    OffsetRange,
+    OffsetsJsonError,
+    Position,
+    check_json_covers,
+    resume_after_out_of_range,
+)
 from tidelog.spark.options import OptionError, parse_reader_options
 from tidelog.spark.reader import RangePartition, StreamReader
 
 
 class FixedStreamReader(StreamReader):
-    """A StreamReader whose broker is a dict of latest offsets."""
+    """A StreamReader whose broker is a dict of latest offsets (or a list of answers, one per ask)."""
 
     latest: Position
+    answers: list[Position]
+    asked = 0
 
     def _latest(self) -> Position:
+        self.asked += 1
+        if getattr(self, "answers", None):
+            return dict(self.answers.pop(0))
         return dict(self.latest)
 
 
@@ -49,17 +61,23 @@ def test_max_rows_and_read_all_available() -> None:
 def test_min_rows_wait_until_enough_or_the_delay_passed() -> None:
     reader = _reader({("t", 0): 50}, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
     start = {"t": {"0": 0}}
-    assert reader.latestOffset(start, ReadMinRows(100)) == start  # 50 < 100: wait
-    reader.latest = {("t", 0): 100}
-    assert reader.latestOffset(start, ReadMinRows(100)) == {"t": {"0": 100}}
+    assert reader.latestOffset(start, ReadMinRows(100)) == {"t": {"0": 50}}  # the first batch: at once
+    after = {"t": {"0": 50}}
+    reader.latest = {("t", 0): 120}
+    assert reader.latestOffset(after, ReadMinRows(100)) == after  # 70 < 100: wait
+    reader.latest = {("t", 0): 150}
+    assert reader.latestOffset(after, ReadMinRows(100)) == {"t": {"0": 150}}
     no_delay = _reader({("t", 0): 50}, minOffsetsPerTrigger="100", maxTriggerDelay="0s")
-    assert no_delay.latestOffset(start, ReadMinRows(100)) == {"t": {"0": 50}}
+    no_delay.latestOffset(start, ReadMinRows(100))
+    no_delay.latest = {("t", 0): 60}
+    assert no_delay.latestOffset(after, ReadMinRows(100)) == {"t": {"0": 60}}
     both = _reader(
         {("t", 0): 50}, minOffsetsPerTrigger="100", maxOffsetsPerTrigger="10", maxTriggerDelay="1h"
     )
-    assert both.latestOffset(start, ReadMaxRows(10)) == start
-    both.latest = {("t", 0): 500}
     assert both.latestOffset(start, ReadMaxRows(10)) == {"t": {"0": 10}}
+    assert both.latestOffset({"t": {"0": 10}}, ReadMaxRows(10)) == {"t": {"0": 10}}  # 40 < 100: wait
+    both.latest = {("t", 0): 500}
+    assert both.latestOffset({"t": {"0": 10}}, ReadMaxRows(10)) == {"t": {"0": 20}}
 
 
 def test_available_now_target_is_fixed_when_prepared() -> None:
@@ -80,7 +98,8 @@ def test_new_partitions_start_at_zero_and_vanished_ones_are_data_loss() -> None:
     with pytest.raises(DataLossError, match="failOnDataLoss"):
         reader.latestOffset({"t": {"0": 10, "2": 3}}, ReadAllAvailable())
     lenient = _reader({("t", 0): 10}, failOnDataLoss="false")
-    assert lenient.latestOffset({"t": {"0": 4, "2": 3}}, ReadAllAvailable()) == {"t": {"0": 10}}
+    # t-2 is kept at its offset (issue 16: never read again from 0 should it come back)
+    assert lenient.latestOffset({"t": {"0": 4, "2": 3}}, ReadAllAvailable()) == {"t": {"0": 10, "2": 3}}
 
 
 def test_max_trigger_delay_option() -> None:
@@ -95,3 +114,72 @@ def test_max_trigger_delay_option() -> None:
     )
     with pytest.raises(OptionError, match="maxTriggerDelay"):
         parse_reader_options({**base, "maxTriggerDelay": "soon"}, streaming=True)
+
+
+def test_report_latest_offset_reuses_the_triggers_fetch() -> None:
+    reader = _reader({("t", 0): 10, ("t", 1): 5})
+    reader.latestOffset({"t": {"0": 0, "1": 0}}, ReadAllAvailable())
+    assert reader.reportLatestOffset() == {"t": {"0": 10, "1": 5}}
+    assert reader.asked == 1
+
+
+def test_offsets_that_go_backwards_are_asked_again_then_reported() -> None:
+    start = {"t": {"0": 100, "1": 10}}
+    # a stale answer (KAFKA-7703) followed by the right one: no loss, three asks at most
+    flaky = _reader({}, **{"fetchOffset.numRetries": "3"})
+    flaky.answers = [{("t", 0): 40, ("t", 1): 12}, {("t", 0): 130, ("t", 1): 12}]
+    assert flaky.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 130, "1": 12}}
+    assert flaky.asked == 2
+
+    # the topic was deleted and created again: offset 40 < 100 on every ask
+    strict = _reader({("t", 0): 40, ("t", 1): 12})
+    end = strict.latestOffset(start, ReadMaxRows(1000))
+    assert end == {"t": {"0": 40, "1": 12}}
+    assert strict.asked == 3  # fetchOffset.numRetries
+    with pytest.raises(DataLossError, match="Partition t-0's offset was changed from 100 to 40"):
+        strict.partitions(start, end)
+
+    lenient = _reader({("t", 0): 40, ("t", 1): 12}, failOnDataLoss="false")
+    end = lenient.latestOffset(start, ReadMaxRows(1000))
+    parts = lenient.partitions(start, end)
+    assert [p.range for p in parts if isinstance(p, RangePartition)] == [OffsetRange("t", 1, 10, 12)]
+    lenient.latest = {("t", 0): 45, ("t", 1): 12}
+    parts = lenient.partitions(end, lenient.latestOffset(end, ReadAllAvailable()))
+    assert [p.range for p in parts if isinstance(p, RangePartition)] == [OffsetRange("t", 0, 40, 45)]
+
+
+def test_a_partition_briefly_missing_is_not_read_again_from_zero() -> None:
+    reader = _reader({("t", 0): 10}, failOnDataLoss="false")
+    start = {"t": {"0": 10, "1": 500}}
+    end = reader.latestOffset(start, ReadAllAvailable())  # t-1 missing from metadata this trigger
+    assert end == {"t": {"0": 10, "1": 500}}  # kept where it was
+    reader.latest = {("t", 0): 10, ("t", 1): 520}  # back
+    following = reader.latestOffset(end, ReadAllAvailable())
+    parts = reader.partitions(end, following)
+    assert [p.range for p in parts if isinstance(p, RangePartition)] == [OffsetRange("t", 1, 500, 520)]
+
+
+@pytest.mark.parametrize(
+    ("offset", "until", "earliest", "latest", "resume", "lost"),
+    [
+        (50, 100, 0, 200, 50, None),  # still in the log (recreated and refilled): read on, never below
+        (50, 100, 70, 200, 70, "offsets 50..69 were deleted"),
+        (50, 100, 120, 200, 100, "offsets 50..99 are no longer in the log (it now holds 120..199)"),
+        (50, 100, 0, 30, 100, "offsets 50..99 are no longer in the log (it now holds 0..29)"),
+    ],
+)
+def test_out_of_range_reads_never_go_below_where_they_were(
+    offset: int, until: int, earliest: int, latest: int, resume: int, lost: str | None
+) -> None:
+    assert resume_after_out_of_range(offset, until, earliest, latest) == (resume, lost)
+
+
+def test_offsets_json_must_name_every_partition_read() -> None:
+    check_json_covers("startingOffsets", {("t", 0), ("t", 1)}, {("t", 0), ("t", 1)})
+    with pytest.raises(
+        OffsetsJsonError, match="If startingOffsets contains specific offsets, you must specify all"
+    ) as info:
+        check_json_covers("startingOffsets", {("t", 0)}, {("t", 0), ("t", 1)})
+    assert str(info.value).endswith("Specified: {t-0} Assigned: {t-0, t-1}")
+    with pytest.raises(OffsetsJsonError, match=r"Specified: \{t-0, u-3\}"):
+        check_json_covers("endingOffsets", {("t", 0), ("u", 3)}, {("t", 0)})

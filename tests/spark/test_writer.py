@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 from tests.spark.conftest import Kafka
+from tests.support.murmur2 import PUBLISHED, java_murmur2, java_partition
+
+from tidelog.spark.options import OptionError, parse_writer_options
+from tidelog.spark.writer import check_input_schema
 
 pytestmark = pytest.mark.clients
 
@@ -66,10 +81,9 @@ def test_topic_option_and_string_columns(spark: Any, bootstrap: str, kafka: Kafk
 @pytest.mark.parametrize(
     ("ddl", "options", "message"),
     [
-        ("value binary, extra int", {"topic": "t"}, "unexpected columns"),
-        ("key binary", {"topic": "t"}, "needs a value column"),
-        ("value binary", {}, "topic option or a topic column"),
-        ("value int", {"topic": "t"}, "column value must be binary or string"),
+        ("key binary", {"topic": "t"}, "Required attribute 'value' not found"),
+        ("value binary", {}, "topic option required when no 'topic' attribute is present"),
+        ("value int", {"topic": "t"}, "value attribute unsupported type int"),
         ("value binary", {"topic": "t", "deliveryGuarantee": "exactly-once"}, "is for streaming writes"),
     ],
 )
@@ -84,6 +98,51 @@ def test_bad_writes_fail_at_plan_time(
         writer.save()
 
 
+def _schema(**columns: Any) -> StructType:
+    return StructType([StructField(name, kind) for name, kind in columns.items()])
+
+
+@pytest.mark.parametrize(
+    ("columns", "topic", "message"),
+    [
+        (
+            {"topic": IntegerType()},
+            None,
+            "topic attribute unsupported type int. topic attribute type must be a string",
+        ),
+        (
+            {"key": IntegerType()},
+            "t",
+            "key attribute unsupported type int. key attribute type must be a string or binary",
+        ),
+        ({"partition": LongType()}, "t", "partition attribute unsupported type bigint"),
+        ({"headers": ArrayType(StringType())}, "t", "headers attribute unsupported type array<string>"),
+        ({"timestamp": StringType()}, "t", "timestamp attribute unsupported type string"),
+    ],
+)
+def test_column_types_are_checked_as_spark_does(
+    columns: dict[str, Any], topic: str | None, message: str
+) -> None:
+    options = parse_writer_options({"kafka.bootstrap.servers": "h:1", **({"topic": topic} if topic else {})})
+    with pytest.raises(OptionError, match=re.escape(message)):
+        check_input_schema(_schema(value=BinaryType(), **columns), options)
+
+
+def test_other_columns_and_a_timestamp_are_accepted() -> None:
+    options = parse_writer_options({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    schema = _schema(
+        key=BinaryType(),
+        value=BinaryType(),
+        topic=IntegerType(),  # the topic option wins, and the column is not checked, as in Spark
+        offset=LongType(),
+        timestamp=TimestampType(),
+        timestampType=IntegerType(),
+        headers=HEADERS,
+        extra=MapType(StringType(), IntegerType()),
+    )
+    check_input_schema(schema, options)
+
+
 def test_exactly_once_without_broker_transactions_is_a_typed_error_naming_the_feature() -> None:
     from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
     from tidelog.spark.options import parse_writer_options
@@ -94,3 +153,50 @@ def test_exactly_once_without_broker_transactions_is_a_typed_error_naming_the_fe
         probe_transactions(nobody, timeout_s=2)
     assert isinstance(info.value, NotImplementedError)
     assert "deliveryGuarantee=at-least-once" in str(info.value)
+
+
+def test_murmur2_port_matches_kafkas_published_values() -> None:
+    assert {key: java_murmur2(key) for key in PUBLISHED} == PUBLISHED
+    assert java_murmur2(b"kafka") & 0xFFFFFFFF == 0xD067CF64  # librdkafka's rdmurmur2.c vector
+
+
+def test_keys_land_where_the_java_client_puts_them(
+    spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any
+) -> None:
+    """The sink's default partitioner is Kafka's: toPositive(murmur2(key)) % partitions, as format("kafka")."""
+    out = topic_name("keyed")
+    kafka.create(out, 7)
+    keys = [*PUBLISHED, *(b"user-%d" % i for i in range(200))]
+    df = spark.createDataFrame([(k, b"v") for k in keys], "key binary, value binary")
+    df.write.format("tidelog").option("kafka.bootstrap.servers", bootstrap).option("topic", out).mode(
+        "append"
+    ).save()
+    got = {r[0]: r[3] for r in kafka.read(out, 7)}
+    assert got == {k: java_partition(k, 7) for k in keys}
+
+
+def test_a_sources_rows_are_written_as_they_are(
+    spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any
+) -> None:
+    """load().write mirrors a topic: offset, partition, timestampType ... are ignored as Spark does, and the
+    timestamp column (Spark 4) becomes the record's CreateTime."""
+    source, mirror = topic_name("src"), topic_name("mirror")
+    kafka.create(source, 1)
+    kafka.create(mirror, 1)
+    kafka.produce(
+        source,
+        [{"key": b"k%d" % i, "value": b"v%d" % i, "timestamp": 1_700_000_000_000 + i} for i in range(20)],
+    )
+    rows = (
+        spark.read.format("tidelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("includeHeaders", "true")
+        .load()
+        .drop("topic")
+    )
+    rows.write.format("tidelog").option("kafka.bootstrap.servers", bootstrap).option("topic", mirror).mode(
+        "append"
+    ).save()
+    got = sorted((r[0], r[1], r[5], r[6]) for r in kafka.read(mirror, 1))
+    assert got == sorted((b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i, 0) for i in range(20))

@@ -1,26 +1,36 @@
-"""What the driver asks the broker: partitions of a subscription, watermarks, offsets by timestamp.
+"""What the driver asks the broker: partitions of a subscription, offsets per partition, offsets by time.
 
 Invariants:
 
-- One confluent-kafka ``Consumer`` (assign-only, never subscribed, never committing) per
-  :class:`ClusterView`; its isolation level is the query's, so with ``read_committed`` the high watermark
-  it reports is the last stable offset, and a read never waits for an open transaction.
+- One confluent-kafka ``AdminClient`` per :class:`ClusterView`, with the query's client settings. Every
+  question is one batched request for all partitions of the query (a ListOffsets per partition leader,
+  not per partition): a trigger of a streaming query costs one Metadata and one ListOffsets round trip
+  however many partitions it reads. ``latest`` is the high watermark, or the last stable offset with
+  ``read_committed``, so a read never waits for an open transaction.
 - :meth:`ClusterView.partitions` is the sorted list of topic-partitions the subscription covers now
   (internal topics, those starting with ``__``, never match a pattern). A subscribed topic the broker
   reports with an error other than "unknown topic" raises :class:`MetadataUnavailableError`: a topic
   that is only unavailable is never taken for a deleted one.
+- A failed metadata or list-offsets request is retried as Spark's connector does:
+  ``fetchOffset.numRetries`` attempts in all, ``fetchOffset.retryIntervalMs`` apart; the last error is
+  raised. ``round_trips`` counts the requests made (one per call that reached the client).
 - :meth:`ClusterView.resolve` turns an :class:`~tidelog.spark.options.OffsetBound` into concrete offsets,
   each within ``[log_start_offset, high_watermark]`` of its partition except explicit JSON offsets, which
-  are kept as given (the reader reports them per ``failOnDataLoss`` if retention removed them).
+  are kept as given (the reader reports them per ``failOnDataLoss`` if retention removed them). JSON
+  offsets must name exactly the partitions read (Spark's rule), else :class:`OffsetsJsonError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from tidelog.spark.offsets import Position
+from tidelog.spark.offsets import OffsetsJsonError, Position, check_json_covers
 from tidelog.spark.options import (
     EARLIEST,
     LATEST,
@@ -31,9 +41,18 @@ from tidelog.spark.options import (
     SubscribePattern,
 )
 
-__all__ = ["ClusterView", "MetadataUnavailableError", "NoOffsetForTimestampError", "UnknownPartitionError"]
+__all__ = [
+    "ClusterView",
+    "MetadataUnavailableError",
+    "NoOffsetForTimestampError",
+    "OffsetsJsonError",
+    "UnknownPartitionError",
+]
+
+log = logging.getLogger("tidelog.spark")
 
 _TIMEOUT_S = 30.0
+_T = TypeVar("_T")
 
 
 class MetadataUnavailableError(RuntimeError):
@@ -51,10 +70,18 @@ class NoOffsetForTimestampError(RuntimeError):
 class ClusterView:
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self._consumer = Consumer(options.consumer_config())
+        config: dict[str, str | int | float | bool] = {
+            **options.client_config,
+            "bootstrap.servers": options.bootstrap_servers,
+        }
+        self._admin = AdminClient(config)
+        self._isolation = (
+            IsolationLevel.READ_COMMITTED if options.read_committed else IsolationLevel.READ_UNCOMMITTED
+        )
+        self.round_trips = 0
 
     def close(self) -> None:
-        self._consumer.close()
+        """Nothing to release: the admin client's threads end with the object."""
 
     def __enter__(self) -> ClusterView:
         return self
@@ -62,11 +89,29 @@ class ClusterView:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
+        """``attempt()``, again after a failure, up to ``fetchOffset.numRetries`` attempts in all."""
+        attempts = max(1, self.options.fetch_offset_retries)
+        for number in range(1, attempts + 1):
+            try:
+                return attempt()
+            except (KafkaException, MetadataUnavailableError, UnknownPartitionError) as exc:
+                if number == attempts:
+                    raise
+                log.warning("attempt %d of %d to fetch %s failed: %s", number, attempts, what, exc)
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
     def partitions(self) -> list[tuple[str, int]]:
         subscription = self.options.subscription
         if isinstance(subscription, Assign):
             return sorted(subscription.partitions)
-        metadata = self._consumer.list_topics(timeout=_TIMEOUT_S)
+        return self.retrying("metadata", self._partitions_once)
+
+    def _partitions_once(self) -> list[tuple[str, int]]:
+        subscription = self.options.subscription
+        self.round_trips += 1
+        metadata = self._admin.list_topics(timeout=_TIMEOUT_S)
         found: list[tuple[str, int]] = []
         for name, topic in metadata.topics.items():
             if isinstance(subscription, Subscribe):
@@ -84,31 +129,46 @@ class ClusterView:
             found.extend((name, p) for p in topic.partitions)
         return sorted(found)
 
+    def _list_offsets(self, specs: dict[tuple[str, int], OffsetSpec]) -> dict[tuple[str, int], int]:
+        """One batched ListOffsets (per leader) for every partition in ``specs``; -1 where none."""
+        if not specs:
+            return {}
+
+        def once() -> dict[tuple[str, int], int]:
+            self.round_trips += 1
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
+                isolation_level=self._isolation,
+                request_timeout=_TIMEOUT_S,
+            )
+            result: dict[tuple[str, int], int] = {}
+            for tp, future in futures.items():
+                try:
+                    result[(tp.topic, tp.partition)] = int(future.result().offset)
+                except KafkaException as exc:
+                    raise UnknownPartitionError(f"{tp.topic}:{tp.partition}: {exc}") from exc
+            return result
+
+        return self.retrying("offsets", once)
+
+    def latest(self, partitions: Iterable[tuple[str, int]]) -> Position:
+        """The high watermark (last stable offset with read_committed) of every partition."""
+        return self._list_offsets(dict.fromkeys(partitions, OffsetSpec.latest()))
+
+    def earliest(self, partitions: Iterable[tuple[str, int]]) -> Position:
+        """The log start offset of every partition."""
+        return self._list_offsets(dict.fromkeys(partitions, OffsetSpec.earliest()))
+
     def watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """(log_start_offset, high_watermark or last stable offset) per partition."""
-        result: dict[tuple[str, int], tuple[int, int]] = {}
-        for topic, partition in partitions:
-            try:
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False
-                )
-            except KafkaException as exc:
-                raise UnknownPartitionError(f"{topic}:{partition}: {exc}") from exc
-            result[(topic, partition)] = (int(low), int(high))
-        return result
+        tps = list(partitions)
+        low, high = self.earliest(tps), self.latest(tps)
+        return {tp: (low[tp], high[tp]) for tp in tps}
 
     def offsets_for_times(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int | None]:
         """First offset with timestamp >= the given ms per partition; None when there is none."""
-        if not wanted:
-            return {}
-        query = [TopicPartition(t, p, ts) for (t, p), ts in sorted(wanted.items())]
-        answers = self._consumer.offsets_for_times(query, timeout=_TIMEOUT_S)
-        result: dict[tuple[str, int], int | None] = {}
-        for tp in answers:
-            if tp.error is not None:
-                raise UnknownPartitionError(f"{tp.topic}:{tp.partition}: {tp.error}")
-            result[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
-        return result
+        found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in sorted(wanted.items())})
+        return {tp: offset if offset >= 0 else None for tp, offset in found.items()}
 
     def resolve(
         self,
@@ -125,17 +185,10 @@ class ClusterView:
             return {tp: watermarks[tp][1] for tp in partitions}
         if bound.kind == "offsets":
             named = {(t, p) for t, ps in bound.offsets.items() for p in ps}
-            missing = sorted(named - set(partitions))
-            if missing:
-                raise UnknownPartitionError(
-                    f"option {option} names partitions the query does not read: "
-                    + ", ".join(f"{t}:{p}" for t, p in missing)
-                )
+            check_json_covers(option, named, set(partitions))
             result: Position = {}
             for tp in partitions:
-                given = bound.offsets.get(tp[0], {}).get(tp[1])
-                if given is None:
-                    given = EARLIEST if bound.default == "earliest" else LATEST
+                given = bound.offsets[tp[0]][tp[1]]
                 if given == EARLIEST:
                     result[tp] = watermarks[tp][0]
                 elif given == LATEST:

@@ -3,15 +3,21 @@
 Invariants:
 
 - A read is a confluent-kafka consumer assigned to exactly one partition at ``from_offset`` (assign and
-  seek, no group, nothing committed) and it yields every record with ``from_offset <= offset <
-  until_offset`` once, in offset order, as :class:`pyarrow.RecordBatch` es of the exact schema
-  :func:`tidelog.spark.schema.arrow_schema` gives (never Python tuples).
+  seek, no group, nothing committed), borrowed from the worker's :mod:`~tidelog.spark.consumer_pool` (a
+  micro-batch that starts where the last one of that partition ended goes on without a seek), and it
+  yields every record with ``from_offset <= offset < until_offset`` once, in offset order, as
+  :class:`pyarrow.RecordBatch` es of the exact schema :func:`tidelog.spark.schema.arrow_schema` gives
+  (never Python tuples), at most ``kafka.max.poll.records`` records per batch when set.
+- The consumer's buffers are bounded (16 MB queued, 16 MB per fetch, 8 MB per partition fetch) unless the
+  user's ``kafka.queued.max.messages.kbytes`` / ``fetch.max.bytes`` / ``max.partition.fetch.bytes`` say
+  otherwise.
 - With ``read_committed`` the broker leaves out aborted records and control batches; the read ends when
   a record at ``until_offset - 1`` arrived or the consumer reached the partition's end at or past
   ``until_offset`` (the records in between were control or aborted ones).
-- Offsets deleted by retention (``from_offset`` below the log start offset, or an offset-out-of-range
-  answer while reading) raise :class:`DataLossError` when ``failOnDataLoss`` is true; otherwise the read
-  continues at the log start offset and the lost offsets are skipped.
+- An offset-out-of-range answer (offsets deleted by retention, a topic deleted and created again) is
+  data loss as Spark's connector decides it (:func:`~tidelog.spark.offsets.resume_after_out_of_range`):
+  :class:`DataLossError` when ``failOnDataLoss`` is true; otherwise the read goes on at the first offset
+  still in the log, never below the offset it had reached, and the lost offsets are skipped.
 - No record for ``poll_timeout_ms`` while offsets are still owed raises :class:`FetchTimeoutError`.
 """
 
@@ -21,19 +27,23 @@ import bisect
 import gc
 import operator
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from tidelog.spark.offsets import OffsetRange
+from tidelog.spark.consumer_pool import POOL, pool_key
+from tidelog.spark.offsets import OffsetRange, resume_after_out_of_range
 from tidelog.spark.options import ReaderOptions
 from tidelog.spark.schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
 
-__all__ = ["DataLossError", "FetchTimeoutError", "messages_to_batch", "read_range"]
+__all__ = ["DataLossError", "FetchTimeoutError", "fetch_config", "messages_to_batch", "read_range"]
 
 _CONSUME_BATCH = 20_000
+_QUEUE_KBYTES = 16 * 1024
+_FETCH_MAX_BYTES = 16 * 1024 * 1024
+_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 _key = Message.key
 _value = Message.value
 _offset = Message.offset
@@ -106,46 +116,61 @@ def messages_to_batch(
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
 
 
+def fetch_config(options: ReaderOptions, size: int) -> dict[str, str | bool | int]:
+    """The executor's consumer settings: bounded buffers unless the user's ``kafka.*`` options say else."""
+    config = options.consumer_config("executor")
+    # librdkafka stops fetching while its queue is above these thresholds and then, by default, waits up to
+    # fetch.queue.backoff.ms=1000 before fetching again: with a reader that drains the queue in bursts that
+    # halves throughput. 2 ms keeps fetches flowing without spinning (0 busy-loops a core).
+    config.setdefault("fetch.queue.backoff.ms", 2)
+    config.setdefault("queued.min.messages", max(1000, min(500_000, size)))
+    # Bounded: what one task's consumer holds outside Spark's memory accounting (a pooled, idle one too).
+    config.setdefault("queued.max.messages.kbytes", _QUEUE_KBYTES)
+    config.setdefault("fetch.max.bytes", _FETCH_MAX_BYTES)
+    config.setdefault("max.partition.fetch.bytes", _PARTITION_FETCH_BYTES)
+    return config
+
+
+def _pause(topic: str, partition: int) -> Callable[[Consumer], None]:
+    def pause(consumer: Consumer) -> None:
+        consumer.pause([TopicPartition(topic, partition)])
+
+    return pause
+
+
 def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Every record of ``offset_range`` as Arrow batches (see the module invariants)."""
     topic, partition = offset_range.topic, offset_range.partition
     start, until = offset_range.from_offset, offset_range.until_offset
     if start >= until:
         return
-    config = options.consumer_config()
-    # librdkafka stops fetching while its queue is above these thresholds and then, by default, waits up to
-    # fetch.queue.backoff.ms=1000 before fetching again: with a reader that drains the queue in bursts that
-    # halves throughput. 2 ms keeps fetches flowing without spinning (0 busy-loops a core). The queue is
-    # deep, but never far past the range's end.
-    config.setdefault("fetch.queue.backoff.ms", 2)
-    config.setdefault("queued.min.messages", max(1000, min(500_000, until - start)))
-    config.setdefault("queued.max.messages.kbytes", 256 * 1024)
-    config.setdefault("fetch.max.bytes", 64 * 1024 * 1024)
-    config.setdefault("max.partition.fetch.bytes", 16 * 1024 * 1024)
-    consumer = Consumer(config)
+    config = fetch_config(options, until - start)
+    key = pool_key(config, topic, partition)
+    entry = POOL.borrow(key, lambda: Consumer(config))
+    consumer = entry.consumer
+    tp = TopicPartition(topic, partition)
+    finished = False
     # Tens of thousands of Message objects per consume(): with the cyclic GC on, its collections over
     # them cost about as much as the conversion itself. Nothing here makes cycles; it is back on after.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=_WATERMARK_TIMEOUT_S, cached=False
-        )
-        if start < low:
-            _data_loss(options, f"{topic}:{partition} offsets {start}..{min(low, until) - 1} were deleted")
-            start = low
-            if start >= until:
-                return
-        if high < start:
-            _data_loss(
-                options, f"{topic}:{partition} ends at {high}, before offset {start} the query reached"
-            )
-            return
-        consumer.assign([TopicPartition(topic, partition, start)])
+        pending: list[Message] = []
+        if entry.next_offset == start:  # the pooled consumer stopped exactly here: no seek, no round trip
+            pending, entry.leftover = entry.leftover, []
+            consumer.resume([tp])
+        else:
+            entry.leftover = []
+            consumer.assign([TopicPartition(topic, partition, start)])
+            consumer.resume([tp])  # a pooled consumer's partition stays paused across assign()
+        entry.next_offset = None
+        position = start  # the first offset not yet yielded
+        batch_size = options.max_poll_records or _CONSUME_BATCH
         timeout_s = options.poll_timeout_ms / 1000
         last_progress = time.monotonic()
         while True:
-            messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=0.5)
+            messages = pending or consumer.consume(num_messages=batch_size, timeout=0.5)
+            pending = []
             if not messages:
                 if time.monotonic() - last_progress > timeout_s:
                     raise FetchTimeoutError(
@@ -165,13 +190,17 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                     elif error.code() == KafkaError._PARTITION_EOF:
                         done = done or _offset_of(m) >= until
                     elif error.code() in _LOST_CODES:
-                        _data_loss(options, f"{topic}:{partition} offset out of range while reading: {error}")
-                        low, _ = consumer.get_watermark_offsets(
-                            TopicPartition(topic, partition), timeout=_WATERMARK_TIMEOUT_S, cached=False
+                        low, high = consumer.get_watermark_offsets(
+                            tp, timeout=_WATERMARK_TIMEOUT_S, cached=False
                         )
-                        if low >= until:
+                        resume, lost = resume_after_out_of_range(position, until, int(low), int(high))
+                        if lost is not None:
+                            _data_loss(options, f"{topic}:{partition} {lost}")
+                        if resume >= until:
                             return
-                        consumer.assign([TopicPartition(topic, partition, low)])
+                        consumer.assign([TopicPartition(topic, partition, resume)])
+                        position = resume
+                        records = []
                         break
                     elif not error.retriable():
                         raise RuntimeError(f"{topic}:{partition}: {error}")
@@ -180,12 +209,19 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                     done = True
                     if _offset_of(records[-1]) >= until:
                         offsets = [_offset_of(m) for m in records]
-                        records = records[: bisect.bisect_left(offsets, until)]
+                        cut = bisect.bisect_left(offsets, until)
+                        records, entry.leftover = records[:cut], records[cut:]
                 if records:
                     yield messages_to_batch(records, topic, partition, options.include_headers)
+                    position = _offset_of(records[-1]) + 1
             if done:
+                entry.next_offset = until
+                finished = True
                 return
     finally:
-        consumer.close()
+        if finished:
+            POOL.give_back(key, entry, _pause(topic, partition))
+        else:
+            POOL.discard(entry)
         if gc_was_enabled:
             gc.enable()

@@ -11,6 +11,10 @@ Invariants:
   order), so a backlog of N offsets drains in exactly ``ceil(N / max_rows)`` micro-batches.
 - :func:`split_ranges` covers every offset of the input ranges exactly once, keeps each piece inside one
   topic-partition, and returns ranges in topic/partition/offset order.
+- Data loss follows Spark's Kafka source: per-partition offsets JSON names exactly the partitions read
+  (:func:`check_json_covers`); an out-of-range read never goes back below where it was
+  (:func:`resume_after_out_of_range`); offsets below the query's position are found by
+  :func:`backwards`.
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ from dataclasses import dataclass
 
 __all__ = [
     "OffsetRange",
+    "OffsetsJsonError",
+    "backwards",
+    "check_json_covers",
     "Position",
     "TopicPartition",
     "position_from_json",
     "position_to_json",
     "rate_limit",
+    "resume_after_out_of_range",
     "split_ranges",
 ]
 
@@ -101,3 +109,45 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
             result.append(OffsetRange(r.topic, r.partition, offset, until))
             offset = until
     return result
+
+
+class OffsetsJsonError(ValueError):
+    """Per-partition offsets JSON that does not name exactly the partitions the query reads (as Spark)."""
+
+
+def check_json_covers(option: str, named: set[TopicPartition], partitions: set[TopicPartition]) -> None:
+    """Spark's rule for ``startingOffsets`` / ``endingOffsets`` JSON: every partition read, and no other."""
+    if named != partitions:
+
+        def show(tps: set[TopicPartition]) -> str:
+            return "{" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "}"
+
+        raise OffsetsJsonError(
+            f"If {option} contains specific offsets, you must specify all TopicPartitions.\n"
+            "Use -1 for latest, -2 for earliest.\n"
+            f"Specified: {show(named)} Assigned: {show(partitions)}"
+        )
+
+
+def resume_after_out_of_range(offset: int, until: int, earliest: int, latest: int) -> tuple[int, str | None]:
+    """Where a read of ``[offset, until)`` goes on after an offset-out-of-range answer, and what was lost.
+
+    Spark's ``KafkaDataConsumer.getEarliestAvailableOffsetBetween``: the log now holds
+    ``[earliest, latest)``. No overlap with ``[offset, until)``: everything is lost, go to ``until``.
+    ``offset`` still inside the log (a topic recreated and refilled fast): read on at ``offset``. Else
+    skip to ``earliest``. Never before ``offset``: rows below a task's start are never read again.
+    """
+    if offset >= latest or earliest >= until:
+        return (
+            until,
+            f"offsets {offset}..{until - 1} are no longer in the log (it now holds {earliest}..{latest - 1})",
+        )
+    if offset >= earliest:
+        return offset, None
+    return earliest, f"offsets {offset}..{earliest - 1} were deleted"
+
+
+def backwards(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> Position:
+    """Partitions whose latest offset is below the offset the query already reached (records deleted, or
+    the topic deleted and created again): ``{tp: latest}``."""
+    return {tp: offset for tp, offset in latest.items() if tp in start and offset < start[tp]}

@@ -7,10 +7,22 @@ Invariants:
   ``assign`` for a reader, ``startingOffsets`` / ``endingOffsets`` / ``startingTimestamp`` /
   ``startingOffsetsByTimestamp`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp``,
   ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss``, ``includeHeaders``, ``topic`` (sink).
-- Every other ``kafka.<name>`` option is handed to the confluent-kafka client as ``<name>``, except the
-  keys the source owns (no group management: offsets are Spark's), which raise :class:`OptionError`
-  naming the key: ``enable.auto.commit``, ``auto.offset.reset``, ``key.deserializer`` ... are refused.
-  ``kafka.group.id`` is passed through but never joined (readers assign partitions).
+- Every other ``kafka.<name>`` option is handed to the confluent-kafka client as ``<name>`` after
+  :func:`tidelog.spark.client_config.translate` turned the Java client's keys into librdkafka's, except
+  the keys Spark refuses (no group management: offsets are Spark's), which raise :class:`OptionError`
+  naming the key: ``enable.auto.commit``, ``auto.offset.reset``, ``key.deserializer`` ... Keys the reader
+  needs set its way (``enable.partition.eof``, ``enable.auto.offset.store``, ``bootstrap.servers``) are
+  ignored with a warning naming them; :meth:`ReaderOptions.consumer_config` always sets them last.
+- The consumer group id is never joined (readers assign partitions) and is, as in Spark, ``kafka.group.id``
+  when given, else ``<groupIdPrefix>-<uuid>`` new for every parsed reader (prefix ``spark-kafka-source``
+  for streaming, ``spark-kafka-relation`` for batch reads) with ``-driver-0`` / ``-executor`` appended.
+  A writer drops ``kafka.group.id``: the exactly-once sink's progress groups are its own.
+- ``fetchOffset.numRetries`` (3) and ``fetchOffset.retryIntervalMs`` (10) are Spark's: how often the driver
+  asks again when a metadata or list-offsets request fails or answers offsets that went backwards.
+- The sink's producer hashes keys with murmur2 as the Java client does (``partitioner=murmur2_random``)
+  and is idempotent (``enable.idempotence=true``, as Java clients >= 3.0) unless the user's settings
+  conflict with idempotence (``acks`` other than all, ``retries=0``, more than 5 requests in flight) and
+  do not ask for it, as the Java client decides.
 - ``kafka.isolation.level`` is ``read_uncommitted`` (default, like Spark) or ``read_committed``.
 - A bad value raises :class:`OptionError` whose message names the option; nothing is validated later.
 """
@@ -19,9 +31,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from tidelog.spark.client_config import Translation, TranslationError, translate
 
 __all__ = [
     "Assign",
@@ -49,6 +64,9 @@ _REFUSED_CLIENT_KEYS = {
     "value.serializer": "values are written as binary or string columns",
     "interceptor.classes": "Java client interceptors do not exist in confluent-kafka",
 }
+
+#: librdkafka keys the reader sets its own way (a user's value would break reads); ignored with a warning.
+_READER_OWNED_KEYS = ("enable.partition.eof", "enable.auto.offset.store", "bootstrap.servers", "group.id")
 
 
 class OptionError(ValueError):
@@ -81,14 +99,13 @@ class OffsetBound:
     """Where a read starts or ends.
 
     ``kind`` "earliest" / "latest": for every partition; "offsets": ``offsets`` maps topic -> partition ->
-    offset (or -2 earliest / -1 latest), partitions not named take ``default``; "timestamp": one
+    offset (or -2 earliest / -1 latest) and must name every partition read; "timestamp": one
     ``timestamp`` ms for all partitions; "timestamps": topic -> partition -> ms.
     """
 
     kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     timestamp: int = 0
-    default: Literal["earliest", "latest"] = "latest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,19 +124,32 @@ class ReaderOptions:
     timestamp_strategy_latest: bool  # startingOffsetsByTimestampStrategy=latest: no match -> latest
     poll_timeout_ms: int
     client_config: Mapping[str, str]
+    group_id: str = "spark-kafka-source"
+    group_id_given: bool = False  # kafka.group.id: used as it is by the driver and the executors
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
+    max_poll_records: int | None = None
+    warnings: tuple[str, ...] = ()
 
-    def consumer_config(self) -> dict[str, str | bool | int]:
+    def consumer_config(
+        self, role: Literal["driver", "executor"] = "executor"
+    ) -> dict[str, str | bool | int]:
         """confluent-kafka consumer settings: no group management, offsets never committed."""
-        config: dict[str, str | bool | int] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "group.id": "tidelog-spark",  # required by librdkafka, never joined (assign, no subscribe)
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "error",
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed" if self.read_committed else "read_uncommitted",
-        }
-        config.update(self.client_config)
+        config: dict[str, str | bool | int] = dict(self.client_config)
+        config.update(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                # required by librdkafka, never joined (assign, no subscribe)
+                "group.id": self.group_id
+                if self.group_id_given
+                else f"{self.group_id}-{role}" + ("-0" if role == "driver" else ""),
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "error",
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed" if self.read_committed else "read_uncommitted",
+            }
+        )
         return config
 
 
@@ -129,6 +159,7 @@ class WriterOptions:
     topic: str | None
     exactly_once: bool
     client_config: Mapping[str, str]
+    warnings: tuple[str, ...] = ()
 
     def producer_config(self) -> dict[str, str | bool | int]:
         config: dict[str, str | bool | int] = {
@@ -136,9 +167,23 @@ class WriterOptions:
             "linger.ms": 5,
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 500000,
+            "partitioner": "murmur2_random",  # the Java client's hash of keys: same key, same partition
         }
+        if "enable.idempotence" not in self.client_config and _idempotence_fits(self.client_config):
+            config["enable.idempotence"] = True
         config.update(self.client_config)
         return config
+
+
+def _idempotence_fits(config: Mapping[str, str]) -> bool:
+    """The Java client (>= 3.0) turns idempotence on by default unless the user's settings conflict."""
+    acks = config.get("acks", config.get("request.required.acks", "all")).strip().lower()
+    retries = config.get("retries", config.get("message.send.max.retries"))
+    in_flight = config.get("max.in.flight.requests.per.connection", config.get("max.in.flight", "5"))
+    try:
+        return acks in ("all", "-1") and (retries is None or int(retries) > 0) and int(in_flight) <= 5
+    except ValueError:
+        return False
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -168,6 +213,19 @@ def _positive_int(options: Mapping[str, str], key: str) -> int | None:
     return value
 
 
+def _non_negative_int(options: Mapping[str, str], key: str, default: int) -> int:
+    raw = options.get(key.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {key} must be a non-negative integer, got {raw!r}") from None
+    if value < 0:
+        raise OptionError(f"option {key} must be a non-negative integer, got {raw!r}")
+    return value
+
+
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -180,16 +238,40 @@ def _duration_ms(options: Mapping[str, str], key: str, default: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
 
 
-def _client_config(options: Mapping[str, str]) -> dict[str, str]:
-    config: dict[str, str] = {}
+def _sniff(path: str) -> bytes | None:
+    """The first bytes of a key or trust store file (None when it cannot be read here)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(64)
+    except OSError:
+        return None
+
+
+def _client_config(
+    options: Mapping[str, str], *, producer: bool, sniff: Callable[[str], bytes | None] = _sniff
+) -> Translation:
+    """The ``kafka.*`` options (lower-cased, as Spark hands them) translated for librdkafka."""
+    given: dict[str, str] = {}
     for key, value in options.items():
         if not key.startswith("kafka.") or key in ("kafka.bootstrap.servers", "kafka.isolation.level"):
             continue
         name = key[len("kafka.") :]
         if name in _REFUSED_CLIENT_KEYS:
             raise OptionError(f"option kafka.{name} is not supported: {_REFUSED_CLIENT_KEYS[name]}")
-        config[name] = value
-    return config
+        given[name] = value
+    try:
+        translation = translate(given, producer=producer, sniff=sniff)
+    except TranslationError as exc:
+        raise OptionError(str(exc)) from None
+    owned = _READER_OWNED_KEYS if not producer else ("bootstrap.servers", "group.id")
+    for name in owned:
+        if name in translation.config:
+            del translation.config[name]
+            if name != "group.id":
+                translation.warnings.append(
+                    f"option kafka.{name} is ignored: the tidelog {'sink' if producer else 'source'} sets it"
+                )
+    return translation
 
 
 def _bootstrap(options: Mapping[str, str]) -> str:
@@ -304,6 +386,13 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOp
             f"option startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}"
         )
     poll_timeout = _positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000
+    client = _client_config(options, producer=False)
+    group_id = options.get("kafka.group.id")
+    if group_id is None:
+        prefix = options.get("groupidprefix", "spark-kafka-source" if streaming else "spark-kafka-relation")
+        group_id = f"{prefix}-{uuid.uuid4()}"
+    retries = _non_negative_int(options, "fetchOffset.numRetries", 3)
+    retry_interval = _non_negative_int(options, "fetchOffset.retryIntervalMs", 10)
     return ReaderOptions(
         bootstrap_servers=_bootstrap(options),
         subscription=_subscription(options),
@@ -318,7 +407,13 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOp
         read_committed=isolation == "read_committed",
         timestamp_strategy_latest=strategy == "latest",
         poll_timeout_ms=poll_timeout,
-        client_config=_client_config(options),
+        client_config=client.config,
+        group_id=group_id,
+        group_id_given="kafka.group.id" in options,
+        fetch_offset_retries=retries,
+        fetch_offset_retry_interval_ms=retry_interval,
+        max_poll_records=client.max_poll_records,
+        warnings=tuple(client.warnings),
     )
 
 
@@ -331,9 +426,11 @@ def parse_writer_options(raw: Mapping[str, str]) -> WriterOptions:
             f"option deliveryGuarantee must be at-least-once or exactly-once, got {guarantee!r}"
         )
     topic = options.get("topic") or None
+    client = _client_config(options, producer=True)
     return WriterOptions(
         bootstrap_servers=_bootstrap(options),
         topic=topic,
         exactly_once=guarantee == "exactly-once",
-        client_config=_client_config(options),
+        client_config=client.config,
+        warnings=tuple(client.warnings),
     )

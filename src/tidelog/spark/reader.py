@@ -9,19 +9,28 @@ Invariants:
 - Streaming offsets are Spark's Kafka JSON (``{"topic": {"0": 42}}``) and are the next offset to read
   per partition; a micro-batch reads ``[start, end)`` of every partition in ``end``.
 - ``latestOffset`` answers the high watermark (the last stable offset under ``read_committed``) of every
-  partition the subscription covers now; partitions that appear later (new partitions, new topics
-  matching ``subscribePattern``) start at offset 0, i.e. from their earliest record. With a
-  :class:`ReadMaxRows` limit (``maxOffsetsPerTrigger``) the end is
+  partition the subscription covers now, fetched in one Metadata and one batched ListOffsets request
+  and kept for ``reportLatestOffset`` of the same trigger. Partitions that appear later (new
+  partitions, new topics matching ``subscribePattern``) start at offset 0, i.e. from their earliest
+  record. With a :class:`ReadMaxRows` limit (``maxOffsetsPerTrigger``) the end is
   :func:`~tidelog.spark.offsets.rate_limit` of it; with ``ReadAllAvailable`` the options' limit is
   ignored, as Spark requires. ``minOffsetsPerTrigger`` holds a micro-batch back (answers ``start``)
-  until that many offsets are available or ``maxTriggerDelay`` (default 15m) passed since the last one.
+  until that many offsets are available or ``maxTriggerDelay`` (default 15m) passed since the last one;
+  the first micro-batch of a run is never held, as in Spark.
   After ``prepareForTriggerAvailableNow`` no end passes the latest offsets of that moment.
-- A partition whose start offset is below its log start offset, or that vanished, is data loss:
-  raised (:class:`~tidelog.spark.fetch.DataLossError`) if ``failOnDataLoss``, else skipped.
+- Data loss, as Spark's Kafka source reports it (raised as :class:`~tidelog.spark.fetch.DataLossError`
+  with ``failOnDataLoss=true``, logged and skipped with ``false``):
+  a partition of the start position missing from the broker's metadata (its topic deleted) is reported
+  in ``latestOffset``; with ``false`` it stays in the end position at its start offset, so a partition
+  only briefly missing goes on where it was and is never read again from 0. A latest offset below the
+  start (records deleted, or the topic deleted and created again) is first asked again
+  (``fetchOffset.numRetries`` times, as Spark does against KAFKA-7703), then becomes the end offset and
+  is reported in ``partitions``; that partition reads on from the new, lower offset.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 
@@ -40,6 +49,7 @@ from tidelog.spark.fetch import DataLossError, read_range
 from tidelog.spark.offsets import (
     OffsetRange,
     Position,
+    backwards,
     position_from_json,
     position_to_json,
     rate_limit,
@@ -48,6 +58,20 @@ from tidelog.spark.offsets import (
 from tidelog.spark.options import ReaderOptions
 
 __all__ = ["BatchReader", "RangePartition", "StreamReader"]
+
+log = logging.getLogger("tidelog.spark")
+
+
+def _report_data_loss(options: ReaderOptions, message: str) -> None:
+    """Spark's ``reportDataLoss``: raise with failOnDataLoss=true, else log and go on."""
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"{message}. Some data may have been lost because they are not available in Kafka any more; "
+            "either the data was aged out by Kafka or the topic may have been deleted before all the data "
+            "in the topic was processed. If you don't want your streaming query to fail on such cases, set "
+            'the source option "failOnDataLoss" to "false".'
+        )
+    log.warning("%s. Some data may have been lost; failOnDataLoss=false: going on.", message)
 
 
 class RangePartition(InputPartition):
@@ -97,9 +121,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cluster: ClusterView | None = None
         self._available_now: Position | None = None
         self._last_trigger: float | None = None  # monotonic time of the last admitted micro-batch
+        self._reported: Position | None = None  # the latest offsets fetched by this trigger
 
     def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "_cluster": None}
+        return {**self.__dict__, "_cluster": None, "_reported": None}
 
     # ---- driver side (the planner process) ----
 
@@ -110,8 +135,22 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> Position:
         cluster = self._view()
-        tps = cluster.partitions()
-        return {tp: high for tp, (_low, high) in cluster.watermarks(tps).items()}
+        return cluster.latest(cluster.partitions())
+
+    def _latest_after(self, begin: Position) -> Position:
+        """Latest offsets, asked again while some went below ``begin`` (Spark's KAFKA-7703 guard)."""
+        attempts = max(1, self.options.fetch_offset_retries)
+        for attempt in range(1, attempts + 1):
+            latest = self._latest()
+            wrong = backwards(begin, latest)
+            if not wrong or attempt == attempts:
+                return latest
+            log.warning(
+                "latest offsets went backwards (partition: offset reached -> offset now): %s; asking again",
+                ", ".join(f"{t}-{p}: {begin[(t, p)]} -> {o}" for (t, p), o in sorted(wrong.items())),
+            )
+            time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         cluster = self._view()
@@ -140,8 +179,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if min_rows is None:
             return False
         now = time.monotonic()
-        if self._last_trigger is None:
+        if self._last_trigger is None:  # the run's first micro-batch fires at once, as in Spark
             self._last_trigger = now
+            return False
         available = sum(max(0, offset - begin.get(tp, 0)) for tp, offset in latest.items())
         if available >= min_rows or (now - self._last_trigger) * 1000 >= self.options.max_trigger_delay_ms:
             self._last_trigger = now
@@ -150,29 +190,42 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = position_from_json(start)
-        latest = dict(self._available_now) if self._available_now is not None else self._latest()
-        for tp in sorted(set(begin) - set(latest)):
-            if self.options.fail_on_data_loss:
-                raise DataLossError(
-                    f"{tp[0]}:{tp[1]} is gone (its topic was deleted). Set failOnDataLoss=false to go on."
-                )
-        for tp, offset in begin.items():  # never go back (a partition's end can only grow)
-            if tp in latest and latest[tp] < offset:
-                latest[tp] = offset
+        if self._available_now is not None:
+            latest = dict(self._available_now)
+        else:
+            latest = self._latest_after(begin)
+            self._reported = dict(latest)
+        gone = sorted(set(begin) - set(latest))
+        if gone:
+            _report_data_loss(self.options, f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone")
+            for tp in gone:  # failOnDataLoss=false: kept where it was, in case it comes back
+                latest[tp] = begin[tp]
+        lower = backwards(begin, latest)  # reported by partitions(), read on from there (as Spark)
         if self._too_few(begin, latest, limit):
             return start
         if isinstance(limit, ReadMaxRows):
-            return position_to_json(rate_limit(begin, latest, limit.max_rows))
+            end = rate_limit(begin, latest, limit.max_rows)
+            end.update(lower)
+            return position_to_json(end)
         return position_to_json(latest)
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
-        return position_to_json(self._latest())
+        """The latest offsets ``latestOffset`` fetched in this trigger (no second round trip)."""
+        if self._reported is None:
+            self._reported = self._latest()
+        return position_to_json(self._reported)
 
     def partitions(
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
     ) -> Sequence[InputPartition]:
         begin = position_from_json(start)
         until = position_from_json(end)
+        for (topic, partition), offset in sorted(backwards(begin, until).items()):
+            _report_data_loss(
+                self.options,
+                f"Partition {topic}-{partition}'s offset was changed from {begin[(topic, partition)]} to "
+                f"{offset}, some data may have been missed",
+            )
         ranges = [
             OffsetRange(tp[0], tp[1], begin.get(tp, 0), offset)
             for tp, offset in sorted(until.items())

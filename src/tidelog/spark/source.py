@@ -12,6 +12,9 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -27,6 +30,13 @@ from tidelog.spark.transactional import TransactionalStreamWriter, ensure_progre
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
+
+log = logging.getLogger("tidelog.spark")
+
+
+def _warn(warnings: Iterable[str]) -> None:
+    for warning in warnings:
+        log.warning("%s", warning)
 
 
 class TidelogDataSource(DataSource):
@@ -50,16 +60,27 @@ class TidelogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         self._check_schema(schema)
-        return BatchReader(parse_reader_options(self.options, streaming=False))
+        options = parse_reader_options(self.options, streaming=False)
+        _warn(options.warnings)
+        return BatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check_schema(schema)
-        return StreamReader(parse_reader_options(self.options, streaming=True))
+        options = parse_reader_options(self.options, streaming=True)
+        _warn(options.warnings)
+        if options.max_offsets_per_trigger is None:
+            log.warning(
+                "the streaming read of %s has no maxOffsetsPerTrigger: its first micro-batch reads every "
+                "offset available (the whole backlog at once); set maxOffsetsPerTrigger to bound it",
+                options.subscription,
+            )
+        return StreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         if overwrite:
             raise OptionError("the tidelog sink only appends (save mode append), like Spark's Kafka sink")
         options = parse_writer_options(self.options)
+        _warn(options.warnings)
         if options.exactly_once:
             raise OptionError(
                 "deliveryGuarantee=exactly-once is for streaming writes (writeStream): a batch write has no "
@@ -70,6 +91,7 @@ class TidelogDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         options = parse_writer_options(self.options)
+        _warn(options.warnings)
         check_input_schema(schema, options)
         if options.exactly_once:
             probe_transactions(options)

@@ -100,11 +100,11 @@ def _committed_batches(options: WriterOptions, group: str) -> int:
     """The progress mark of ``group``: the number of batches this task slot has committed (0 if none)."""
     consumer = Consumer(
         {
+            **options.client_config,
             "bootstrap.servers": options.bootstrap_servers,
-            "group.id": group,
+            "group.id": group,  # the progress group: never a user's kafka.group.id
             "enable.auto.commit": False,
             "isolation.level": "read_committed",  # OffsetFetch with require_stable
-            **options.client_config,
         }
     )
     try:

@@ -4,8 +4,11 @@ Invariants:
 
 - Input columns are Spark's Kafka sink's: ``value`` (binary or string, required), ``key`` (binary or
   string, optional), ``topic`` (string; the ``topic`` option, when given, wins for every row),
-  ``partition`` (int, optional: null or absent lets the producer's partitioner choose), ``headers``
-  (array<struct<key string, value binary>>, optional). Any other column is an error named at plan time.
+  ``partition`` (int, optional: null or absent lets the producer's partitioner, murmur2 of the key as
+  in the Java client, choose), ``headers`` (array<struct<key string, value binary>>, optional) and, as
+  in Spark 4, ``timestamp`` (timestamp, optional: the record's CreateTime; null means now). Any other
+  column is ignored, as Spark does, so a source's rows (``load().writeStream``) can be written as they
+  are. A column of the wrong type fails at plan time with Spark's message.
 - Each Spark task writes its rows with one producer and returns only after every row was acknowledged
   (``flush``); a single failed delivery fails the task, so Spark retries it: rows of a retried task may
   be written twice (at-least-once), a committed batch never misses a row.
@@ -21,9 +24,18 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from tidelog.spark.options import OptionError, WriterOptions
 
@@ -51,35 +63,46 @@ class WrittenRows(WriterCommitMessage):
 
 
 def check_input_schema(schema: StructType, options: WriterOptions) -> None:
-    """Raise :class:`OptionError` for a DataFrame the sink cannot write (checked on the driver)."""
+    """Raise :class:`OptionError` for a DataFrame the sink cannot write (checked on the driver).
+
+    Spark's Kafka sink's checks and messages (``KafkaWriter.validateQuery``); other columns are ignored.
+    """
     fields = {f.name: f.dataType for f in schema.fields}
     text = (BinaryType, StringType)
-    allowed = {"key", "value", "topic", "partition", "headers"}
-    extra = sorted(set(fields) - allowed)
-    if extra:
-        raise OptionError(
-            f"the tidelog sink writes key, value, topic, partition, headers; unexpected columns {extra}"
+
+    def unsupported(name: str, expected: str) -> OptionError:
+        return OptionError(
+            f"{name} attribute unsupported type {fields[name].simpleString()}. {name} attribute type must be "
+            f"a {expected}"
         )
-    if "value" not in fields:
-        raise OptionError("the tidelog sink needs a value column (binary or string)")
-    for name in ("key", "value"):
-        if name in fields and not isinstance(fields[name], text):
-            raise OptionError(f"column {name} must be binary or string, not {fields[name].simpleString()}")
+
     if options.topic is None and "topic" not in fields:
-        raise OptionError("the tidelog sink needs the topic option or a topic column")
-    if "topic" in fields and not isinstance(fields["topic"], StringType):
-        raise OptionError(f"column topic must be a string, not {fields['topic'].simpleString()}")
-    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
-        raise OptionError(f"column partition must be an int, not {fields['partition'].simpleString()}")
+        raise OptionError(
+            "topic option required when no 'topic' attribute is present. Use the topic option for setting a "
+            "topic."
+        )
+    if options.topic is None and not isinstance(fields["topic"], StringType):
+        raise unsupported("topic", "string")
+    if "key" in fields and not isinstance(fields["key"], text):
+        raise unsupported("key", "string or binary")
+    if "value" not in fields:
+        raise OptionError("Required attribute 'value' not found")
+    if not isinstance(fields["value"], text):
+        raise unsupported("value", "string or binary")
     if "headers" in fields:
         headers = fields["headers"]
         ok = (
             isinstance(headers, ArrayType)
             and isinstance(headers.elementType, StructType)
-            and [f.name for f in headers.elementType.fields] == ["key", "value"]
+            and [(f.name, type(f.dataType)) for f in headers.elementType.fields]
+            == [("key", StringType), ("value", BinaryType)]
         )
         if not ok:
-            raise OptionError("column headers must be array<struct<key: string, value: binary>>")
+            raise unsupported("headers", "array<struct<key:string,value:binary>>")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise unsupported("partition", "int")
+    if "timestamp" in fields and not isinstance(fields["timestamp"], TimestampType | TimestampNTZType):
+        raise unsupported("timestamp", "timestamp")
 
 
 class _Header(TypedDict):
@@ -105,6 +128,15 @@ def _int_column(batch: pa.RecordBatch, name: str) -> list[int | None] | None:
         return None
     values: list[int | None] = batch.column(index).to_pylist()
     return values
+
+
+def _timestamp_column(batch: pa.RecordBatch) -> list[int | None] | None:
+    """The ``timestamp`` column as milliseconds since the epoch (Arrow gives microseconds)."""
+    index = batch.schema.get_field_index("timestamp")
+    if index < 0:
+        return None
+    micros: list[int | None] = pc.cast(batch.column(index), pa.int64()).to_pylist()
+    return [None if us is None else us // 1000 for us in micros]
 
 
 def _headers_column(batch: pa.RecordBatch) -> list[list[_Header] | None] | None:
@@ -135,6 +167,7 @@ def produce_rows(
         assert topics is not None
         partitions = _int_column(batch, "partition")
         header_lists = _headers_column(batch)
+        timestamps = _timestamp_column(batch)
         for i in range(n):
             topic = topics[i]
             if topic is None:
@@ -145,15 +178,17 @@ def produce_rows(
             headers: list[tuple[str, str | bytes | None]] | None = (
                 [(h["key"], h["value"]) for h in row_headers] if row_headers else None
             )
+            timestamp = timestamps[i] if timestamps is not None else None
             while True:
                 try:
-                    # partition -1: librdkafka's "unassigned" (the partitioner chooses)
+                    # partition -1: librdkafka's "unassigned" (the partitioner chooses); timestamp 0: now
                     produce(
                         topic,
                         values[i],
                         keys[i],
                         partition=-1 if partition is None else partition,
                         headers=headers,
+                        timestamp=timestamp or 0,
                     )
                     break
                 except BufferError:
