@@ -164,6 +164,7 @@ def test_public_surface_is_pinned() -> None:
         "iter_batch_headers",
         "read_batch_header",
         "set_log_append_time",
+        "uncompressed_batch_limit",
         "validate_batch",
         "validate_batches",
     }
