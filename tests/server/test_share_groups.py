@@ -27,6 +27,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.cli.cli_support import failed, ok, tidelog_cli
+from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
 
 from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
@@ -47,7 +48,6 @@ from tidelog.testing import Broker
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 
 LOCK_MS = 1000
-PRIMER = b"primer"
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +67,6 @@ def topic(broker: Broker) -> str:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
     return name
-
-
-def _v(message: Message) -> bytes:
-    value = message.value()
-    assert isinstance(value, bytes)
-    return value
 
 
 def _n(message: Message) -> int:
@@ -98,7 +92,7 @@ def _prime(producer: Producer, topic: str, consumers: list[ShareConsumer]) -> No
         producer.produce(topic, PRIMER)
         producer.flush(5)
         for consumer in consumers:
-            if any(m.error() is None and _v(m) == PRIMER for m in consumer.poll(0.5)):
+            if any(m.error() is None and value_of(m) == PRIMER for m in consumer.poll(0.5)):
                 return
     raise AssertionError("no consumer received a primer")
 
@@ -120,7 +114,9 @@ def test_four_consumers_share_one_partition_exactly_once(broker: Broker, topic: 
     deadline = time.monotonic() + 30
     while sum(len(s) for s in seen) < len(values) and time.monotonic() < deadline:
         for i, consumer in enumerate(consumers):
-            seen[i] += [_v(m) for m in consumer.poll(0.1) if m.error() is None and _v(m) != PRIMER]
+            seen[i] += [
+                value_of(m) for m in consumer.poll(0.1) if m.error() is None and value_of(m) != PRIMER
+            ]
     for consumer in consumers:
         consumer.close()
     everything = [v for s in seen for v in s]
@@ -132,27 +128,20 @@ def test_explicit_release_redelivers_and_reject_archives(broker: Broker, topic: 
     consumer = _consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
     producer = _producer(broker)
     deadline = time.monotonic() + 30
-    primed = False
-    while not primed and time.monotonic() < deadline:  # prime, acknowledging every primer
-        producer.produce(topic, PRIMER)
-        producer.flush(5)
-        for m in consumer.poll(0.5):
-            consumer.acknowledge(m)
-            primed = primed or _v(m) == PRIMER
-    consumer.commit_sync()
+    prime_acknowledging(producer, topic, consumer, deadline)
     _produce(producer, topic, [b"release-me", b"reject-me", b"accept-me"])
     got: dict[bytes, tuple[int, int]] = {}
     while len(got) < 3 and time.monotonic() < deadline:
         for m in consumer.poll(0.5):
-            if _v(m) == PRIMER:
+            if value_of(m) == PRIMER:
                 consumer.acknowledge(m)
                 continue
-            got[_v(m)] = (m.offset() or 0, _n(m))
+            got[value_of(m)] = (m.offset() or 0, _n(m))
             kind = {
                 b"release-me": AcknowledgeType.RELEASE,
                 b"reject-me": AcknowledgeType.REJECT,
                 b"accept-me": AcknowledgeType.ACCEPT,
-            }[_v(m)]
+            }[value_of(m)]
             consumer.acknowledge(m, kind)
     assert [count for _offset, count in got.values()] == [1, 1, 1]
     consumer.commit_sync()
@@ -160,7 +149,7 @@ def test_explicit_release_redelivers_and_reject_archives(broker: Broker, topic: 
     after: list[tuple[bytes, int]] = []
     while not any(v == b"sentinel" for v, _ in after) and time.monotonic() < deadline:
         for m in consumer.poll(0.5):
-            after.append((_v(m), _n(m)))
+            after.append((value_of(m), _n(m)))
             consumer.acknowledge(m)
     consumer.commit_sync()
     consumer.close()
@@ -173,23 +162,16 @@ def test_close_without_ack_hands_records_to_another_consumer(broker: Broker, top
     first = _consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
     producer = _producer(broker)
     deadline = time.monotonic() + 30
-    primed = False
-    while not primed and time.monotonic() < deadline:
-        producer.produce(topic, PRIMER)
-        producer.flush(5)
-        for m in first.poll(0.5):
-            first.acknowledge(m)
-            primed = primed or _v(m) == PRIMER
-    first.commit_sync()
+    prime_acknowledging(producer, topic, first, deadline)
     _produce(producer, topic, [b"a", b"b", b"c"])
     held: list[bytes] = []
     while not held and time.monotonic() < deadline:
-        held = [_v(m) for m in first.poll(0.5) if _v(m) != PRIMER]
+        held = [value_of(m) for m in first.poll(0.5) if value_of(m) != PRIMER]
     first.close()  # nothing acknowledged: the share session's close releases them
     second = _consumer(broker, group, topic)
     redelivered: dict[bytes, int] = {}
     while len(redelivered) < 3 and time.monotonic() < deadline:
-        redelivered.update((_v(m), _n(m)) for m in second.poll(0.5) if _v(m) != PRIMER)
+        redelivered.update((value_of(m), _n(m)) for m in second.poll(0.5) if value_of(m) != PRIMER)
     second.close()
     assert sorted(redelivered) == [b"a", b"b", b"c"]
     assert {v: redelivered[v] for v in held} == dict.fromkeys(held, 2)
@@ -250,7 +232,7 @@ def test_killed_consumer_records_go_to_others_after_the_lock(broker: Broker, top
     got: dict[str, int] = {}
     deadline = time.monotonic() + 30
     while len(got) < 4 and time.monotonic() < deadline:
-        got.update((_v(m).decode(), _n(m)) for m in other.poll(0.5) if _v(m) != PRIMER)
+        got.update((value_of(m).decode(), _n(m)) for m in other.poll(0.5) if value_of(m) != PRIMER)
     other.close()
     assert sorted(got) == ["k0", "k1", "k2", "k3"]
     assert {k: got[k] for k in held} == dict.fromkeys(held, 2)
@@ -371,7 +353,11 @@ def test_delayed_record_waits_for_its_time_and_holds_back_nothing(broker: Broker
     got: list[tuple[bytes, float, int]] = []
     deadline = time.monotonic() + 30
     while len(got) < 2 and time.monotonic() < deadline:
-        got += [(_v(m), time.time() * 1000, m.timestamp()[1]) for m in consumer.poll(0.05) if _v(m) != PRIMER]
+        got += [
+            (value_of(m), time.time() * 1000, m.timestamp()[1])
+            for m in consumer.poll(0.05)
+            if value_of(m) != PRIMER
+        ]
     consumer.close()
     assert [value for value, _, _ in got] == [b"now", b"later"]
     _, received_ms, timestamp_ms = got[1]

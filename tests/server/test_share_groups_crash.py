@@ -15,18 +15,11 @@ import uuid
 import pytest
 from confluent_kafka import KafkaException, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
 
 from tidelog.testing import Broker
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
-
-PRIMER = b"primer"
-
-
-def _v(message: Message) -> bytes:
-    value = message.value()
-    assert isinstance(value, bytes)
-    return value
 
 
 def test_broker_kill_loses_no_acknowledgement_and_no_record() -> None:
@@ -42,14 +35,7 @@ def test_broker_kill_loses_no_acknowledgement_and_no_record() -> None:
         )
         first.subscribe([topic])
         deadline = time.monotonic() + 60
-        primed = False
-        while not primed and time.monotonic() < deadline:
-            producer.produce(topic, PRIMER)
-            producer.flush(5)
-            for m in first.poll(0.5):
-                first.acknowledge(m)
-                primed = primed or _v(m) == PRIMER
-        first.commit_sync()
+        prime_acknowledging(producer, topic, first, deadline)
         producer.produce(topic, b"delayed", headers=[("tidelog.deliver.after.ms", b"3600000")])
         producer.flush(10)
         values = [b"r%02d" % i for i in range(40)]
@@ -58,12 +44,12 @@ def test_broker_kill_loses_no_acknowledgement_and_no_record() -> None:
         producer.flush(10)
         batch: list[Message] = []
         while len(batch) < 20 and time.monotonic() < deadline:  # mid-stream: half acknowledged, half held
-            batch += [m for m in first.poll(0.5) if _v(m) != PRIMER]
+            batch += [m for m in first.poll(0.5) if value_of(m) != PRIMER]
         for m in batch[:10]:
             first.acknowledge(m)
         first.commit_sync()
-        acked = {_v(m) for m in batch[:10]}
-        held = {_v(m) for m in batch[10:]}
+        acked = {value_of(m) for m in batch[:10]}
+        held = {value_of(m) for m in batch[10:]}
         broker.kill()
         broker.restart()
         with contextlib.suppress(KafkaException):
@@ -73,7 +59,7 @@ def test_broker_kill_loses_no_acknowledgement_and_no_record() -> None:
         after: list[bytes] = []
         remaining = set(values) - acked
         while not remaining <= set(after) and time.monotonic() < deadline:
-            after += [_v(m) for m in second.poll(0.5) if _v(m) != PRIMER]
+            after += [value_of(m) for m in second.poll(0.5) if value_of(m) != PRIMER]
         second.close()
         # it sits below every other record in the window: deliverable, it would have come first
         assert b"delayed" not in after

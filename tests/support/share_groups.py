@@ -1,0 +1,31 @@
+"""Test support for share groups: a share group starts at the log's end (``share.auto.offset.reset=latest``),
+so a test first produces primers until its consumer receives one; from then on the share-partition exists and
+every later record is delivered."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Message, Producer, ShareConsumer
+
+PRIMER = b"primer"
+
+
+def value_of(message: Message) -> bytes:
+    value = message.value()
+    assert isinstance(value, bytes)
+    return value
+
+
+def prime_acknowledging(producer: Producer, topic: str, consumer: ShareConsumer, deadline: float) -> None:
+    """Produce primers until ``consumer`` (explicit mode) receives one, acknowledging everything it gets,
+    then commit those acknowledgements; fails at ``deadline`` (``time.monotonic()``)."""
+    primed = False
+    while not primed:
+        assert time.monotonic() < deadline, "the consumer received no primer"
+        producer.produce(topic, PRIMER)
+        producer.flush(5)
+        for message in consumer.poll(0.5):
+            consumer.acknowledge(message)
+            primed = primed or value_of(message) == PRIMER
+    consumer.commit_sync()
