@@ -4,12 +4,12 @@ Invariants:
 
 - One pool per Python worker process (:data:`POOL`); a consumer is keyed by its full configuration
   (which holds the query's executor group id) and its one topic-partition, so queries never share one.
-- A consumer is either borrowed by exactly one read or idle in the pool, paused (it fetches nothing
-  while idle, so an idle consumer holds at most its bounded queue: ``queued.max.messages.kbytes``).
+- A consumer is either borrowed by exactly one read or idle in the pool, released (unassigned: it
+  fetches nothing and holds no queued records while idle; its connections and metadata stay warm).
 - An idle consumer remembers ``next_offset``, the first offset its previous read did not yield, and the
   records it had already taken off its queue at or past that offset (``leftover``, in offset order).
-  A read that starts exactly there goes on without a seek and without a round trip; any other start
-  seeks. A read that failed or stopped early never returns its consumer (it is closed), as Spark
+  A read that starts exactly there yields those first and assigns the offset after them; any other
+  start assigns its own offset. A read that failed or stopped early never returns its consumer (it is closed), as Spark
   invalidates a failed task's consumer.
 - At most :data:`CAPACITY` idle consumers; the least recently returned one is closed first.
 """
@@ -56,8 +56,8 @@ class ConsumerPool:
         self.created += 1
         return PooledConsumer(make())
 
-    def give_back(self, key: Hashable, entry: PooledConsumer, pause: Callable[[Consumer], None]) -> None:
-        pause(entry.consumer)
+    def give_back(self, key: Hashable, entry: PooledConsumer, release: Callable[[Consumer], None]) -> None:
+        release(entry.consumer)
         old = self._idle.pop(key, None)
         if old is not None:
             old.consumer.close()

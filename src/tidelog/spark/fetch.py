@@ -4,7 +4,8 @@ Invariants:
 
 - A read is a confluent-kafka consumer assigned to exactly one partition at ``from_offset`` (assign and
   seek, no group, nothing committed), borrowed from the worker's :mod:`~tidelog.spark.consumer_pool` (a
-  micro-batch that starts where the last one of that partition ended goes on without a seek), and it
+  micro-batch that starts where the last one of that partition ended starts with the records the pooled
+  consumer had already taken off its queue), and it
   yields every record with ``from_offset <= offset < until_offset`` once, in offset order, as
   :class:`pyarrow.RecordBatch` es of the exact schema :func:`tidelog.spark.schema.arrow_schema` gives
   (never Python tuples), at most ``kafka.max.poll.records`` records per batch when set.
@@ -27,7 +28,7 @@ import bisect
 import gc
 import operator
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,11 +132,12 @@ def fetch_config(options: ReaderOptions, size: int) -> dict[str, str | bool | in
     return config
 
 
-def _pause(topic: str, partition: int) -> Callable[[Consumer], None]:
-    def pause(consumer: Consumer) -> None:
-        consumer.pause([TopicPartition(topic, partition)])
-
-    return pause
+def _release(consumer: Consumer) -> None:
+    """An idle pooled consumer fetches nothing: it is unassigned, not paused. librdkafka's pause and resume
+    race its assign (librdkafka issues 2190 and 5591: an assign's start offset dropped, a partition left
+    paused for good), and a partition paused across a broker restart was seen never to fetch again; a fresh
+    assign at an explicit offset starts the fetcher from scratch every time."""
+    consumer.unassign()
 
 
 def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -156,13 +158,12 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
     gc.disable()
     try:
         pending: list[Message] = []
-        if entry.next_offset == start:  # the pooled consumer stopped exactly here: no seek, no round trip
+        fetch_from = start
+        if entry.next_offset == start and entry.leftover:  # the pooled consumer stopped exactly here
             pending, entry.leftover = entry.leftover, []
-            consumer.resume([tp])
-        else:
-            entry.leftover = []
-            consumer.assign([TopicPartition(topic, partition, start)])
-            consumer.resume([tp])  # a pooled consumer's partition stays paused across assign()
+            fetch_from = _offset_of(pending[-1]) + 1
+        entry.leftover = []
+        consumer.assign([TopicPartition(topic, partition, fetch_from)])
         entry.next_offset = None
         position = start  # the first offset not yet yielded
         batch_size = options.max_poll_records or _CONSUME_BATCH
@@ -220,7 +221,7 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                 return
     finally:
         if finished:
-            POOL.give_back(key, entry, _pause(topic, partition))
+            POOL.give_back(key, entry, _release)
         else:
             POOL.discard(entry)
         if gc_was_enabled:
