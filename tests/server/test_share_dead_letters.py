@@ -5,7 +5,9 @@ the module:
   (``errors.deadletterqueue.copy.record.enable=true``) and Kafka's ``__dlq.errors.*`` context headers;
 - a record RELEASEd up to ``share.delivery.count.limit`` is copied once, headers only (the default), and
   never delivered again;
-- with the dead-letter topic missing the record waits (ARCHIVING), and is copied once the topic exists.
+- with the dead-letter topic missing the record waits (ARCHIVING), and is copied once the topic exists;
+- a record too large for the dead-letter topic's ``max.message.bytes`` is copied with its context headers
+  alone.
 
 Each group starts at the log's start (``share.auto.offset.reset=earliest``), so no primer is needed.
 """
@@ -38,9 +40,9 @@ def broker() -> Iterator[Broker]:
         yield b
 
 
-def _topics(broker: Broker, *names: str) -> None:
+def _topics(broker: Broker, *names: str, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+    for future in admin.create_topics([NewTopic(n, 1, 1, config=config or {}) for n in names]).values():
         future.result(10)
 
 
@@ -149,3 +151,22 @@ def test_missing_dead_letter_topic_keeps_the_record_until_it_exists(broker: Brok
     copies = read_topic(broker.bootstrap_servers, dlq, 1, deadline)
     assert [header_map(m)["__dlq.errors.offset"] for m in copies] == [b"0"]
     assert "does not exist" in broker.log_tail(400)
+
+
+def test_copy_too_large_for_the_dead_letter_topic_keeps_its_context_headers(broker: Broker) -> None:
+    topic, dlq = f"q-{uuid.uuid4().hex[:8]}", f"dlq.q-{uuid.uuid4().hex[:8]}"
+    _topics(broker, topic)
+    _topics(broker, dlq, config={"max.message.bytes": "2000"})
+    group = _group(broker, dlq, **{"errors.deadletterqueue.copy.record.enable": "true"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    producer.produce(topic, b"x" * 5000, key=b"big")
+    producer.produce(topic, b"end")
+    producer.flush(10)
+    consumer = _consumer(broker, group, topic)
+    deadline = time.monotonic() + 30
+    _serve(consumer, deadline, b"end", {b"x" * 5000: AcknowledgeType.REJECT})
+    consumer.close()
+    copies = read_topic(broker.bootstrap_servers, dlq, 1, deadline)
+    assert [(m.key(), m.value(), header_map(m)["__dlq.errors.offset"]) for m in copies] == [
+        (None, None, b"0")
+    ]

@@ -11,7 +11,9 @@ per share-partition at a time drains its ARCHIVING records:
 2. the first drain of a share-partition object (after a load, a restart) reads the dead-letter partition's
    tail and archives the pending records already copied there (a crash between 3 and 4);
 3. the copies are appended to the dead-letter partition (``source partition % its partitions``), in
-   chunks of at most ``_CHUNK_BYTES``, each chunk's records archived once appended;
+   chunks of at most ``_CHUNK_BYTES`` (and half the topic's ``max.message.bytes``), each chunk's records
+   archived once appended; a chunk the topic refuses as too large is written with the context headers
+   alone (a pointer to the source record);
 4. the state is written, in the same synchronous step as 3 (nothing else can append to the dead-letter
    partition between the copies and this write), and its commit awaited.
 
@@ -35,7 +37,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from tidelog.coordinator.share.config import ShareGroupSettings
-from tidelog.coordinator.share.dead_letter import copied_offsets, dead_letter_partition, dead_letter_record
+from tidelog.coordinator.share.dead_letter import (
+    context_headers,
+    copied_offsets,
+    dead_letter_partition,
+    dead_letter_record,
+)
 from tidelog.coordinator.share.share_partition import PendingDeadLetter, RecordState, SharePartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import Record, SimpleRecord, encode_batch
@@ -58,6 +65,7 @@ Persist = Callable[[ShareKey], list[Awaitable[Any]]]
 _CHUNK_BYTES = 512 * 1024
 _READ_BYTES = 1 << 20
 _RECOVERY_SLACK = 10_000
+_CONTEXT_HEADERS = len(context_headers("", "", 0, 0, 0, True))
 
 
 class ShareDeadLetters:
@@ -71,12 +79,15 @@ class ShareDeadLetters:
         clock: Clock,
         settings: Callable[[str], ShareGroupSettings],
         persist: Persist,
+        lookup: Callable[[ShareKey], SharePartition | None],
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
         self._clock = clock
         self._settings = settings
         self._persist = persist
+        self._lookup = lookup
+        """The share-partition the runtime now has for a key (a drain stops when it is another one)."""
         self._tasks: dict[ShareKey, asyncio.Task[None]] = {}
         self._checked: dict[ShareKey, SharePartition] = {}
         """The share-partition objects whose dead-letter tail was checked (step 2) in this process."""
@@ -104,9 +115,9 @@ class ShareDeadLetters:
 
     async def _drain(self, key: ShareKey, sp: SharePartition) -> None:
         try:
-            while sp.pending_dead_letters():
+            while self._lookup(key) is sp and sp.pending_dead_letters():
                 await asyncio.gather(*self._persist(key))
-                if not self._copy_pending(key, sp):
+                if self._lookup(key) is not sp or not self._copy_pending(key, sp):
                     return
                 await asyncio.gather(*self._persist(key))
         except asyncio.CancelledError:
@@ -138,6 +149,7 @@ class ShareDeadLetters:
             self._checked[key] = sp
             pending = sp.pending_dead_letters()
         now = self._clock.now_ms()
+        limit = min(_CHUNK_BYTES, dlq.config.max_message_bytes // 2)
         chunk: list[SimpleRecord] = []
         chunk_offsets: list[int] = []
         chunk_bytes = 0
@@ -160,7 +172,7 @@ class ShareDeadLetters:
                     + len(copy.value or b"")
                     + sum(len(k) + len(v or b"") for k, v in copy.headers)
                 )
-                if chunk and chunk_bytes + size > _CHUNK_BYTES:
+                if chunk and chunk_bytes + size > limit:
                     if not self._append(sp, dlq_topic, dlq_index, chunk, chunk_offsets, now):
                         self._discard(self._persist(key))
                         return False
@@ -210,14 +222,29 @@ class ShareDeadLetters:
         offsets: list[int],
         now_ms: int,
     ) -> bool:
+        acks = -1 if self._replicas.cluster_mode else 1
+        batch = encode_batch(chunk)
         error, _info, message = self._replicas.append(
-            dlq_topic,
-            dlq_index,
-            encode_batch(chunk),
-            now_ms=now_ms,
-            origin=AppendOrigin.CLIENT,
-            required_acks=-1 if self._replicas.cluster_mode else 1,
+            dlq_topic, dlq_index, batch, now_ms=now_ms, origin=AppendOrigin.CLIENT, required_acks=acks
         )
+        if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+            # too large for the dead-letter topic with the records: their context headers alone
+            log.warning(
+                "%d dead-letter copies for %s-%d are too large (%s): written without key, value and headers",
+                len(chunk),
+                dlq_topic,
+                dlq_index,
+                ErrorCode(error).name,
+            )
+            bare = [SimpleRecord(None, None, r.headers[-_CONTEXT_HEADERS:], r.timestamp) for r in chunk]
+            error, _info, message = self._replicas.append(
+                dlq_topic,
+                dlq_index,
+                encode_batch(bare),
+                now_ms=now_ms,
+                origin=AppendOrigin.CLIENT,
+                required_acks=acks,
+            )
         if error is not ErrorCode.NONE:
             log.warning(
                 "writing %d dead-letter copies to %s-%d failed: %s %s",
