@@ -5,7 +5,9 @@ the module:
   (``errors.deadletterqueue.copy.record.enable=true``) and Kafka's ``__dlq.errors.*`` context headers;
 - a record RELEASEd up to ``share.delivery.count.limit`` is copied once, headers only (the default), and
   never delivered again;
-- with the dead-letter topic missing the record waits (ARCHIVING), and is copied once the topic exists;
+- a missing dead-letter topic is created when the broker allows it
+  (``errors.deadletterqueue.auto.create.topics.enable=true``) and its name has the ``dlq.`` prefix;
+  otherwise the record waits (ARCHIVING), and is copied once the topic exists;
 - a record too large for the dead-letter topic's ``max.message.bytes`` is copied with its context headers
   alone.
 
@@ -35,6 +37,7 @@ def broker() -> Iterator[Broker]:
     config = {
         "offsets.topic.num.partitions": 1,
         "share.coordinator.state.topic.num.partitions": 1,
+        "errors.deadletterqueue.auto.create.topics.enable": "true",
     }
     with Broker(config) as b:
         yield b
@@ -134,7 +137,7 @@ def test_delivery_limit_by_release_is_copied_once_headers_only(broker: Broker) -
 
 
 def test_missing_dead_letter_topic_keeps_the_record_until_it_exists(broker: Broker) -> None:
-    topic, dlq = f"q-{uuid.uuid4().hex[:8]}", f"dlq.q-{uuid.uuid4().hex[:8]}"
+    topic, dlq = f"q-{uuid.uuid4().hex[:8]}", f"parked-{uuid.uuid4().hex[:8]}"  # no dlq. prefix: not created
     _topics(broker, topic)
     group = _group(broker, dlq)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
@@ -150,7 +153,24 @@ def test_missing_dead_letter_topic_keeps_the_record_until_it_exists(broker: Brok
     consumer.close()
     copies = read_topic(broker.bootstrap_servers, dlq, 1, deadline)
     assert [header_map(m)["__dlq.errors.offset"] for m in copies] == [b"0"]
-    assert "does not exist" in broker.log_tail(400)
+    assert f"dead-letter topic {dlq} does not exist (not created: its name lacks" in broker.log_tail(400)
+
+
+def test_missing_dead_letter_topic_with_the_prefix_is_created(broker: Broker) -> None:
+    topic, dlq = f"q-{uuid.uuid4().hex[:8]}", f"dlq.q-{uuid.uuid4().hex[:8]}"
+    _topics(broker, topic)
+    group = _group(broker, dlq)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    producer.produce(topic, b"bad")
+    producer.produce(topic, b"end")
+    producer.flush(10)
+    consumer = _consumer(broker, group, topic)
+    deadline = time.monotonic() + 30
+    _serve(consumer, deadline, b"end", {b"bad": AcknowledgeType.REJECT})
+    consumer.close()
+    copies = read_topic(broker.bootstrap_servers, dlq, 1, deadline)
+    assert [header_map(m)["__dlq.errors.offset"] for m in copies] == [b"0"]
+    assert f"created dead-letter topic {dlq}" in broker.log_tail(400)
 
 
 def test_copy_too_large_for_the_dead_letter_topic_keeps_its_context_headers(broker: Broker) -> None:

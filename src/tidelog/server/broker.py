@@ -214,6 +214,7 @@ class Broker:
             group_configs=self.group_configs.configs_of,
             state=self.share_states,
         )
+        self.shares.dead_letters.admin = self.admin  # KIP-1191: auto-creates dead-letter topics if enabled
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         # issue 17 hook: incremental fetch sessions (KIP-227)

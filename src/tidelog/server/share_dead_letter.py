@@ -22,9 +22,12 @@ share-partition's copies in the dead-letter partition (found by step 2): every d
 copied exactly once, provided fewer than ``_RECOVERY_SLACK`` other records reach that dead-letter partition
 after a restart before the share-partition's first drain (its first request).
 
-A missing dead-letter topic is an error, as in KIP-1191 (tidelog does not create it): logged as a warning
-once per group and topic, the records stay ARCHIVING (persisted) and are copied once the topic exists
-(retried on the share-partition's next request). A group whose dead-letter topic is unset again archives
+A missing dead-letter topic is an error, as in KIP-1191, unless the broker's
+``errors.deadletterqueue.auto.create.topics.enable`` is true and its name starts with
+``errors.deadletterqueue.topic.name.prefix`` (``dlq.``): then it is created (``num.partitions``,
+``default.replication.factor``). Otherwise it is logged as a warning once per group and topic, the records
+stay ARCHIVING (persisted) and are copied once the topic exists (retried on the share-partition's next
+request). A group whose dead-letter topic is unset again archives
 its ARCHIVING records without copies.
 """
 
@@ -49,8 +52,10 @@ from tidelog.protocol.records import Record, SimpleRecord, encode_batch
 from tidelog.protocol.records_codec import decode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
 from tidelog.replication.partition import FetchIsolation, Partition
+from tidelog.server.admin_errors import AdminError
+from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
-from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.metadata_cache import MetadataCache, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.producer_state import AppendOrigin
 
@@ -92,6 +97,9 @@ class ShareDeadLetters:
         self._checked: dict[ShareKey, SharePartition] = {}
         """The share-partition objects whose dead-letter tail was checked (step 2) in this process."""
         self._warned: set[tuple[str, str]] = set()
+        self.admin: TopicAdmin | None = None
+        """Creates a missing dead-letter topic when ``errors.deadletterqueue.auto.create.topics.enable`` (set
+        by the broker; None: never)."""
 
     def changed(self, key: ShareKey, sp: SharePartition | None) -> None:
         """A request touched ``key``: start its drain if it has ARCHIVING records and none is running."""
@@ -185,15 +193,16 @@ class ShareDeadLetters:
         return ok
 
     def _target(self, group_id: str, dlq_topic: str, index: int) -> tuple[str, int, Partition] | None:
-        info = self._metadata.topic(dlq_topic)
+        info = self._metadata.topic(dlq_topic) or self._create(dlq_topic)
         if info is None:
             if (group_id, dlq_topic) not in self._warned:
                 self._warned.add((group_id, dlq_topic))
                 log.warning(
-                    "share group %s: dead-letter topic %s does not exist (create it; KIP-1191 does not "
-                    "create it): its REJECTed and delivery-limit records wait in ARCHIVING until it does",
+                    "share group %s: dead-letter topic %s does not exist (%s): its REJECTed and "
+                    "delivery-limit records wait in ARCHIVING until it does",
                     group_id,
                     dlq_topic,
+                    self._why_not_created(dlq_topic),
                 )
             return None
         dlq_index = dead_letter_partition(index, info.num_partitions)
@@ -212,6 +221,35 @@ class ShareDeadLetters:
             return None
         self._warned.discard((group_id, dlq_topic))
         return dlq_topic, dlq_index, partition
+
+    def _create(self, dlq_topic: str) -> TopicInfo | None:
+        """The dead-letter topic, created as KIP-1191 allows; None when it may not be (or is not ready)."""
+        if self.admin is None or self._why_not_created(dlq_topic):
+            return None
+        config = self.admin.config
+        try:
+            info = self.admin.ensure_topic(
+                dlq_topic,
+                config.num_partitions,
+                config.default_replication_factor,
+                {},
+                is_internal=False,
+            )
+        except AdminError as exc:
+            log.warning("creating dead-letter topic %s failed: %s", dlq_topic, exc)
+            return None
+        if info is not None:
+            log.info("created dead-letter topic %s (%d partitions)", dlq_topic, info.num_partitions)
+        return info
+
+    def _why_not_created(self, dlq_topic: str) -> str:
+        """Why a missing dead-letter topic is not created (KIP-1191's rules); empty when it is."""
+        if self.admin is None or not self.admin.config.errors_deadletterqueue_auto_create_topics_enable:
+            return "create it, or set errors.deadletterqueue.auto.create.topics.enable=true"
+        prefix = self.admin.config.errors_deadletterqueue_topic_name_prefix
+        if prefix and not dlq_topic.startswith(prefix):
+            return f"not created: its name lacks errors.deadletterqueue.topic.name.prefix {prefix!r}"
+        return ""
 
     def _append(
         self,

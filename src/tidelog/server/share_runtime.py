@@ -147,7 +147,7 @@ class ShareRuntime:
             clock=clock,
             settings=self.settings,
             persist=self._persist_now,
-            lookup=lambda key: self.partitions.get(key),
+            lookup=self.partitions.get,
         )
         """KIP-1191: copies REJECTed and delivery-limit records onto the group's dead-letter topic."""
 
