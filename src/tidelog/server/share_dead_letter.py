@@ -46,7 +46,7 @@ from tidelog.coordinator.share.dead_letter import (
     dead_letter_partition,
     dead_letter_record,
 )
-from tidelog.coordinator.share.share_partition import PendingDeadLetter, RecordState, SharePartition
+from tidelog.coordinator.share.share_partition import PendingDeadLetter, SharePartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.records import Record, SimpleRecord, encode_batch
 from tidelog.protocol.records_codec import decode_batch
@@ -105,7 +105,7 @@ class ShareDeadLetters:
         """A request touched ``key``: start its drain if it has ARCHIVING records and none is running."""
         if sp is None or key in self._tasks:
             return
-        if not any(r.state is RecordState.ARCHIVING for r in sp.ranges):
+        if not sp.archiving:
             return
         try:
             loop = asyncio.get_running_loop()

@@ -162,6 +162,8 @@ class SharePartition:
         self._ranges: list[InFlightRange] = []
         self._delayed = 0
         """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count)."""
+        self.archiving = 0
+        """Records in ARCHIVING (waiting for their dead-letter copies)."""
 
     # -- reading -----------------------------------------------------------------------------------------
 
@@ -374,6 +376,8 @@ class SharePartition:
     def pending_dead_letters(self) -> list[PendingDeadLetter]:
         """The ARCHIVING ranges, in offset order (a loaded range whose cause was not persisted counts as
         rejected below the delivery-count limit, as reaching it otherwise)."""
+        if not self.archiving:
+            return []
         return [
             PendingDeadLetter(
                 r.first,
@@ -394,6 +398,7 @@ class SharePartition:
             if r.state is RecordState.ARCHIVING:
                 r.state = RecordState.ARCHIVED
                 r.rejected = None
+                self.archiving -= r.size
         self._coalesce_all()
         self._advance_start()
 
@@ -420,11 +425,13 @@ class SharePartition:
         if offset >= self.end_offset:
             self._ranges = []
             self._delayed = 0
+            self.archiving = 0
             self.start_offset = self.end_offset = offset
             return
         i = self._split_at(offset)
         dropped = self._ranges[:i]
         self._delayed -= sum(r.size for r in dropped if r.delayed)
+        self.archiving -= sum(r.size for r in dropped if r.state is RecordState.ARCHIVING)
         del self._ranges[:i]
         self.start_offset = offset
 
@@ -436,6 +443,7 @@ class SharePartition:
         ARCHIVING loads as ARCHIVING, its dead-letter copies perhaps written)."""
         self._ranges = []
         self._delayed = 0
+        self.archiving = 0
         self.start_offset = start_offset
         self.end_offset = start_offset
         for first, last, state, count in sorted(batches):
@@ -446,6 +454,8 @@ class SharePartition:
                 self._ranges.append(InFlightRange(self.end_offset, first - 1, RecordState.AVAILABLE, 0))
             loaded = RecordState(state) if state != RecordState.ACQUIRED else RecordState.AVAILABLE
             self._ranges.append(InFlightRange(first, last, loaded, count))
+            if loaded is RecordState.ARCHIVING:
+                self.archiving += last - first + 1
             self.end_offset = last + 1
         self._coalesce_all()
         self._advance_start()
@@ -488,6 +498,7 @@ class SharePartition:
         if self.dead_letter:
             self._settle(r, RecordState.ARCHIVING)
             r.rejected = rejected
+            self.archiving += r.size
         else:
             self._settle(r, RecordState.ARCHIVED)
 
