@@ -499,6 +499,7 @@ class Broker:
             connection.stop_reading()
         if self.cluster is not None:
             await self.cluster.stop_replication()
+        self.shares.dead_letters.shutdown()  # before the logs close (a drain never stops mid-copy)
         self.replicas.shutdown()
         self.share_states.shutdown()
         self.transactions.shutdown()

@@ -97,6 +97,7 @@ class ShareDeadLetters:
         self._checked: dict[ShareKey, SharePartition] = {}
         """The share-partition objects whose dead-letter tail was checked (step 2) in this process."""
         self._warned: set[tuple[str, str]] = set()
+        self._failed: set[tuple[str, int, ErrorCode]] = set()
         self.admin: TopicAdmin | None = None
         """Creates a missing dead-letter topic when ``errors.deadletterqueue.auto.create.topics.enable`` (set
         by the broker; None: never)."""
@@ -283,16 +284,20 @@ class ShareDeadLetters:
                 origin=AppendOrigin.CLIENT,
                 required_acks=acks,
             )
+        failure = (dlq_topic, dlq_index, ErrorCode(error))
         if error is not ErrorCode.NONE:
-            log.warning(
-                "writing %d dead-letter copies to %s-%d failed: %s %s",
-                len(chunk),
-                dlq_topic,
-                dlq_index,
-                ErrorCode(error).name,
-                message or "",
-            )
+            if failure not in self._failed:  # once until it succeeds: retried at every request
+                self._failed.add(failure)
+                log.warning(
+                    "writing %d dead-letter copies to %s-%d failed: %s %s (retried; the records wait)",
+                    len(chunk),
+                    dlq_topic,
+                    dlq_index,
+                    failure[2].name,
+                    message or "",
+                )
             return False
+        self._failed = {f for f in self._failed if f[:2] != (dlq_topic, dlq_index)}
         for offset in offsets:
             sp.archive_dead_letters(offset, offset)
         return True
