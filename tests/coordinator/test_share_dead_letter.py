@@ -1,7 +1,13 @@
-"""Dead letters (KIP-1191) in the pure share state: ARCHIVING in the share-partition window, the copies'
+"""Dead letters (KIP-1191) in the pure share state: ARCHIVING in the share-partition window (also against the
+per-offset model of test_share_partition, with REJECT and the limit leading to ARCHIVING), the copies'
 records and headers, their dead-letter partition, and which pending offsets a crash left already copied."""
 
 from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.coordinator.test_share_partition import LIMIT, MAX_LOCKS, Model, _check, _Rec, _step
+from tests.coordinator.test_share_partition import LOCK_MS as MODEL_LOCK_MS
 
 from tidelog.coordinator.share.dead_letter import (
     REASON_DELIVERY_LIMIT,
@@ -177,3 +183,99 @@ def test_copied_offsets_walks_back_to_an_earlier_batch() -> None:
     assert copied_offsets(tail, "g", "t", 0, pending) == {5, 6}
     assert copied_offsets(tail, "g", "t", 1, pending) == set()
     assert copied_offsets([], "g", "t", 0, pending) == set()
+
+
+class DeadLetterModel(Model):
+    """The per-offset model with a dead-letter topic: REJECT and the delivery-count limit → ARCHIVING, which
+    only :meth:`archive` ends."""
+
+    holding: bool = False
+
+    def _release(self, r: _Rec) -> None:
+        r.member = None
+        r.deadline = 0
+        r.state = RecordState.ARCHIVING if r.count >= LIMIT else RecordState.AVAILABLE
+
+    def _advance(self) -> None:
+        if not self.holding:
+            super()._advance()
+
+    def ack(self, member: str, first: int, last: int, types: list[int]) -> ErrorCode:
+        rejected = [
+            o
+            for i, o in enumerate(range(first, last + 1))
+            if (types[0] if len(types) == 1 else types[i]) == AcknowledgeType.REJECT
+        ]
+        self.holding = True
+        error = super().ack(member, first, last, types)
+        self.holding = False
+        if error is ErrorCode.NONE:
+            for o in rejected:
+                self.recs[o].state = RecordState.ARCHIVING
+        self._advance()
+        return error
+
+    def archive(self, first: int, last: int) -> None:
+        for o in range(max(first, self.start), min(last + 1, self.end)):
+            if self.recs[o].state is RecordState.ARCHIVING:
+                self.recs[o].state = RecordState.ARCHIVED
+        self._advance()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_step, st.tuples(st.just("archive"), st.integers(-2, 20), st.integers(0, 4))), max_size=40
+    )
+)
+def test_dead_letter_ranges_match_per_offset_model(steps: list[tuple[object, ...]]) -> None:
+    def window() -> SharePartition:
+        sp = SharePartition(0, max_record_locks=MAX_LOCKS, delivery_count_limit=LIMIT)
+        sp.dead_letter = True
+        return sp
+
+    sp = window()
+    model = DeadLetterModel()
+    log_end = 0
+    now = 1000
+    for step in steps:
+        kind = step[0]
+        if kind == "produce":
+            assert isinstance(step[1], int)
+            log_end += step[1]
+        elif kind == "acquire":
+            who, n = str(step[1]), step[2]
+            assert isinstance(n, int)
+            assert sp.acquire(who, n, log_end, now, MODEL_LOCK_MS) == model.acquire(who, n, log_end, now)
+        elif kind == "ack":
+            member, first, length, types = step[1], step[2], step[3], step[4]
+            assert isinstance(member, str)
+            assert isinstance(first, int)
+            assert isinstance(length, int)
+            assert isinstance(types, list)
+            if len(types) > 1:
+                types = (types * (length + 1))[: length + 1]
+            error, _ = sp.acknowledge(member, first, first + length, types, now)
+            assert error == model.ack(member, first, first + length, types)
+        elif kind == "archive":
+            first, length = step[1], step[2]
+            assert isinstance(first, int)
+            assert isinstance(length, int)
+            sp.archive_dead_letters(first, first + length)
+            model.archive(first, first + length)
+        elif kind == "tick":
+            assert isinstance(step[1], int)
+            now += step[1]
+            sp.expire_locks(now)
+            model.expire(now)
+        elif kind == "leave":
+            sp.release_member(str(step[1]), now)
+            model.leave(str(step[1]))
+        else:
+            batches, start = sp.state_batches(), sp.start_offset
+            sp = window()
+            sp.load(start, batches)
+            model.reload()
+        _check(sp, model)
+        pending = {o for p in _pending(sp) for o in range(p.first_offset, p.last_offset + 1)}
+        assert pending == {o for o, r in model.recs.items() if r.state is RecordState.ARCHIVING}
