@@ -37,7 +37,7 @@ def broker() -> Iterator[Broker]:
     config = {
         "offsets.topic.num.partitions": 1,
         "share.coordinator.state.topic.num.partitions": 1,
-        "errors.deadletterqueue.auto.create.topics.enable": "true",
+        "errors.deadletterqueue.auto.create.topics.enable": True,
     }
     with Broker(config) as b:
         yield b
