@@ -214,6 +214,7 @@ class Broker:
             group_configs=self.group_configs.configs_of,
             state=self.share_states,
         )
+        self.shares.dead_letters.admin = self.admin  # KIP-1191: auto-creates dead-letter topics if enabled
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         # issue 17 hook: incremental fetch sessions (KIP-227)
@@ -498,6 +499,7 @@ class Broker:
             connection.stop_reading()
         if self.cluster is not None:
             await self.cluster.stop_replication()
+        self.shares.dead_letters.shutdown()  # before the logs close (a drain never stops mid-copy)
         self.replicas.shutdown()
         self.share_states.shutdown()
         self.transactions.shutdown()

@@ -64,6 +64,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory, PredicateWait
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.share_dead_letter import ShareDeadLetters
 from tidelog.server.share_state_runtime import ShareStateRuntime
 
 __all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
@@ -140,6 +141,15 @@ class ShareRuntime:
         self._touched: set[_SHARE_KEY] = set()
         self._wakeups: dict[tuple[str, int], int] = {}
         """Per (topic, partition): the time a wake-up is scheduled for."""
+        self.dead_letters = ShareDeadLetters(
+            replicas=replicas,
+            metadata=metadata,
+            clock=clock,
+            settings=self.settings,
+            persist=self._persist_now,
+            lookup=self.partitions.get,
+        )
+        """KIP-1191: copies REJECTed and delivery-limit records onto the group's dead-letter topic."""
 
     # -- settings and state ------------------------------------------------------------------------------
 
@@ -175,6 +185,7 @@ class ShareRuntime:
         sp.max_record_locks = settings.max_record_locks
         sp.delivery_count_limit = settings.delivery_count_limit
         sp.backoff = settings.backoff
+        sp.dead_letter = settings.dead_letter_topic is not None
         if partition.log_start_offset > sp.start_offset:
             sp.move_start(partition.log_start_offset)
         return sp
@@ -252,6 +263,8 @@ class ShareRuntime:
     def _flush(self) -> list[Awaitable[Response]]:
         """Write every touched share-partition whose persisted view changed; the writes not yet committed."""
         touched, self._touched = self._touched, set()
+        for key in touched:  # dead letters: copied once this state is written (see share_dead_letter)
+            self.dead_letters.changed(key, self.partitions.get(key))
         if self._state is None:
             return []
         waits: list[Awaitable[Response]] = []
@@ -289,6 +302,11 @@ class ShareRuntime:
             if inspect.isawaitable(answer):
                 waits.append(answer)
         return waits
+
+    def _persist_now(self, key: _SHARE_KEY) -> list[Awaitable[Response]]:
+        """Write ``key``'s state now if it changed (for the dead-letter writer); the commits to await."""
+        self._touched.add(key)
+        return self._flush()
 
     def _answer(self, response: Response) -> Answer:
         """``response`` once this request's state writes are committed."""

@@ -6,6 +6,7 @@
   partition of its topics).
 - :mod:`.config`: the settings a share group runs with (its group configs over the broker's defaults).
 - :mod:`.delivery_time`: tidelog's delayed delivery headers.
+- :mod:`.dead_letter`: KIP-1191's dead-letter copies (records, context headers, partition, crash recovery).
 - :mod:`.state_coordinator`: the share coordinator over ``__share_group_state`` (ShareSnapshot records).
 
 Nothing here reads a clock or does I/O; time comes in as ``now_ms``.

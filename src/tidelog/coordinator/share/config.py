@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "AUTO_OFFSET_RESET",
+    "DEAD_LETTER_COPY_RECORD",
     "DEAD_LETTER_TOPIC",
     "DELIVERY_COUNT_LIMIT",
     "ISOLATION_LEVEL",
@@ -34,6 +35,8 @@ RELEASE_BACKOFF_MULTIPLIER = "share.release.backoff.multiplier"
 RELEASE_BACKOFF_MAX_MS = "share.release.backoff.max.ms"
 DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
 """KIP-1191's group config naming the group's dead-letter topic."""
+DEAD_LETTER_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
+"""KIP-1191: a dead-letter copy carries the record's key, value and headers (else context headers only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,7 @@ class ShareGroupSettings:
     release_backoff_multiplier: float = 1.0
     release_backoff_max_ms: int = 0
     dead_letter_topic: str | None = None
+    dead_letter_copy_record: bool = False
 
     def backoff(self, delivery_count: int) -> int:
         """ms before a record released after ``delivery_count`` deliveries is acquirable again."""
@@ -105,4 +109,5 @@ def resolve_settings(keys: Mapping[str, str], broker: ShareBrokerDefaults) -> Sh
         release_backoff_multiplier=max(_float(keys, RELEASE_BACKOFF_MULTIPLIER, 1.0), 1.0),
         release_backoff_max_ms=max(_int(keys, RELEASE_BACKOFF_MAX_MS, 0), 0),
         dead_letter_topic=dlq or None,
+        dead_letter_copy_record=keys.get(DEAD_LETTER_COPY_RECORD, "false").strip().lower() == "true",
     )

@@ -19,6 +19,10 @@ Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a p
   ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE again (ARCHIVED once the delivery
   count has reached ``delivery_count_limit``). A lock that expires and a member that leaves or is fenced
   release the same way.
+- With ``dead_letter`` set (the group names a dead-letter topic, KIP-1191), REJECT and the delivery-count
+  limit lead to ARCHIVING instead: the record waits for its dead-letter copy, is persisted so (state 3), is
+  never acquired or acknowledged, holds the window's start and counts against ``max_record_locks`` until
+  :meth:`SharePartition.archive_dead_letters` archives it.
 - A released record is acquirable again only from ``now_ms + backoff(delivery_count)`` (``backoff``
   defaults to none); a record with a deliver-at time only from then (``not_before``), and while it waits it
   neither counts against ``max_record_locks`` nor holds back the acquisition of records after it.
@@ -41,6 +45,7 @@ __all__ = [
     "AcquiredRange",
     "ArchivedRange",
     "InFlightRange",
+    "PendingDeadLetter",
     "RecordState",
     "SharePartition",
 ]
@@ -52,6 +57,8 @@ class RecordState(IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3
+    """Waiting for its dead-letter copy (KIP-1191), then ARCHIVED."""
     ARCHIVED = 4
 
 
@@ -78,6 +85,9 @@ class InFlightRange:
     """ACQUIRED: when the acquisition lock expires. AVAILABLE: not acquirable before this time."""
     delayed: bool = False
     """AVAILABLE and waiting for a deliver-at time: not counted against ``max_record_locks``."""
+    rejected: bool | None = None
+    """ARCHIVING: REJECTed (True) or at the delivery-count limit (False); None when loaded (the persisted
+    state does not say which)."""
 
     def same_run(self, other: InFlightRange) -> bool:
         return (
@@ -86,6 +96,7 @@ class InFlightRange:
             and self.member_id == other.member_id
             and self.deadline_ms == other.deadline_ms
             and self.delayed == other.delayed
+            and self.rejected == other.rejected
         )
 
     @property
@@ -100,6 +111,17 @@ class AcquiredRange:
     first_offset: int
     last_offset: int
     delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDeadLetter:
+    """ARCHIVING offsets ``first_offset..last_offset`` waiting for their dead-letter copies."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    rejected: bool
+    """REJECTed by a consumer; otherwise the delivery-count limit was reached."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +157,13 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self.delivery_count_limit = delivery_count_limit
         self.backoff = backoff
+        self.dead_letter = False
+        """The group names a dead-letter topic: REJECT and the delivery-count limit lead to ARCHIVING."""
         self._ranges: list[InFlightRange] = []
         self._delayed = 0
         """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count)."""
+        self.archiving = 0
+        """Records in ARCHIVING (waiting for their dead-letter copies)."""
 
     # -- reading -----------------------------------------------------------------------------------------
 
@@ -310,7 +336,7 @@ class SharePartition:
                     if self._release(r, now_ms):
                         archived.append(ArchivedRange(r.first, r.last, r.delivery_count))
                 elif t == AcknowledgeType.REJECT:
-                    self._settle(r, RecordState.ARCHIVED)
+                    self._archive(r, rejected=True)
                     archived.append(ArchivedRange(r.first, r.last, r.delivery_count))
                 else:
                     self._settle(r, RecordState.ARCHIVED)
@@ -347,6 +373,35 @@ class SharePartition:
             self._advance_start()
         return archived
 
+    def pending_dead_letters(self) -> list[PendingDeadLetter]:
+        """The ARCHIVING ranges, in offset order (a loaded range whose cause was not persisted counts as
+        rejected below the delivery-count limit, as reaching it otherwise)."""
+        if not self.archiving:
+            return []
+        return [
+            PendingDeadLetter(
+                r.first,
+                r.last,
+                r.delivery_count,
+                r.rejected if r.rejected is not None else r.delivery_count < self.delivery_count_limit,
+            )
+            for r in self._ranges
+            if r.state is RecordState.ARCHIVING
+        ]
+
+    def archive_dead_letters(self, first: int, last: int) -> None:
+        """The ARCHIVING records among ``first..last`` have their dead-letter copies: ARCHIVED."""
+        first, last = max(first, self.start_offset), min(last, self.end_offset - 1)
+        if first > last:
+            return
+        for r in self._slice(first, last):
+            if r.state is RecordState.ARCHIVING:
+                r.state = RecordState.ARCHIVED
+                r.rejected = None
+                self.archiving -= r.size
+        self._coalesce_all()
+        self._advance_start()
+
     def defer(self, offset: int, deliver_at_ms: int) -> None:
         """A never-delivered AVAILABLE record of the window waits for its delivery time (after a load: the
         persisted state does not keep delivery times, the records' headers do)."""
@@ -370,11 +425,13 @@ class SharePartition:
         if offset >= self.end_offset:
             self._ranges = []
             self._delayed = 0
+            self.archiving = 0
             self.start_offset = self.end_offset = offset
             return
         i = self._split_at(offset)
         dropped = self._ranges[:i]
         self._delayed -= sum(r.size for r in dropped if r.delayed)
+        self.archiving -= sum(r.size for r in dropped if r.state is RecordState.ARCHIVING)
         del self._ranges[:i]
         self.start_offset = offset
 
@@ -382,9 +439,11 @@ class SharePartition:
 
     def load(self, start_offset: int, batches: Sequence[tuple[int, int, int, int]]) -> None:
         """Replace the state with a persisted one: ``(first, last, state, delivery_count)`` batches above
-        ``start_offset`` (Kafka's state batches; ACQUIRED is never persisted and loads as AVAILABLE)."""
+        ``start_offset`` (Kafka's state batches; ACQUIRED is never persisted and loads as AVAILABLE;
+        ARCHIVING loads as ARCHIVING, its dead-letter copies perhaps written)."""
         self._ranges = []
         self._delayed = 0
+        self.archiving = 0
         self.start_offset = start_offset
         self.end_offset = start_offset
         for first, last, state, count in sorted(batches):
@@ -395,6 +454,8 @@ class SharePartition:
                 self._ranges.append(InFlightRange(self.end_offset, first - 1, RecordState.AVAILABLE, 0))
             loaded = RecordState(state) if state != RecordState.ACQUIRED else RecordState.AVAILABLE
             self._ranges.append(InFlightRange(first, last, loaded, count))
+            if loaded is RecordState.ARCHIVING:
+                self.archiving += last - first + 1
             self.end_offset = last + 1
         self._coalesce_all()
         self._advance_start()
@@ -424,13 +485,22 @@ class SharePartition:
         """An ACQUIRED range goes back: AVAILABLE (after the backoff), or ARCHIVED at the delivery-count
         limit (returns True then)."""
         if r.delivery_count >= self.delivery_count_limit:
-            self._settle(r, RecordState.ARCHIVED)
+            self._archive(r, rejected=False)
             return True
         r.state = RecordState.AVAILABLE
         r.member_id = None
         delay = self.backoff(r.delivery_count)
         r.deadline_ms = now_ms + delay if delay > 0 else 0
         return False
+
+    def _archive(self, r: InFlightRange, *, rejected: bool) -> None:
+        """REJECT or the delivery-count limit: ARCHIVING when the group dead-letters, else ARCHIVED."""
+        if self.dead_letter:
+            self._settle(r, RecordState.ARCHIVING)
+            r.rejected = rejected
+            self.archiving += r.size
+        else:
+            self._settle(r, RecordState.ARCHIVED)
 
     def _settle(self, r: InFlightRange, state: RecordState) -> None:
         r.state = state
@@ -443,7 +513,9 @@ class SharePartition:
     def _split(self, i: int, offset: int) -> None:
         """Split range ``i`` so that a range starts at ``offset`` (first < offset <= last)."""
         r = self._ranges[i]
-        tail = InFlightRange(offset, r.last, r.state, r.delivery_count, r.member_id, r.deadline_ms, r.delayed)
+        tail = InFlightRange(
+            offset, r.last, r.state, r.delivery_count, r.member_id, r.deadline_ms, r.delayed, r.rejected
+        )
         r.last = offset - 1
         self._ranges.insert(i + 1, tail)
 

@@ -6,8 +6,8 @@ Invariants:
 - A share-partition (group, topic id, partition) lives on ``partition_for(group_id)`` of the topic (all of
   a group's share-partitions on one partition, so one group's writes are ordered).
 - Every write is one ShareSnapshot record (key type 0) holding the partition's whole persisted window: its
-  start offset and state batches (AVAILABLE with a delivery count, ACKNOWLEDGED, ARCHIVED; ACQUIRED is
-  never persisted). Compaction keeps the last one per key, so replaying a partition costs one record per
+  start offset and state batches (AVAILABLE with a delivery count, ACKNOWLEDGED, ARCHIVING (waiting for a
+  dead-letter copy), ARCHIVED; ACQUIRED is never persisted). Compaction keeps the last one per key, so replaying a partition costs one record per
   share-partition (the window is offset ranges: a few batches), and no ShareUpdate deltas are needed. A
   ShareUpdate (key type 1) found in the log is applied over the snapshot (batches replace what they cover).
 - A write answers only once its record is committed (the runtime's rule); a read answers the state replayed

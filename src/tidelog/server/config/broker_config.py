@@ -175,6 +175,8 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms: int
     group_share_max_size: int
     share_coordinator_state_topic_num_partitions: int
+    errors_deadletterqueue_auto_create_topics_enable: bool
+    errors_deadletterqueue_topic_name_prefix: str
     share_coordinator_state_topic_replication_factor: int
     share_coordinator_state_topic_segment_bytes: int
     share_coordinator_load_buffer_size: int

@@ -174,6 +174,8 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("group.share.heartbeat.interval.ms", I, "5000", "Heartbeat interval of share group members.", at_least(1)),
         ConfigDef("group.share.max.size", I, "200", "Maximum members of a share group.", between(1, 1000)),
         ConfigDef("share.coordinator.state.topic.num.partitions", I, "50", "Partitions of __share_group_state.", at_least(1)),
+        ConfigDef("errors.deadletterqueue.auto.create.topics.enable", B, "false", "KIP-1191: create a share group's missing dead-letter topic (num.partitions, default.replication.factor) when it is first written."),
+        ConfigDef("errors.deadletterqueue.topic.name.prefix", S, "dlq.", "KIP-1191: the prefix an automatically created dead-letter topic's name must have (empty: any name)."),
         ConfigDef("share.coordinator.state.topic.replication.factor", SH, "1", "Replication factor of __share_group_state. tidelog default 1 (Kafka: 3).", at_least(1)),
         ConfigDef("share.coordinator.state.topic.segment.bytes", I, "104857600", "Segment size of __share_group_state.", at_least(1)),
         ConfigDef("share.coordinator.load.buffer.size", I, "5242880", "Batch size for reading __share_group_state segments.", at_least(1)),
