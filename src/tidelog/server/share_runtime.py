@@ -223,7 +223,7 @@ class ShareRuntime:
             self._purgatory.on_append(key)
 
     def _expire_members(self, group: ShareGroup) -> None:
-        for member_id in group.expire(self._clock.now_ms(), self.defaults.session_timeout_ms):
+        for member_id in group.expire(self._clock.now_ms(), self.settings(group.group_id).session_timeout_ms):
             self._sessions.pop((group.group_id, member_id), None)
             self._release_member(group.group_id, member_id)
 
@@ -386,7 +386,7 @@ class ShareRuntime:
         return ShareGroupHeartbeatResponse(
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.defaults.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.settings(group.group_id).heartbeat_interval_ms,
             assignment=assignment,
         )
 

@@ -3,7 +3,10 @@ returns them) over the broker's ``group.share.*`` defaults.
 
 Invariants: a key the group did not set, or set to a value that does not parse, takes the broker's
 default; the record lock duration is clamped into ``[group.share.min.record.lock.duration.ms,
-group.share.max.record.lock.duration.ms]`` and the delivery count limit into Kafka's ``[2, 10]``.
+group.share.max.record.lock.duration.ms]`` and the delivery count limit into Kafka's ``[2, 10]``. The
+group's ``share.session.timeout.ms``, ``share.heartbeat.interval.ms`` and
+``share.partition.max.record.locks`` were bounded by the group-config store when set (Kafka's
+``group.share.min/max.*`` keys); a value that is not a positive integer takes the broker's default.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ __all__ = [
     "DEAD_LETTER_COPY_RECORD",
     "DEAD_LETTER_TOPIC",
     "DELIVERY_COUNT_LIMIT",
+    "HEARTBEAT_INTERVAL_MS",
     "ISOLATION_LEVEL",
+    "PARTITION_MAX_RECORD_LOCKS",
     "RECORD_LOCK_DURATION_MS",
     "RELEASE_BACKOFF_MAX_MS",
     "RELEASE_BACKOFF_MS",
     "RELEASE_BACKOFF_MULTIPLIER",
+    "SESSION_TIMEOUT_MS",
     "ShareBrokerDefaults",
     "ShareGroupSettings",
     "resolve_settings",
@@ -33,6 +39,9 @@ DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 RELEASE_BACKOFF_MS = "share.release.backoff.ms"
 RELEASE_BACKOFF_MULTIPLIER = "share.release.backoff.multiplier"
 RELEASE_BACKOFF_MAX_MS = "share.release.backoff.max.ms"
+SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
 """KIP-1191's group config naming the group's dead-letter topic."""
 DEAD_LETTER_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
@@ -66,6 +75,9 @@ class ShareGroupSettings:
     release_backoff_max_ms: int = 0
     dead_letter_topic: str | None = None
     dead_letter_copy_record: bool = False
+    session_timeout_ms: int = 45_000
+    """A member that has not heartbeated for this long is removed and its records released."""
+    heartbeat_interval_ms: int = 5000
 
     def backoff(self, delivery_count: int) -> int:
         """ms before a record released after ``delivery_count`` deliveries is acquirable again."""
@@ -82,6 +94,11 @@ def _int(keys: Mapping[str, str], key: str, default: int) -> int:
         return int(keys[key])
     except (KeyError, ValueError):
         return default
+
+
+def _positive(keys: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(keys, key, default)
+    return value if value > 0 else default
 
 
 def _float(keys: Mapping[str, str], key: str, default: float) -> float:
@@ -102,7 +119,9 @@ def resolve_settings(keys: Mapping[str, str], broker: ShareBrokerDefaults) -> Sh
     return ShareGroupSettings(
         record_lock_duration_ms=lock,
         delivery_count_limit=limit,
-        max_record_locks=broker.partition_max_record_locks,
+        max_record_locks=_positive(keys, PARTITION_MAX_RECORD_LOCKS, broker.partition_max_record_locks),
+        session_timeout_ms=_positive(keys, SESSION_TIMEOUT_MS, broker.session_timeout_ms),
+        heartbeat_interval_ms=_positive(keys, HEARTBEAT_INTERVAL_MS, broker.heartbeat_interval_ms),
         auto_offset_reset="earliest" if reset == "earliest" else "latest",
         read_committed=isolation == "read_committed",
         release_backoff_ms=max(_int(keys, RELEASE_BACKOFF_MS, 0), 0),

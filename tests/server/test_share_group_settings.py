@@ -1,0 +1,136 @@
+"""A share group's own ``share.session.timeout.ms``, ``share.heartbeat.interval.ms`` and
+``share.partition.max.record.locks`` group configs, on a manual clock in process: the heartbeat answer carries
+the group's interval; a member silent for longer than the group's session timeout (shorter than the
+broker's) is removed and its acquired records go to the next member; one fetch acquires at most the group's
+record-lock limit."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tidelog.coordinator.share.config import ShareBrokerDefaults, resolve_settings
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from tidelog.protocol.records import SimpleRecord, encode_batch
+from tidelog.server.admin_manager import AdminManager
+from tidelog.server.broker import Broker
+from tidelog.server.clock import ManualClock
+from tidelog.server.config import load_broker_config
+from tidelog.server.dispatch import RequestContext
+
+GROUP = "workers"
+CONFIGS = {
+    "share.auto.offset.reset": "earliest",
+    "share.session.timeout.ms": "5000",
+    "share.heartbeat.interval.ms": "7000",
+    "share.partition.max.record.locks": "100",
+    "share.record.lock.duration.ms": "60000",
+}
+
+
+def test_resolved_settings_take_the_groups_keys_over_the_brokers() -> None:
+    broker = ShareBrokerDefaults()
+    settings = resolve_settings(CONFIGS, broker)
+    assert (settings.session_timeout_ms, settings.heartbeat_interval_ms, settings.max_record_locks) == (
+        5000,
+        7000,
+        100,
+    )
+    defaults = resolve_settings({"share.session.timeout.ms": "soon"}, broker)
+    assert (defaults.session_timeout_ms, defaults.heartbeat_interval_ms, defaults.max_record_locks) == (
+        45_000,
+        5000,
+        2000,
+    )
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[tuple[Broker, ManualClock]]:
+    clock = ManualClock()
+    config, _ = load_broker_config(
+        None,
+        {
+            "log.dirs": str(tmp_path),
+            "share.coordinator.state.topic.num.partitions": "1",
+            "offsets.topic.num.partitions": "1",
+        },
+    )
+    b = Broker(config, clock=clock)
+    try:
+        b.shares.group_configs = lambda group: CONFIGS if group == GROUP else {}
+        yield b, clock
+    finally:
+        b.logs.shutdown(clock.now_ms())
+
+
+def _context() -> RequestContext:
+    return RequestContext(
+        api_key=76,
+        api_version=1,
+        correlation_id=1,
+        client_id="test",
+        client_host="127.0.0.1",
+        connection_id=1,
+    )
+
+
+def _join(b: Broker) -> ShareGroupHeartbeatResponse:
+    answer = b.shares.heartbeat(
+        _context(),
+        ShareGroupHeartbeatRequest(
+            group_id=GROUP, member_id=uuid.uuid4().hex, member_epoch=0, subscribed_topic_names=["t"]
+        ),
+    )
+    assert answer.error_code == ErrorCode.NONE
+    return answer
+
+
+def _fetch(b: Broker, topic_id: uuid.UUID, member: str, epoch: int) -> list[tuple[int, int, int]]:
+    request = ShareFetchRequest(
+        group_id=GROUP,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait_ms=0,
+        max_bytes=1 << 20,
+        max_records=500,
+        topics=[
+            ShareFetchRequest.FetchTopic(
+                topic_id=topic_id, partitions=[ShareFetchRequest.FetchPartition(partition_index=0)]
+            )
+        ],
+    )
+    answer = b.shares.fetch(request)
+    assert isinstance(answer, ShareFetchResponse)
+    part = answer.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.NONE
+    return [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records]
+
+
+def test_group_session_timeout_heartbeat_interval_and_record_locks(
+    broker: tuple[Broker, ManualClock],
+) -> None:
+    b, clock = broker
+    assert isinstance(b.admin, AdminManager)
+    topic = b.admin.create_topic_now("t", 1, 1, {})
+    records = [SimpleRecord(value=b"%d" % i, timestamp=clock.now_ms()) for i in range(150)]
+    error, _, _ = b.replicas.append("t", 0, encode_batch(records), now_ms=clock.now_ms())
+    assert error == ErrorCode.NONE
+
+    first = _join(b)
+    assert first.heartbeat_interval_ms == 7000  # the group's, not the broker's 5000
+    assert first.member_id is not None
+    assert _fetch(b, topic.topic_id, first.member_id, 0) == [(0, 99, 1)]  # the group's 100 locks
+
+    clock.advance(5001)  # past the group's 5 s session timeout, far short of the broker's 45 s
+    second = _join(b)
+    assert second.member_id is not None
+    assert _fetch(b, topic.topic_id, second.member_id, 0) == [(0, 99, 2)]  # the silent member's, released
