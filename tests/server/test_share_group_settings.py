@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.coordinator.share.config import ShareBrokerDefaults, resolve_settings
+from tidelog.coordinator.share.config import ShareBrokerDefaults, iso_duration_ms, resolve_settings
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     ShareFetchRequest,
@@ -134,3 +134,32 @@ def test_group_session_timeout_heartbeat_interval_and_record_locks(
     second = _join(b)
     assert second.member_id is not None
     assert _fetch(b, topic.topic_id, second.member_id, 0) == [(0, 99, 2)]  # the silent member's, released
+
+
+def test_iso_durations() -> None:
+    assert [iso_duration_ms(t) for t in ("PT1H", "P1DT2M", "PT0.5S", "PT", "1H", "P2D")] == [
+        3_600_000,
+        86_520_000,
+        500,
+        None,
+        None,
+        172_800_000,
+    ]
+
+
+def test_by_duration_starts_at_the_first_record_no_older_than_the_duration(
+    broker: tuple[Broker, ManualClock],
+) -> None:
+    b, clock = broker
+    assert isinstance(b.admin, AdminManager)
+    topic = b.admin.create_topic_now("t", 1, 1, {})
+    hour = 3_600_000
+    now = clock.now_ms()
+    for age in (3 * hour, 2 * hour, hour // 2, 0):  # offsets 0..3
+        batch = encode_batch([SimpleRecord(value=b"x", timestamp=now - age)])
+        assert b.replicas.append("t", 0, batch, now_ms=now)[0] == ErrorCode.NONE
+    configs = {"share.auto.offset.reset": "by_duration:PT1H", "share.record.lock.duration.ms": "60000"}
+    b.shares.group_configs = lambda group: configs
+    member = _join(b).member_id
+    assert member is not None
+    assert _fetch(b, topic.topic_id, member, 0) == [(2, 3, 1)]  # the last hour: offsets 2 and 3

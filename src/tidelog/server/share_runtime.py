@@ -169,11 +169,7 @@ class ShareRuntime:
             if isinstance(loaded, ErrorCode):
                 return loaded
             if loaded is None:
-                start = (
-                    partition.log_start_offset
-                    if settings.auto_offset_reset == "earliest"
-                    else partition.high_watermark
-                )
+                start = self._reset_offset(partition, settings)
                 sp = SharePartition(start)
             else:
                 sp = SharePartition(loaded[0])
@@ -189,6 +185,16 @@ class ShareRuntime:
         if partition.log_start_offset > sp.start_offset:
             sp.move_start(partition.log_start_offset)
         return sp
+
+    def _reset_offset(self, partition: Partition, settings: ShareGroupSettings) -> int:
+        """Where a share-partition without state starts (``share.auto.offset.reset``)."""
+        if settings.auto_offset_reset == "earliest":
+            return partition.log_start_offset
+        if settings.auto_offset_reset == "by_duration":
+            found = partition.offset_for_timestamp(self._clock.now_ms() - settings.reset_duration_ms)
+            if found is not None:
+                return max(min(found.offset, partition.high_watermark), partition.log_start_offset)
+        return partition.high_watermark
 
     def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
         """A loaded window's never-delivered records get their delivery times back from their headers."""

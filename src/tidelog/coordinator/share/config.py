@@ -11,6 +11,7 @@ group's ``share.session.timeout.ms``, ``share.heartbeat.interval.ms`` and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ __all__ = [
     "RELEASE_BACKOFF_MS",
     "RELEASE_BACKOFF_MULTIPLIER",
     "SESSION_TIMEOUT_MS",
+    "iso_duration_ms",
     "ShareBrokerDefaults",
     "ShareGroupSettings",
     "resolve_settings",
@@ -68,7 +70,8 @@ class ShareGroupSettings:
     delivery_count_limit: int
     max_record_locks: int
     auto_offset_reset: str
-    """``latest`` (Kafka's default) or ``earliest``: where a share-partition starts when it has no state."""
+    """``latest`` (Kafka's default), ``earliest`` or ``by_duration``: where a share-partition starts when it
+    has no state (``by_duration``: at the first record no older than ``reset_duration_ms``, else latest)."""
     read_committed: bool
     release_backoff_ms: int = 0
     release_backoff_multiplier: float = 1.0
@@ -78,6 +81,7 @@ class ShareGroupSettings:
     session_timeout_ms: int = 45_000
     """A member that has not heartbeated for this long is removed and its records released."""
     heartbeat_interval_ms: int = 5000
+    reset_duration_ms: int = 0
 
     def backoff(self, delivery_count: int) -> int:
         """ms before a record released after ``delivery_count`` deliveries is acquirable again."""
@@ -87,6 +91,21 @@ class ShareGroupSettings:
         if self.release_backoff_max_ms > 0:
             delay = min(delay, self.release_backoff_max_ms)
         return int(delay)
+
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?", re.IGNORECASE
+)
+
+
+def iso_duration_ms(text: str) -> int | None:
+    """``PnDTnHnMn.nS`` (the form ``share.auto.offset.reset=by_duration:`` takes) in ms; None if malformed."""
+    match = _ISO_DURATION.fullmatch(text.strip())
+    if match is None or not any(c.isdigit() for c in text):
+        return None
+    days, hours, minutes = (int(match.group(g) or 0) for g in "dhm")
+    seconds = float(match.group("s") or 0)
+    return round((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
 def _int(keys: Mapping[str, str], key: str, default: int) -> int:
@@ -114,6 +133,7 @@ def resolve_settings(keys: Mapping[str, str], broker: ShareBrokerDefaults) -> Sh
     lock = min(max(lock, broker.min_record_lock_duration_ms), broker.max_record_lock_duration_ms)
     limit = min(max(_int(keys, DELIVERY_COUNT_LIMIT, broker.delivery_count_limit), 2), 10)
     reset = keys.get(AUTO_OFFSET_RESET, "latest").strip().lower()
+    duration_ms = iso_duration_ms(reset.split(":", 1)[1]) if reset.startswith("by_duration:") else None
     isolation = keys.get(ISOLATION_LEVEL, "read_uncommitted").strip().lower()
     dlq = keys.get(DEAD_LETTER_TOPIC, "").strip()
     return ShareGroupSettings(
@@ -122,7 +142,10 @@ def resolve_settings(keys: Mapping[str, str], broker: ShareBrokerDefaults) -> Sh
         max_record_locks=_positive(keys, PARTITION_MAX_RECORD_LOCKS, broker.partition_max_record_locks),
         session_timeout_ms=_positive(keys, SESSION_TIMEOUT_MS, broker.session_timeout_ms),
         heartbeat_interval_ms=_positive(keys, HEARTBEAT_INTERVAL_MS, broker.heartbeat_interval_ms),
-        auto_offset_reset="earliest" if reset == "earliest" else "latest",
+        auto_offset_reset=(
+            "by_duration" if duration_ms is not None else "earliest" if reset == "earliest" else "latest"
+        ),
+        reset_duration_ms=duration_ms or 0,
         read_committed=isolation == "read_committed",
         release_backoff_ms=max(_int(keys, RELEASE_BACKOFF_MS, 0), 0),
         release_backoff_multiplier=max(_float(keys, RELEASE_BACKOFF_MULTIPLIER, 1.0), 1.0),
