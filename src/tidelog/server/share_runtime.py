@@ -64,7 +64,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory, PredicateWait
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
-from tidelog.server.share_state_runtime import ShareStateRuntime
+from tidelog.server.share_persister import ShareStateStore
 
 __all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
 
@@ -122,7 +122,7 @@ class ShareRuntime:
         clock: Clock,
         defaults: ShareBrokerDefaults,
         group_configs: GroupConfigLookup = no_group_configs,
-        state: ShareStateRuntime | None = None,
+        state: ShareStateStore | None = None,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
@@ -178,6 +178,21 @@ class ShareRuntime:
         if partition.log_start_offset > sp.start_offset:
             sp.move_start(partition.log_start_offset)
         return sp
+
+    def set_state_store(self, state: ShareStateStore) -> None:
+        """Where share-partition state is read and written (issue 13 cluster hook: a
+        :class:`~tidelog.server.share_persister.SharePersister` in a cluster)."""
+        self._state = state
+
+    def drop_partition(self, topic: str, index: int) -> None:
+        """Forget every group's share-partition of ``topic-index`` (issue 13 cluster hook, see
+        :mod:`tidelog.server.share_routing`: its leadership moved; its next leader loads it from
+        ``__share_group_state``); fetches waiting on it are woken."""
+        for key in [k for k in self.partitions if k[1] == topic and k[2] == index]:
+            del self.partitions[key]
+            self._persisted.pop(key, None)
+            self._touched.discard(key)
+        self._purgatory.on_append((topic, index))
 
     def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
         """A loaded window's never-delivered records get their delivery times back from their headers."""

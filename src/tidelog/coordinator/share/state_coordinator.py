@@ -10,6 +10,9 @@ Invariants:
   never persisted). Compaction keeps the last one per key, so replaying a partition costs one record per
   share-partition (the window is offset ranges: a few batches), and no ShareUpdate deltas are needed. A
   ShareUpdate (key type 1) found in the log is applied over the snapshot (batches replace what they cover).
+- A write from a share-partition leader whose leader epoch is below the one that last wrote the
+  share-partition is refused whole with FENCED_LEADER_EPOCH (a deposed leader cannot bring an older window
+  back).
 - A write answers only once its record is committed (the runtime's rule); a read answers the state replayed
   and written so far. Requests for a loading partition get COORDINATOR_LOAD_IN_PROGRESS, for one not owned
   NOT_COORDINATOR.
@@ -55,6 +58,8 @@ class PersistedState:
     state_epoch: int
     start_offset: int
     batches: list[Batch] = field(default_factory=list)
+    leader_epoch: int = 0
+    """The share-partition leader's leader epoch that wrote it (older ones are fenced)."""
 
 
 _Key = tuple[str, uuid.UUID, int]
@@ -118,6 +123,7 @@ class ShareStateCoordinator:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in v.state_batches
                 ],
+                v.leader_epoch,
             )
         elif record_type == _UPDATE:
             u = decode_body(ShareUpdateKey, 1, key, CoordinatorRecordError, "ShareUpdateKey")
@@ -235,6 +241,11 @@ class ShareStateCoordinator:
             return CoordinatorResult(response=_write_errors(request, error))
         partition = self.partition_for(request.group_id)
         states = self._states[partition]
+        for t in request.topics:
+            for p in t.partitions:
+                known = states.get((request.group_id, t.topic_id, p.partition))
+                if known is not None and p.leader_epoch < known.leader_epoch:
+                    return CoordinatorResult(response=_write_errors(request, ErrorCode.FENCED_LEADER_EPOCH))
         records: list[CoordinatorRecord] = []
         for t in request.topics:
             for p in t.partitions:
@@ -243,7 +254,7 @@ class ShareStateCoordinator:
                     for b in p.state_batches
                 ]
                 states[(request.group_id, t.topic_id, p.partition)] = PersistedState(
-                    p.state_epoch, p.start_offset, batches
+                    p.state_epoch, p.start_offset, batches, p.leader_epoch
                 )
                 key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
                 value = ShareSnapshotValue(
