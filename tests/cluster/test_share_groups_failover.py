@@ -3,12 +3,15 @@ RF 3 topic, ``__share_group_state`` at RF 3 led by another broker than the topic
 of the share-partition leader goes to the share coordinator over WriteShareGroupState.
 
 A ``ShareConsumer`` (explicit mode) acknowledges 10 records and holds the others it acquired; the
-partition's leader is killed; the same consumer, re-routed to the new leader (which loads the state from the
-share coordinator), gets exactly the records not acknowledged: no acknowledged record again, none lost.
+partition's leader is killed; a second consumer of the group, whose bootstrap list still names the dead
+broker, is routed to the new leader (which loads the state from the share coordinator) and gets exactly
+the records not acknowledged: no acknowledged record again, none lost (the held ones' acquisitions died
+with the leader).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -35,9 +38,12 @@ def test_share_partition_leader_kill_loses_no_acknowledgement_and_no_record(scen
     futures = admin.create_topics(
         [
             NewTopic(
-                STATE_TOPIC, replica_assignment=[[coordinator, third, leader]], config={"cleanup.policy": "compact"}
+                STATE_TOPIC,
+                num_partitions=1,
+                replica_assignment=[[coordinator, third, leader]],
+                config={"cleanup.policy": "compact"},
             ),
-            NewTopic(TOPIC, replica_assignment=[[leader, coordinator, third]]),
+            NewTopic(TOPIC, num_partitions=1, replica_assignment=[[leader, coordinator, third]]),
         ],
         operation_timeout=30,
     )
@@ -49,7 +55,9 @@ def test_share_partition_leader_kill_loses_no_acknowledgement_and_no_record(scen
     assert scenario.leader(STATE_TOPIC, 0) == coordinator
     assert scenario.leader(TOPIC, 0) == leader
 
-    producer = Producer({"bootstrap.servers": scenario.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3})
+    producer = Producer(
+        {"bootstrap.servers": scenario.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3}
+    )
     consumer = ShareConsumer(
         {
             "bootstrap.servers": scenario.bootstrap,
@@ -82,18 +90,26 @@ def test_share_partition_leader_kill_loses_no_acknowledgement_and_no_record(scen
     scenario.event(f"share-partition leader {leader} killed")
     scenario.wait_new_leader(TOPIC, 0, old)
 
+    second = ShareConsumer(
+        {
+            "bootstrap.servers": scenario.bootstrap,
+            "group.id": GROUP,
+            "share.acknowledgement.mode": "explicit",
+            "log_level": 3,
+        }
+    )
+    second.subscribe([TOPIC])
     after: list[bytes] = []
     remaining = set(values) - acked
     while not remaining <= set(after) and time.monotonic() < deadline:
-        for message in consumer.poll(0.5):
+        for message in second.poll(0.5):
+            second.acknowledge(message)
             if message.error() is None and value_of(message) != PRIMER:
                 after.append(value_of(message))
-                consumer.acknowledge(message)
-    try:
-        consumer.commit_sync()
-    except KafkaException:
-        pass
-    consumer.close()
+    second.commit_sync()
+    second.close()
+    with contextlib.suppress(KafkaException):
+        consumer.close()
     assert not acked & set(after), "an acknowledged record came again"
     assert held <= set(after)
     assert sorted(after) == sorted(remaining)

@@ -9,8 +9,8 @@ Invariants:
   partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER by the share runtime, and here
   gets the current leader (id and leader epoch) and its endpoint on the request's listener, so the client
   re-routes without a metadata round trip.
-- Before a ShareFetch or ShareAcknowledge is served, the state of every share-partition it names that this
-  broker leads and has not loaded is read from the share coordinator
+- Before a ShareFetch or ShareAcknowledge is served, the state of every share-partition it names (a
+  ShareFetch in an open share session: its session's too) that this broker leads and has not loaded is read from the share coordinator
   (:class:`~tidelog.server.share_persister.SharePersister`), so the runtime starts from what is persisted.
 - A share-partition whose leadership changes on this broker (lost, or gained at a new leader epoch) is
   dropped from the runtime at once (acquisitions are not persisted: they lapse with the leader; the next
@@ -104,6 +104,8 @@ class ShareRouting:
         self, ctx: RequestContext, request: ShareFetchRequest, serve: Callable[[ShareFetchRequest], Answer]
     ) -> Answer:
         named = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+        if request.share_session_epoch > 0:  # an incremental request: the session's partitions too
+            named += self._runtime.session_partitions(request.group_id or "", request.member_id or "")
         return self._serve(ctx, request.group_id or "", named, lambda: serve(request))
 
     def acknowledge(

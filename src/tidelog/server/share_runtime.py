@@ -184,6 +184,11 @@ class ShareRuntime:
         :class:`~tidelog.server.share_persister.SharePersister` in a cluster)."""
         self._state = state
 
+    def session_partitions(self, group_id: str, member_id: str) -> list[tuple[uuid.UUID, int]]:
+        """The partitions of the member's open share session (issue 13 cluster hook: loaded first)."""
+        session = self._sessions.get((group_id, member_id))
+        return list(session.partitions) if session is not None else []
+
     def drop_partition(self, topic: str, index: int) -> None:
         """Forget every group's share-partition of ``topic-index`` (issue 13 cluster hook, see
         :mod:`tidelog.server.share_routing`: its leadership moved; its next leader loads it from
