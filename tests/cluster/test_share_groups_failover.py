@@ -1,6 +1,7 @@
 """A share group across the kill -9 of its share-partition leader (KIP-932 in a cluster): three brokers, an
 RF 3 topic, ``__share_group_state`` at RF 3 led by another broker than the topic, so every state write
-of the share-partition leader goes to the share coordinator over WriteShareGroupState.
+of the share-partition leader goes to the share coordinator over WriteShareGroupState, and the next leader
+(the third broker) reads it back with ReadShareGroupState.
 
 A ``ShareConsumer`` (explicit mode) acknowledges 10 records and holds the others it acquired; the
 partition's leader is killed; a second consumer of the group, whose bootstrap list still names the dead
@@ -43,7 +44,7 @@ def test_share_partition_leader_kill_loses_no_acknowledgement_and_no_record(scen
                 replica_assignment=[[coordinator, third, leader]],
                 config={"cleanup.policy": "compact"},
             ),
-            NewTopic(TOPIC, num_partitions=1, replica_assignment=[[leader, coordinator, third]]),
+            NewTopic(TOPIC, num_partitions=1, replica_assignment=[[leader, third, coordinator]]),
         ],
         operation_timeout=30,
     )
@@ -88,7 +89,8 @@ def test_share_partition_leader_kill_loses_no_acknowledgement_and_no_record(scen
     old = scenario.state(TOPIC, 0)
     c.kill(leader)
     scenario.event(f"share-partition leader {leader} killed")
-    scenario.wait_new_leader(TOPIC, 0, old)
+    new = scenario.wait_new_leader(TOPIC, 0, old)
+    assert new.leader == third  # it reads the state from the share coordinator on another broker
 
     second = ShareConsumer(
         {
