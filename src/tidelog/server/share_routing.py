@@ -12,6 +12,9 @@ Invariants:
 - Before a ShareFetch or ShareAcknowledge is served, the state of every share-partition it names (a
   ShareFetch in an open share session: its session's too) that this broker leads and has not loaded is read from the share coordinator
   (:class:`~tidelog.server.share_persister.SharePersister`), so the runtime starts from what is persisted.
+- A share group whose ``__consumer_offsets`` partition changes leadership on this broker is dropped
+  (membership is not persisted: its members join the next coordinator again, as after UNKNOWN_MEMBER_ID),
+  so a broker that coordinated it once never expires live members from a stale copy.
 - A share-partition whose leadership changes on this broker (lost, or gained at a new leader epoch) is
   dropped from the runtime at once (acquisitions are not persisted: they lapse with the leader; the next
   leader loads the persisted state), together with any state loaded for it.
@@ -194,6 +197,12 @@ class ShareRouting:
 
     def _on_leadership(self, partition: Partition, is_leader: bool) -> None:
         del is_leader  # gained (at a new epoch) or lost: what this broker holds may be stale either way
+        if partition.topic == self._groups.topic:
+            for group_id in [
+                g for g in self._runtime.groups if self._groups.partition_for(g) == partition.index
+            ]:
+                del self._runtime.groups[group_id]
+            return
         info = self._metadata.topic(partition.topic)
         if info is None or info.is_internal:
             return

@@ -1,7 +1,7 @@
 """Share groups' routing in a cluster (:mod:`tidelog.server.share_routing`), on two in-process brokers with
 the test as controller: heartbeats and describes only at the group coordinator, fetches only at the
 partition leader (others say who leads), state written to the share coordinator stamped with the leader
-epoch, and a share-partition dropped when its leadership moves.
+epoch, and a share-partition (a share group) dropped when its leadership (its coordinator) moves.
 
 Broker 1 leads ``jobs`` and ``__share_group_state``; broker 2 leads ``__consumer_offsets``.
 """
@@ -93,8 +93,9 @@ def test_requests_go_to_the_coordinator_and_the_leader(tmp_path: Path) -> None:
             refused = one.heartbeat(_ctx(76, 1), heartbeat, serve)
             assert refused.error_code == ErrorCode.NOT_COORDINATOR
             assert served == []
-            assert two.heartbeat(_ctx(76, 1), heartbeat, serve).error_code == ErrorCode.NONE
-            assert served == [GROUP]
+            joined = two.heartbeat(_ctx(76, 1), heartbeat, c[2].broker.shares.heartbeat)
+            assert (joined.error_code, joined.member_id) == (ErrorCode.NONE, "m1")
+            assert GROUP in c[2].broker.shares.groups
             described = one.describe(ShareGroupDescribeRequest(group_ids=[GROUP]), b1.shares.describe)
             assert [(g.group_id, g.error_code) for g in described.groups] == [
                 (GROUP, ErrorCode.NOT_COORDINATOR)
@@ -122,5 +123,9 @@ def test_requests_go_to_the_coordinator_and_the_leader(tmp_path: Path) -> None:
             # leadership moves away: the share-partition is dropped (its next leader loads it)
             c.elect("jobs", 2, 4, (2,))
             assert (GROUP, "jobs", 0) not in b1.shares.partitions
+
+            # the group coordinator moves: the old one forgets the group (its members join the new one)
+            c.elect("__consumer_offsets", 1, 1, (1,))
+            assert GROUP not in c[2].broker.shares.groups
 
     asyncio.run(scenario())
