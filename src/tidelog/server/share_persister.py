@@ -16,8 +16,8 @@ Invariants:
 - FENCED_LEADER_EPOCH is final: a newer leader of the share-partition wrote already (this one is stale).
 - Writes of one share-partition reach the coordinator in the order they were made: each waits for the one
   before it (a write holds the whole window, so a reordered one would bring an older window back). Every
-  write carries the leader epoch of this broker's replica of the partition (the coordinator fences older
-  epochs).
+  read and write carries the leader epoch of this broker's replica of the partition (the coordinator
+  fences older epochs; a new leader's first read fences the ones before it).
 - Reads: :meth:`SharePersister.load` fetches share-partitions' states before a request uses them (retried as
   writes are, but a failure leaves them unloaded); the share runtime's synchronous read then takes the
   loaded answer (once). A read not loaded first is asked of a local coordinator as before, and otherwise
@@ -131,6 +131,7 @@ class SharePersister:
         if loaded is not None:
             return loaded
         if self._coordinator(request.group_id) == self._metadata.node_id:
+            self._stamp(request)
             return self._local.handle_request(request, api_version=STATE_API_VERSION)
         if key not in self._loading:
             asyncio.get_running_loop().create_task(self.load([key]))
@@ -176,6 +177,7 @@ class SharePersister:
                     for topic_id, partitions in by_topic.items()
                 ],
             )
+            self._stamp(request)
             try:
                 response = await self._until_committed(request, ReadShareGroupStateResponse)
             except ShareStateWriteError as exc:
@@ -198,12 +200,7 @@ class SharePersister:
     def _write_in_order(
         self, request: WriteShareGroupStateRequest
     ) -> asyncio.Future[WriteShareGroupStateResponse]:
-        for topic in request.topics:
-            name = self._metadata.topic_name(topic.topic_id)
-            for p in topic.partitions:
-                replica = self._replicas.get(name, p.partition) if name is not None else None
-                if replica is not None:
-                    p.leader_epoch = replica.leader_epoch
+        self._stamp(request)
         keys = [(request.group_id, t.topic_id, p.partition) for t in request.topics for p in t.partitions]
         before = [self._last_write[k] for k in keys if k in self._last_write]
         task = asyncio.get_running_loop().create_task(self._write(request, before))
@@ -223,6 +220,15 @@ class SharePersister:
         if before:
             await asyncio.gather(*before, return_exceptions=True)
         return await self._until_committed(request, WriteShareGroupStateResponse)
+
+    def _stamp(self, request: ReadShareGroupStateRequest | WriteShareGroupStateRequest) -> None:
+        """Each share-partition named gets this broker's leader epoch of its partition (fencing)."""
+        for topic in request.topics:
+            name = self._metadata.topic_name(topic.topic_id)
+            for p in topic.partitions:
+                replica = self._replicas.get(name, p.partition) if name is not None else None
+                if replica is not None:
+                    p.leader_epoch = replica.leader_epoch
 
     # -- one request, retried ------------------------------------------------------------------------------
 
