@@ -14,6 +14,8 @@ Invariants:
   request's connection closes: a client is never told an acknowledgement succeeded that is not
   persisted). Retrying is safe because a write carries the share-partition's whole persisted window.
 - FENCED_LEADER_EPOCH is final: a newer leader of the share-partition wrote already (this one is stale).
+- A write nobody waits for (the runtime's lock expiries seen on the way) still runs; its failure is
+  logged.
 - Writes of one share-partition reach the coordinator in the order they were made: each waits for the one
   before it (a write holds the whole window, so a reordered one would bring an older window back). Every
   read and write carries the leader epoch of this broker's replica of the partition (the coordinator
@@ -213,6 +215,8 @@ class SharePersister:
         for key in keys:
             if self._last_write.get(key) is done:
                 del self._last_write[key]
+        if not done.cancelled() and (error := done.exception()) is not None:  # also when nobody awaits it
+            log.warning("share-partition state not written: %s", error)
 
     async def _write(
         self, request: WriteShareGroupStateRequest, before: list[asyncio.Future[WriteShareGroupStateResponse]]
