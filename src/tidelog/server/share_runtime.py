@@ -19,7 +19,9 @@ Invariants:
 - Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
   read at each request, over the broker's ``group.share.*`` configs.
 
-- Durable (given a :class:`~tidelog.server.share_state_runtime.ShareStateRuntime`): a share-partition
+- Durable (given a :class:`~tidelog.server.share_persister.ShareStateStore`: the broker's
+  :class:`~tidelog.server.share_state_runtime.ShareStateRuntime`, in a cluster the
+  :class:`~tidelog.server.share_persister.SharePersister`): a share-partition
   met for the first time is read from ``__share_group_state`` (ReadShareGroupState); after every request,
   each share-partition it touched whose persisted view (start offset, state batches: acknowledged,
   archived, available with delivery counts; acquisitions are not persisted) changed is written
