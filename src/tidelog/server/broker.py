@@ -76,6 +76,8 @@ from .security.scram_credentials import credential_lookup
 from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
 from .security.zk_acl_store import ZkAclStore
+from .share_persister import SharePersister
+from .share_routing import ShareRouting
 from .share_runtime import ShareRuntime, share_defaults
 from .share_state_runtime import ShareStateRuntime
 from .transport import PlainTransport, Transport
@@ -215,6 +217,22 @@ class Broker:
             state=self.share_states,
         )
         self.shares.dead_letters.admin = self.admin  # KIP-1191: auto-creates dead-letter topics if enabled
+        self.share_routing: ShareRouting | None = None
+        if self.cluster is not None:  # issue 13 cluster hook: coordinators and share-partition leaders
+            persister = SharePersister(
+                local=self.share_states,
+                metadata=self.metadata,
+                replicas=self.replicas,
+                client=self.cluster.client,
+            )
+            self.shares.set_state_store(persister)
+            self.share_routing = ShareRouting(
+                runtime=self.shares,
+                groups=self.groups,
+                persister=persister,
+                metadata=self.metadata,
+                replicas=self.replicas,
+            )
         self.client_quotas = client_quotas_for(config, self.entity_configs)
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, clock, self._mute)
         # issue 17 hook: incremental fetch sessions (KIP-227)
@@ -242,6 +260,8 @@ class Broker:
                     group_configs=self.group_configs,
                     fetch_sessions=self.fetch_sessions,
                     shares=self.shares,
+                    share_routing=self.share_routing,
+                    share_states=self.share_states if self.cluster is not None else None,
                     fetch_max_bytes=self.config.fetch_max_bytes,
                 )
             )

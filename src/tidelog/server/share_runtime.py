@@ -19,7 +19,9 @@ Invariants:
 - Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
   read at each request, over the broker's ``group.share.*`` configs.
 
-- Durable (given a :class:`~tidelog.server.share_state_runtime.ShareStateRuntime`): a share-partition
+- Durable (given a :class:`~tidelog.server.share_persister.ShareStateStore`: the broker's
+  :class:`~tidelog.server.share_state_runtime.ShareStateRuntime`, in a cluster the
+  :class:`~tidelog.server.share_persister.SharePersister`): a share-partition
   met for the first time is read from ``__share_group_state`` (ReadShareGroupState); after every request,
   each share-partition it touched whose persisted view (start offset, state batches: acknowledged,
   archived, available with delivery counts; acquisitions are not persisted) changed is written
@@ -65,7 +67,7 @@ from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.share_dead_letter import ShareDeadLetters
-from tidelog.server.share_state_runtime import ShareStateRuntime
+from tidelog.server.share_persister import ShareStateStore
 
 __all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
 
@@ -123,7 +125,7 @@ class ShareRuntime:
         clock: Clock,
         defaults: ShareBrokerDefaults,
         group_configs: GroupConfigLookup = no_group_configs,
-        state: ShareStateRuntime | None = None,
+        state: ShareStateStore | None = None,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
@@ -195,6 +197,26 @@ class ShareRuntime:
             if found is not None:
                 return max(min(found.offset, partition.high_watermark), partition.log_start_offset)
         return partition.high_watermark
+
+    def set_state_store(self, state: ShareStateStore) -> None:
+        """Where share-partition state is read and written (issue 13 cluster hook: a
+        :class:`~tidelog.server.share_persister.SharePersister` in a cluster)."""
+        self._state = state
+
+    def session_partitions(self, group_id: str, member_id: str) -> list[tuple[uuid.UUID, int]]:
+        """The partitions of the member's open share session (issue 13 cluster hook: loaded first)."""
+        session = self._sessions.get((group_id, member_id))
+        return list(session.partitions) if session is not None else []
+
+    def drop_partition(self, topic: str, index: int) -> None:
+        """Forget every group's share-partition of ``topic-index`` (issue 13 cluster hook, see
+        :mod:`tidelog.server.share_routing`: its leadership moved; its next leader loads it from
+        ``__share_group_state``); fetches waiting on it are woken."""
+        for key in [k for k in self.partitions if k[1] == topic and k[2] == index]:
+            del self.partitions[key]
+            self._persisted.pop(key, None)
+            self._touched.discard(key)
+        self._purgatory.on_append((topic, index))
 
     def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
         """A loaded window's never-delivered records get their delivery times back from their headers."""

@@ -10,6 +10,10 @@ Invariants:
   dead-letter copy), ARCHIVED; ACQUIRED is never persisted). Compaction keeps the last one per key, so replaying a partition costs one record per
   share-partition (the window is offset ranges: a few batches), and no ShareUpdate deltas are needed. A
   ShareUpdate (key type 1) found in the log is applied over the snapshot (batches replace what they cover).
+- Leader epochs fence share-partition leaders (Kafka's ``readStateAndMaybeUpdateLeaderEpoch``): a read
+  with a higher leader epoch than the share-partition's records it (a ShareSnapshot, answered once
+  committed), so from then on a write with a lower one is refused whole with FENCED_LEADER_EPOCH, and so is
+  a read with a lower one: a deposed leader cannot bring an older window back.
 - A write answers only once its record is committed (the runtime's rule); a read answers the state replayed
   and written so far. Requests for a loading partition get COORDINATOR_LOAD_IN_PROGRESS, for one not owned
   NOT_COORDINATOR.
@@ -55,6 +59,8 @@ class PersistedState:
     state_epoch: int
     start_offset: int
     batches: list[Batch] = field(default_factory=list)
+    leader_epoch: int = 0
+    """The share-partition leader's leader epoch that wrote it (older ones are fenced)."""
 
 
 _Key = tuple[str, uuid.UUID, int]
@@ -118,6 +124,7 @@ class ShareStateCoordinator:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in v.state_batches
                 ],
+                v.leader_epoch,
             )
         elif record_type == _UPDATE:
             u = decode_body(ShareUpdateKey, 1, key, CoordinatorRecordError, "ShareUpdateKey")
@@ -153,7 +160,7 @@ class ShareStateCoordinator:
         self, request: Request, api_version: int, *, now_ms: int, client_id: str = "", client_host: str = ""
     ) -> CoordinatorResult[object]:
         if isinstance(request, ReadShareGroupStateRequest):
-            return CoordinatorResult(response=self._read(request))
+            return self._read(request)
         if isinstance(request, WriteShareGroupStateRequest):
             return self._write(request)
         raise TypeError(f"the share coordinator does not serve {type(request).__name__}")
@@ -196,12 +203,14 @@ class ShareStateCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
-    def _read(self, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
+    def _read(self, request: ReadShareGroupStateRequest) -> CoordinatorResult[object]:
         error = self._owner_error(request.group_id)
         if error != ErrorCode.NONE:
-            return self.error_response(request, 0, error)  # type: ignore[return-value]
-        states = self._states[self.partition_for(request.group_id)]
+            return CoordinatorResult(response=self.error_response(request, 0, error))
+        partition = self.partition_for(request.group_id)
+        states = self._states[partition]
         response = ReadShareGroupStateResponse()
+        records: list[CoordinatorRecord] = []
         for t in request.topics:
             result = ReadShareGroupStateResponse.ReadStateResult(topic_id=t.topic_id)
             for p in t.partitions:
@@ -213,6 +222,16 @@ class ShareStateCoordinator:
                         )
                     )
                     continue
+                if p.leader_epoch < state.leader_epoch:
+                    result.partitions.append(
+                        ReadShareGroupStateResponse.PartitionResult(
+                            partition=p.partition, error_code=ErrorCode.FENCED_LEADER_EPOCH
+                        )
+                    )
+                    continue
+                if p.leader_epoch > state.leader_epoch:  # a new leader: older ones are fenced from now on
+                    state.leader_epoch = p.leader_epoch
+                    records.append(_snapshot(request.group_id, t.topic_id, p.partition, state))
                 result.partitions.append(
                     ReadShareGroupStateResponse.PartitionResult(
                         partition=p.partition,
@@ -227,7 +246,7 @@ class ShareStateCoordinator:
                     )
                 )
             response.results.append(result)
-        return response
+        return CoordinatorResult(response=response, records={partition: records} if records else {})
 
     def _write(self, request: WriteShareGroupStateRequest) -> CoordinatorResult[object]:
         error = self._owner_error(request.group_id)
@@ -235,6 +254,11 @@ class ShareStateCoordinator:
             return CoordinatorResult(response=_write_errors(request, error))
         partition = self.partition_for(request.group_id)
         states = self._states[partition]
+        for t in request.topics:
+            for p in t.partitions:
+                known = states.get((request.group_id, t.topic_id, p.partition))
+                if known is not None and p.leader_epoch < known.leader_epoch:
+                    return CoordinatorResult(response=_write_errors(request, ErrorCode.FENCED_LEADER_EPOCH))
         records: list[CoordinatorRecord] = []
         for t in request.topics:
             for p in t.partitions:
@@ -243,27 +267,37 @@ class ShareStateCoordinator:
                     for b in p.state_batches
                 ]
                 states[(request.group_id, t.topic_id, p.partition)] = PersistedState(
-                    p.state_epoch, p.start_offset, batches
-                )
-                key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
-                value = ShareSnapshotValue(
-                    snapshot_epoch=0,
-                    state_epoch=p.state_epoch,
-                    leader_epoch=p.leader_epoch,
-                    start_offset=p.start_offset,
-                    state_batches=[
-                        ShareSnapshotValue.StateBatch(
-                            first_offset=f, last_offset=last, delivery_state=s, delivery_count=c
-                        )
-                        for f, last, s, c in batches
-                    ],
+                    p.state_epoch, p.start_offset, batches, p.leader_epoch
                 )
                 records.append(
-                    CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), encode_framed(0, value, 0))
+                    _snapshot(
+                        request.group_id,
+                        t.topic_id,
+                        p.partition,
+                        states[(request.group_id, t.topic_id, p.partition)],
+                    )
                 )
         return CoordinatorResult(
             response=_write_errors(request, ErrorCode.NONE), records={partition: records}
         )
+
+
+def _snapshot(group_id: str, topic_id: uuid.UUID, partition: int, state: PersistedState) -> CoordinatorRecord:
+    """The ShareSnapshot record of one share-partition's whole persisted state."""
+    key = ShareSnapshotKey(group_id=group_id, topic_id=topic_id, partition=partition)
+    value = ShareSnapshotValue(
+        snapshot_epoch=0,
+        state_epoch=state.state_epoch,
+        leader_epoch=state.leader_epoch,
+        start_offset=state.start_offset,
+        state_batches=[
+            ShareSnapshotValue.StateBatch(
+                first_offset=f, last_offset=last, delivery_state=s, delivery_count=c
+            )
+            for f, last, s, c in state.batches
+        ],
+    )
+    return CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), encode_framed(0, value, 0))
 
 
 def _write_errors(request: WriteShareGroupStateRequest, error: ErrorCode) -> WriteShareGroupStateResponse:

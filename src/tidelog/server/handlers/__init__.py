@@ -29,7 +29,9 @@ from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl_store import AclStore
 from tidelog.server.security.client_quotas import ClientQuotas
+from tidelog.server.share_routing import ShareRouting
 from tidelog.server.share_runtime import ShareRuntime
+from tidelog.server.share_state_runtime import ShareStateRuntime
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .acls import AclsHandler
@@ -55,6 +57,7 @@ from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
 from .sasl import SaslHandler, ScramCredentialsHandler
 from .share import ShareHandler
+from .share_state import ShareStateHandler
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
 from .write_txn_markers import WriteTxnMarkersHandler
@@ -79,6 +82,8 @@ def build_routes(
     group_configs: GroupConfigStore | None = None,
     fetch_sessions: FetchSessionCache | None = None,
     shares: ShareRuntime | None = None,
+    share_routing: ShareRouting | None = None,
+    share_states: ShareStateRuntime | None = None,
     fetch_max_bytes: int = 0x7FFFFFFF,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
@@ -161,21 +166,32 @@ def build_routes(
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
         *_sasl_routes(entity_configs, authz),
         *_client_quota_routes(client_quotas, authz),
-        *_share_routes(shares, authz),
+        *_share_routes(shares, authz, share_routing, share_states),
     ]
 
 
-def _share_routes(shares: ShareRuntime | None, authz: Authz) -> list[Route]:
-    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends."""
+def _share_routes(
+    shares: ShareRuntime | None,
+    authz: Authz,
+    routing: ShareRouting | None = None,
+    states: ShareStateRuntime | None = None,
+) -> list[Route]:
+    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends; in a cluster
+    (``routing``) routed to coordinators and leaders, and the share coordinator's inter-broker APIs."""
     if shares is None:
         return []
-    handler = ShareHandler(shares, authz)
-    return [
+    handler = ShareHandler(shares, authz, routing)
+    routes = [
         Route(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, handler.heartbeat),
         Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, handler.describe),
         Route(ApiKey.SHARE_FETCH, 1, 1, handler.fetch),
         Route(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handler.acknowledge),
     ]
+    if states is not None:  # issue 13 cluster hook: the share coordinator's inter-broker APIs
+        state_apis = ShareStateHandler(states, authz)
+        routes.append(Route(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
+        routes.append(Route(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
+    return routes
 
 
 def _sasl_routes(entity_configs: EntityConfigs | None, authz: Authz) -> list[Route]:

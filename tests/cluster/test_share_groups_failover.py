@@ -1,0 +1,172 @@
+"""A share group across the kill -9 of its share-partition leader (KIP-932 in a cluster): three brokers, an
+RF 3 topic, ``__share_group_state`` at RF 3 led by another broker than the topic, so every state write
+of the share-partition leader goes to the share coordinator over WriteShareGroupState, and the next leader
+(the third broker) reads it back with ReadShareGroupState.
+
+A ``ShareConsumer`` (explicit mode) acknowledges 10 records and holds the others it acquired; the
+partition's leader is killed; a second consumer of the group, whose bootstrap list still names the dead
+broker, is routed to the new leader (which loads the state from the share coordinator) and gets exactly
+the records not acknowledged: no acknowledged record again, none lost (the held ones' acquisitions died
+with the leader).
+
+The soak (``--soak``; ~30 s more) kills the share coordinator's broker first, then the leader's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+from confluent_kafka import KafkaException, Message, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.cluster.harness import Scenario
+from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
+
+pytestmark = [pytest.mark.cluster, pytest.mark.clients, pytest.mark.timeout(180)]
+
+TOPIC = "jobs"
+STATE_TOPIC = "__share_group_state"
+GROUP = "workers"
+CONFIG = {
+    "share.coordinator.state.topic.replication.factor": 3,
+    "share.coordinator.state.topic.num.partitions": 1,
+}
+
+
+def _start(scenario: Scenario, state_min_isr: int = 2) -> tuple[int, int, int]:
+    """Three brokers: ``__share_group_state`` led by the first, the topic by the second, the third a
+    follower of both (next in line for each)."""
+    c = scenario.start(config=CONFIG)
+    coordinator, leader, third = sorted(c.brokers)
+    admin = AdminClient({"bootstrap.servers": scenario.bootstrap, "log_level": 3})
+    futures = admin.create_topics(
+        [
+            NewTopic(
+                STATE_TOPIC,
+                num_partitions=1,
+                replica_assignment=[[coordinator, third, leader]],
+                config={"cleanup.policy": "compact", "min.insync.replicas": str(state_min_isr)},
+            ),
+            NewTopic(TOPIC, num_partitions=1, replica_assignment=[[leader, third, coordinator]]),
+        ],
+        operation_timeout=30,
+    )
+    for future in futures.values():
+        future.result(60)
+    for topic in (STATE_TOPIC, TOPIC):
+        scenario.wait_for(lambda t=topic: scenario.full_isr(t, 0), f"{topic}: led with its full ISR")  # type: ignore[misc]
+        scenario.wait_metadata(topic, 1)
+    assert scenario.leader(STATE_TOPIC, 0) == coordinator
+    assert scenario.leader(TOPIC, 0) == leader
+    return coordinator, leader, third
+
+
+def _share_consumer(scenario: Scenario) -> ShareConsumer:
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": scenario.bootstrap,
+            "group.id": GROUP,
+            "share.acknowledgement.mode": "explicit",
+            "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    return consumer
+
+
+def _mid_stream(
+    scenario: Scenario, values: list[bytes], deadline: float
+) -> tuple[ShareConsumer, list[Message]]:
+    """A consumer that has received at least 20 of ``values`` (and acknowledged none of them)."""
+    producer = Producer(
+        {"bootstrap.servers": scenario.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3}
+    )
+    consumer = _share_consumer(scenario)
+    prime_acknowledging(producer, TOPIC, consumer, deadline)
+    for value in values:
+        producer.produce(TOPIC, value)
+    producer.flush(10)
+    batch: list[Message] = []
+    while len(batch) < 20 and time.monotonic() < deadline:
+        batch += [m for m in consumer.poll(0.5) if m.error() is None and value_of(m) != PRIMER]
+    return consumer, batch
+
+
+def _acknowledge(consumer: ShareConsumer, messages: list[Message]) -> set[bytes]:
+    for message in messages:
+        consumer.acknowledge(message)
+    consumer.commit_sync()
+    return {value_of(m) for m in messages}
+
+
+def _rest(scenario: Scenario, remaining: set[bytes], deadline: float) -> list[bytes]:
+    """What a new consumer of the group receives (and acknowledges) until it has seen ``remaining``."""
+    second = _share_consumer(scenario)
+    after: list[bytes] = []
+    while not remaining <= set(after) and time.monotonic() < deadline:
+        for message in second.poll(0.5):
+            second.acknowledge(message)
+            if message.error() is None and value_of(message) != PRIMER:
+                after.append(value_of(message))
+    second.commit_sync()
+    second.close()
+    return after
+
+
+def test_share_partition_leader_kill_loses_no_acknowledgement_and_no_record(scenario: Scenario) -> None:
+    _coordinator, leader, third = _start(scenario)
+    deadline = time.monotonic() + 90
+    values = [b"job-%02d" % i for i in range(30)]
+    consumer, batch = _mid_stream(scenario, values, deadline)
+    acked = _acknowledge(consumer, batch[:10])  # mid-stream: 10 acknowledged, the rest held
+    held = {value_of(m) for m in batch[10:]}
+    assert len(acked) == 10
+    assert held
+
+    old = scenario.state(TOPIC, 0)
+    scenario.c.kill(leader)
+    scenario.event(f"share-partition leader {leader} killed")
+    new = scenario.wait_new_leader(TOPIC, 0, old)
+    assert new.leader == third  # it reads the state from the share coordinator on another broker
+
+    remaining = set(values) - acked
+    after = _rest(scenario, remaining, deadline)
+    with contextlib.suppress(KafkaException):
+        consumer.close()
+    assert not acked & set(after), "an acknowledged record came again"
+    assert held <= set(after)
+    assert sorted(after) == sorted(remaining)
+
+
+@pytest.mark.soak
+def test_share_coordinator_kill_then_leader_kill(scenario: Scenario) -> None:
+    """The share coordinator's broker dies first: acknowledgements made after it are written to the next
+    coordinator (which loaded the replicated state); then the leader dies too and the last broker, leader
+    of both, serves exactly what was never acknowledged (``__share_group_state`` at min.insync.replicas 1,
+    so its last replica may write)."""
+    coordinator, leader, third = _start(scenario, state_min_isr=1)
+    deadline = time.monotonic() + 120
+    values = [b"job-%02d" % i for i in range(30)]
+    consumer, batch = _mid_stream(scenario, values, deadline)
+    acked = _acknowledge(consumer, batch[:10])
+
+    old_state = scenario.state(STATE_TOPIC, 0)
+    scenario.c.kill(coordinator)
+    scenario.event(f"share coordinator {coordinator} killed")
+    assert scenario.wait_new_leader(STATE_TOPIC, 0, old_state).leader == third
+    acked |= _acknowledge(consumer, batch[10:15])  # answered once the new coordinator committed them
+    assert len(acked) == 15
+
+    old = scenario.state(TOPIC, 0)
+    scenario.c.kill(leader)
+    scenario.event(f"share-partition leader {leader} killed")
+    assert scenario.wait_new_leader(TOPIC, 0, old).leader == third
+
+    remaining = set(values) - acked
+    after = _rest(scenario, remaining, deadline)
+    with contextlib.suppress(KafkaException):
+        consumer.close()
+    assert not acked & set(after), "an acknowledged record came again"
+    assert sorted(after) == sorted(remaining)
