@@ -39,6 +39,7 @@ from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSett
 from tidelog.coordinator.share.delivery_time import deliver_at
 from tidelog.coordinator.share.share_group import ShareGroup
 from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
+from tidelog.protocol.compression import Compression
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import (
     ReadShareGroupStateRequest,
@@ -735,7 +736,7 @@ def _admission(
         elif header.is_transactional and header.producer_id in active:
             if wanted:
                 skip.append((max(base, first), min(last, upto - 1)))
-        elif wanted:
+        elif wanted and _may_carry_delivery_time(data, pos, size, header.compression):
             _, records = decode_batch(data, pos)
             for record in records:
                 if first <= record.offset < upto and record.headers:
@@ -744,6 +745,19 @@ def _admission(
                         delays.append((record.offset, due))
         pos += size
     return delays, skip
+
+
+_DELIVERY_MARKER = b"tidelog.deliver."
+"""The bytes both delivery-time header keys start with (see :mod:`tidelog.coordinator.share.delivery_time`)."""
+
+
+def _may_carry_delivery_time(data: bytes, pos: int, size: int, compression: Compression) -> bool:
+    """False when no record of the batch at ``pos`` can carry a delivery-time header: record header keys
+    are stored as their UTF-8 bytes, so a records section without the marker has none. One C-speed scan
+    of the batch instead of a per-record decode (the share fetch hot path: most batches carry no delay)."""
+    if compression != Compression.NONE:
+        return True  # the marker is only visible after decompression: decode as before
+    return data.find(_DELIVERY_MARKER, pos + RECORD_BATCH_HEADER_SIZE, pos + size) >= 0
 
 
 def _discard(answer: object) -> None:
