@@ -649,13 +649,16 @@ class ShareRuntime:
             self._wake_at(sp, name, index, now)
             if not ranges:
                 continue
-            if ranges[-1].last_offset + 1 < data.next_offset:  # send no batch after the last acquired one
+            stop = ranges[-1].last_offset + 1
+            # send no batch after the last acquired one: read again only if it ends before the first read's
+            # limit (the usual fetch acquires up to ``cap``, and that read is the one it would repeat)
+            if stop < data.next_offset and stop < cap:
                 data = partition.read(
                     first,
                     budget_bytes,
                     isolation=isolation,
                     min_one_batch=not out,
-                    max_offset=ranges[-1].last_offset + 1,
+                    max_offset=stop,
                 )
             budget_records -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
             budget_bytes -= data.nbytes
