@@ -7,6 +7,7 @@ ratios are printed against one share consumer and against the classic consumer.
     .venv/bin/python bench/share_bench.py                         # tidelog only (a broker in a temp dir)
     .venv/bin/python bench/share_bench.py --harness ../shared/bench   # plus Redis and RabbitMQ
     .venv/bin/python bench/share_bench.py --n 5000 --size 100 --process-ms 1 --json out.json
+    .venv/bin/python bench/share_bench.py --share-config max.poll.records=2000   # records per ShareFetch
 
 What each leg measures: records per second from the first record delivered to the moment the N-th distinct
 record has been processed (and, for Redis and RabbitMQ, acknowledged): the steady rate, without client
