@@ -7,6 +7,7 @@ ratios are printed against one share consumer and against the classic consumer.
     .venv/bin/python bench/share_bench.py                         # tidelog only (a broker in a temp dir)
     .venv/bin/python bench/share_bench.py --harness ../shared/bench   # plus Redis and RabbitMQ
     .venv/bin/python bench/share_bench.py --n 5000 --size 100 --process-ms 1 --json out.json
+    .venv/bin/python bench/share_bench.py --share-config max.poll.records=2000   # records per ShareFetch
 
 What each leg measures: records per second from the first record delivered to the moment the N-th distinct
 record has been processed (and, for Redis and RabbitMQ, acknowledged): the steady rate, without client
@@ -154,9 +155,18 @@ def set_share_earliest(bootstrap: str, group: str) -> None:
     admin.incremental_alter_configs([resource], request_timeout=30)[resource].result(timeout=30)
 
 
-def share_leg(bootstrap: str, topic: str, n: int, process_s: float, consumers: int, group: str) -> Result:
+def share_leg(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    process_s: float,
+    consumers: int,
+    group: str,
+    client_config: dict[str, str] | None = None,
+) -> Result:
     """``consumers`` ShareConsumer threads in one share group until the group has processed ``n`` distinct
-    records (a redelivered record counts once; redeliveries are reported)."""
+    records (a redelivered record counts once; redeliveries are reported). ``client_config``: more
+    ShareConsumer keys (``--share-config``, e.g. ``max.poll.records``)."""
     set_share_earliest(bootstrap, group)
     seen: set[int] = set()
     deliveries = [0]
@@ -168,7 +178,7 @@ def share_leg(bootstrap: str, topic: str, n: int, process_s: float, consumers: i
 
     def worker() -> None:
         consumer = confluent_kafka.ShareConsumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3}
+            {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3, **(client_config or {})}
         )
         try:
             consumer.subscribe([topic])
@@ -338,7 +348,9 @@ def rate(result: Result | None) -> float | None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    share_config = dict(kv.split("=", 1) for kv in args.share_config)
     results: dict[str, Any] = {
+        "share_config": share_config,
         "n": args.n,
         "n_processing": args.n_processing,
         "size": args.size,
@@ -381,7 +393,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     leg(
                         f"{k} share consumer(s), {label}",
                         lambda w=wait, k=k, g=f"share-{k}-{label}", t=topic, n=n: share_leg(
-                            bootstrap, t, n, w, k, g
+                            bootstrap, t, n, w, k, g, share_config
                         ),
                     )
     peers = Peers(args.harness) if args.harness is not None else None
@@ -413,6 +425,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def report(results: dict[str, Any], waits: tuple[tuple[str, float, int], ...]) -> None:
     legs: dict[str, Result | None] = results["legs"]
     print(f"\nrecords of {results['size']} B on one partition / stream / queue, one run")
+    if results["share_config"]:
+        print(f"share consumers with {results['share_config']}")
     for label, _wait, n in waits:
         print(f"\n{label}, {n} records:")
         classic = rate(legs.get(f"classic consumer, {label}"))
@@ -445,6 +459,13 @@ def main() -> None:
     parser.add_argument("--harness", type=Path, help="the peer harness directory (holds peers.py)")
     parser.add_argument("--redis", help="a running Redis, HOST:PORT (instead of starting one)")
     parser.add_argument("--amqp", help="a running RabbitMQ, amqp:// URL (instead of starting one)")
+    parser.add_argument(
+        "--share-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a ShareConsumer config key for the share legs (repeatable), e.g. max.poll.records=2000",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     results = run(args)

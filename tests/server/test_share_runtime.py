@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
+from tidelog.protocol.compression import Compression
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ShareFetchRequest, ShareFetchResponse
 from tidelog.protocol.records import SimpleRecord, encode_batch
@@ -127,6 +128,29 @@ def test_admission_skips_markers_and_aborted_batches_and_finds_delivery_times() 
     assert _admission(data, 1, 6, 1000, []) == ([(5, 5000)], [(4, 4)])
     # read_committed: the aborted transaction's batch too
     assert _admission(data, 1, 6, 1000, [(7, 2)]) == ([(5, 5000)], [(2, 3), (4, 4)])
+
+
+def test_admission_finds_delivery_times_in_compressed_and_mixed_batches() -> None:
+    # the scan that spares batches without a delivery-time header the per-record decode still finds every
+    # one: behind plain records, under both header names, and inside a compressed batch
+    plain = encode_batch([SimpleRecord(value=b"tidelog.deliver", timestamp=1)] * 3, base_offset=0)
+    mixed = encode_batch(
+        [
+            SimpleRecord(value=b"a", headers=(("other", b"1"),), timestamp=1),
+            SimpleRecord(value=b"b", headers=(("tidelog.deliver.after.ms", b"4000"),), timestamp=1000),
+        ],
+        base_offset=3,
+    )
+    packed = encode_batch(
+        [
+            SimpleRecord(value=b"c", timestamp=1),
+            SimpleRecord(value=b"d", headers=(("tidelog.deliver.at", b"9000"),), timestamp=1),
+        ],
+        base_offset=5,
+        compression=Compression.GZIP,
+    )
+    assert _admission(plain + mixed + packed, 0, 7, 1000, []) == ([(4, 5000), (6, 9000)], [])
+    assert _admission(plain, 0, 3, 1000, []) == ([], [])
 
 
 def test_skipped_and_delayed_offsets_join_the_window_without_being_acquired() -> None:
