@@ -241,6 +241,7 @@ class Broker:
                     group_configs=self.group_configs,
                     fetch_sessions=self.fetch_sessions,
                     shares=self.shares,
+                    share_states=self.share_states,
                     fetch_max_bytes=self.config.fetch_max_bytes,
                 )
             )

@@ -1,6 +1,6 @@
 """The share coordinator (Kafka's ``ShareCoordinatorShard``): share-partition state kept in the compacted
 internal topic ``__share_group_state`` as Kafka's ShareSnapshot records, served through the coordinator
-runtime as ReadShareGroupState (84) and WriteShareGroupState (85).
+runtime as ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86).
 
 Invariants:
 - A share-partition (group, topic id, partition) lives on ``partition_for(group_id)`` of the topic (all of
@@ -10,6 +10,8 @@ Invariants:
   never persisted). Compaction keeps the last one per key, so replaying a partition costs one record per
   share-partition (the window is offset ranges: a few batches), and no ShareUpdate deltas are needed. A
   ShareUpdate (key type 1) found in the log is applied over the snapshot (batches replace what they cover).
+- A delete (a share group or its offsets removed by an admin) is a ShareSnapshot tombstone per
+  share-partition: compaction then drops the key, and a replay forgets it.
 - A write answers only once its record is committed (the runtime's rule); a read answers the state replayed
   and written so far. Requests for a loading partition get COORDINATOR_LOAD_IN_PROGRESS, for one not owned
   NOT_COORDINATOR.
@@ -32,6 +34,8 @@ from tidelog.coordinator.common.partitioning import partition_for
 from tidelog.coordinator.common.records import decode_body, encode_framed, read_prefix
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     WriteShareGroupStateRequest,
@@ -156,6 +160,8 @@ class ShareStateCoordinator:
             return CoordinatorResult(response=self._read(request))
         if isinstance(request, WriteShareGroupStateRequest):
             return self._write(request)
+        if isinstance(request, DeleteShareGroupStateRequest):
+            return self._delete(request)
         raise TypeError(f"the share coordinator does not serve {type(request).__name__}")
 
     def error_response(self, request: Request, api_version: int, error: ErrorCode) -> Response:
@@ -174,6 +180,8 @@ class ShareStateCoordinator:
                     for t in request.topics
                 ]
             )
+        if isinstance(request, DeleteShareGroupStateRequest):
+            return _delete_errors(request, error)
         assert isinstance(request, WriteShareGroupStateRequest)
         return _write_errors(request, error)
 
@@ -187,6 +195,15 @@ class ShareStateCoordinator:
     def state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PersistedState | None:
         """What is persisted for one share-partition (tests, tools)."""
         return self._states.get(self.partition_for(group_id), {}).get((group_id, topic_id, partition))
+
+    def group_ids(self) -> set[str]:
+        """The groups with persisted share-partition state on the partitions this broker owns."""
+        return {key[0] for states in self._states.values() for key in states}
+
+    def states_of(self, group_id: str) -> dict[tuple[uuid.UUID, int], PersistedState]:
+        """Every persisted share-partition of ``group_id``, by (topic id, partition)."""
+        states = self._states.get(self.partition_for(group_id), {})
+        return {(k[1], k[2]): v for k, v in states.items() if k[0] == group_id}
 
     def _owner_error(self, group_id: str) -> ErrorCode:
         partition = self.partition_for(group_id)
@@ -264,6 +281,38 @@ class ShareStateCoordinator:
         return CoordinatorResult(
             response=_write_errors(request, ErrorCode.NONE), records={partition: records}
         )
+
+    def _delete(self, request: DeleteShareGroupStateRequest) -> CoordinatorResult[object]:
+        error = self._owner_error(request.group_id)
+        if error != ErrorCode.NONE:
+            return CoordinatorResult(response=_delete_errors(request, error))
+        partition = self.partition_for(request.group_id)
+        states = self._states[partition]
+        records: list[CoordinatorRecord] = []
+        for t in request.topics:
+            for p in t.partitions:
+                if states.pop((request.group_id, t.topic_id, p.partition), None) is None:
+                    continue
+                key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
+                records.append(CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), None))
+        return CoordinatorResult(
+            response=_delete_errors(request, ErrorCode.NONE), records={partition: records} if records else {}
+        )
+
+
+def _delete_errors(request: DeleteShareGroupStateRequest, error: ErrorCode) -> DeleteShareGroupStateResponse:
+    return DeleteShareGroupStateResponse(
+        results=[
+            DeleteShareGroupStateResponse.DeleteStateResult(
+                topic_id=t.topic_id,
+                partitions=[
+                    DeleteShareGroupStateResponse.PartitionResult(partition=p.partition, error_code=error)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
 
 
 def _write_errors(request: WriteShareGroupStateRequest, error: ErrorCode) -> WriteShareGroupStateResponse:

@@ -29,7 +29,9 @@ from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl_store import AclStore
 from tidelog.server.security.client_quotas import ClientQuotas
+from tidelog.server.share_admin import ShareAdmin
 from tidelog.server.share_runtime import ShareRuntime
+from tidelog.server.share_state_runtime import ShareStateRuntime
 from tidelog.server.txn_runtime import TransactionRuntime
 
 from .acls import AclsHandler
@@ -55,6 +57,7 @@ from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
 from .sasl import SaslHandler, ScramCredentialsHandler
 from .share import ShareHandler
+from .share_admin import ShareAdminHandler, ShareAwareGroups
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
 from .write_txn_markers import WriteTxnMarkersHandler
@@ -79,6 +82,7 @@ def build_routes(
     group_configs: GroupConfigStore | None = None,
     fetch_sessions: FetchSessionCache | None = None,
     shares: ShareRuntime | None = None,
+    share_states: ShareStateRuntime | None = None,
     fetch_max_bytes: int = 0x7FFFFFFF,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
@@ -106,7 +110,21 @@ def build_routes(
         clock=clock,
     )
     configs = ConfigsHandler(admin, metadata, authz, group_configs)
-    group_apis = GroupsHandler(groups, metadata, authz)
+    share_admin = (  # issue 13 hook: share groups' admin side (handlers/share_admin.py)
+        ShareAdmin(
+            shares=shares,
+            state=share_states,
+            groups=groups,
+            metadata=metadata,
+            replicas=replicas,
+            clock=clock,
+        )
+        if shares is not None
+        else None
+    )
+    group_apis = GroupsHandler(
+        groups if share_admin is None else ShareAwareGroups(groups, share_admin), metadata, authz
+    )
     txn_apis = TransactionsHandler(transactions, groups, replicas, metadata, authz)
     find_coordinator = FindCoordinatorHandler(
         metadata,
@@ -161,17 +179,21 @@ def build_routes(
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
         *_sasl_routes(entity_configs, authz),
         *_client_quota_routes(client_quotas, authz),
-        *_share_routes(shares, authz),
+        *_share_routes(shares, share_admin, authz),
     ]
 
 
-def _share_routes(shares: ShareRuntime | None, authz: Authz) -> list[Route]:
-    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends."""
-    if shares is None:
+def _share_routes(shares: ShareRuntime | None, share_admin: ShareAdmin | None, authz: Authz) -> list[Route]:
+    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends; the admin APIs' v0."""
+    if shares is None or share_admin is None:
         return []
     handler = ShareHandler(shares, authz)
+    admin = ShareAdminHandler(share_admin, handler, authz)
     return [
-        Route(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, handler.heartbeat),
+        Route(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, admin.heartbeat),
+        Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 0, admin.describe_offsets),
+        Route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, admin.alter_offsets),
+        Route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, admin.delete_offsets),
         Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, handler.describe),
         Route(ApiKey.SHARE_FETCH, 1, 1, handler.fetch),
         Route(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handler.acknowledge),

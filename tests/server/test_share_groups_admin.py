@@ -1,0 +1,312 @@
+"""The admin side of share groups against one broker for the module: DescribeShareGroupOffsets (with
+tidelog's pending-records tag), AlterShareGroupOffsets, DeleteShareGroupOffsets, ListGroups with types and
+DeleteGroups on the raw wire; group ids between group types; confluent-kafka's AdminClient listing and
+deleting a share group; the ``tidelog share-groups`` commands with their exact output.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelog.client.wire import WireClient, connect
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from tidelog.protocol.share_pending import PENDING_TAG, decode_pending
+from tidelog.testing import Broker
+
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
+
+_Describe = DescribeShareGroupOffsetsRequest
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker({"offsets.topic.num.partitions": 1, "share.coordinator.state.topic.num.partitions": 1}) as b:
+        yield b
+
+
+@pytest.fixture
+def topic(broker: Broker) -> str:
+    name = f"qa-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    return name
+
+
+def _produce(broker: Broker, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    for value in values:
+        producer.produce(topic, value)
+    producer.flush(10)
+
+
+def _join(
+    wire: WireClient, group: str, topic: str, member: str, epoch: int = 0
+) -> ShareGroupHeartbeatResponse:
+    return wire.call(
+        ShareGroupHeartbeatRequest(
+            group_id=group,
+            member_id=member,
+            member_epoch=epoch,
+            subscribed_topic_names=[topic] if epoch == 0 else None,
+        ),
+        1,
+        expect=ShareGroupHeartbeatResponse,
+    )
+
+
+def _fetch(
+    wire: WireClient, group: str, member: str, topic_id: uuid.UUID, epoch: int = 0
+) -> ShareFetchResponse:
+    request = ShareFetchRequest(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait_ms=0,
+        max_bytes=1 << 20,
+        max_records=100,
+        batch_size=100,
+        topics=[
+            ShareFetchRequest.FetchTopic(
+                topic_id=topic_id, partitions=[ShareFetchRequest.FetchPartition(partition_index=0)]
+            )
+        ],
+    )
+    return wire.call(request, 1, expect=ShareFetchResponse)
+
+
+def _acquired(response: ShareFetchResponse) -> list[tuple[int, int, int]]:
+    return [
+        (r.first_offset, r.last_offset, r.delivery_count)
+        for t in response.responses
+        for p in t.partitions
+        for r in p.acquired_records
+    ]
+
+
+def _describe(
+    wire: WireClient, group: str, *, pending: bool = False
+) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup:
+    asked = _Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+    if pending:
+        asked.unknown_tagged_fields = {PENDING_TAG: b""}
+    answer = wire.call(_Describe(groups=[asked]), 0, expect=DescribeShareGroupOffsetsResponse)
+    return answer.groups[0]
+
+
+def _offsets(
+    group: DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup,
+) -> list[tuple[str, int, int, int]]:
+    return [
+        (t.topic_name, p.partition_index, p.start_offset, p.error_code)
+        for t in group.topics
+        for p in t.partitions
+    ]
+
+
+def _alter(wire: WireClient, group: str, topic: str, offset: int) -> AlterShareGroupOffsetsResponse:
+    request = AlterShareGroupOffsetsRequest(
+        group_id=group,
+        topics=[
+            AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(
+                topic_name=topic,
+                partitions=[
+                    AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition(
+                        partition_index=0, start_offset=offset
+                    )
+                ],
+            )
+        ],
+    )
+    return wire.call(request, 0, expect=AlterShareGroupOffsetsResponse)
+
+
+def _delete_offsets(wire: WireClient, group: str, topic: str) -> DeleteShareGroupOffsetsResponse:
+    request = DeleteShareGroupOffsetsRequest(
+        group_id=group,
+        topics=[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)],
+    )
+    return wire.call(request, 0, expect=DeleteShareGroupOffsetsResponse)
+
+
+def _delete_groups(wire: WireClient, *groups: str) -> list[tuple[str, int]]:
+    answer = wire.call(DeleteGroupsRequest(groups_names=list(groups)), 2, expect=DeleteGroupsResponse)
+    return [(r.group_id, r.error_code) for r in answer.results]
+
+
+def _listed(wire: WireClient, types: list[str], version: int = 5) -> dict[str, tuple[str, str]]:
+    answer = wire.call(ListGroupsRequest(types_filter=types), version, expect=ListGroupsResponse)
+    return {g.group_id: (g.group_state or "", g.group_type) for g in answer.groups}
+
+
+def test_offsets_apis_on_the_wire(broker: Broker, topic: str) -> None:
+    group = f"g-{topic}"
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        meta = wire.call(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
+            12,
+            expect=MetadataResponse,
+        )
+        topic_id = meta.topics[0].topic_id
+        assert _describe(wire, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        member = uuid.uuid4().hex
+        assert _join(wire, group, topic, member).error_code == ErrorCode.NONE
+        assert _fetch(wire, group, member, topic_id).error_code == ErrorCode.NONE  # starts at the end: 0
+        _produce(broker, topic, [b"a", b"b", b"c", b"d", b"e"])
+        assert _acquired(_fetch(wire, group, member, topic_id, 1)) == [(0, 4, 1)]
+
+        described = _describe(wire, group, pending=True)
+        assert _offsets(described) == [(topic, 0, 0, 0)]
+        partition = described.topics[0].partitions[0]
+        assert partition.leader_epoch == 0
+        assert partition.unknown_tagged_fields is not None
+        (pending,) = decode_pending(partition.unknown_tagged_fields[PENDING_TAG])
+        assert (pending.member_id, pending.first_offset, pending.last_offset, pending.delivery_count) == (
+            member,
+            0,
+            4,
+            1,
+        )
+        assert 0 < pending.lock_remaining_ms <= 30_000
+        assert _describe(wire, group).topics[0].partitions[0].unknown_tagged_fields is None
+
+        # a group with a member: nothing is altered or deleted
+        altered = _alter(wire, group, topic, 3)
+        assert altered.error_code == ErrorCode.NON_EMPTY_GROUP
+        assert [p.error_code for p in altered.responses[0].partitions] == [ErrorCode.NON_EMPTY_GROUP]
+        assert _delete_offsets(wire, group, topic).error_code == ErrorCode.NON_EMPTY_GROUP
+        assert _delete_groups(wire, group) == [(group, ErrorCode.NON_EMPTY_GROUP)]
+        assert _listed(wire, ["share"])[group] == ("Stable", "share")
+        assert group not in _listed(wire, ["consumer", "classic"])
+        assert group not in _listed(wire, [], version=4)
+
+        assert _join(wire, group, topic, member, epoch=-1).error_code == ErrorCode.NONE
+        assert _listed(wire, [])[group] == ("Empty", "share")
+        altered = _alter(wire, group, topic, 3)
+        assert (altered.error_code, altered.responses[0].topic_id) == (ErrorCode.NONE, topic_id)
+        assert [p.error_code for p in altered.responses[0].partitions] == [ErrorCode.NONE]
+        assert _alter(wire, group, "no-such-topic", 0).responses[0].partitions[0].error_code == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        assert _offsets(_describe(wire, group)) == [(topic, 0, 3, 0)]
+        again = uuid.uuid4().hex
+        _join(wire, group, topic, again)
+        assert _acquired(_fetch(wire, group, again, topic_id)) == [(3, 4, 1)]
+        _join(wire, group, topic, again, epoch=-1)
+
+        deleted = _delete_offsets(wire, group, topic)
+        assert (deleted.error_code, [(t.topic_name, t.error_code) for t in deleted.responses]) == (
+            ErrorCode.NONE,
+            [(topic, ErrorCode.NONE)],
+        )
+        assert _offsets(_describe(wire, group)) == []
+        _alter(wire, group, topic, 1)
+        assert _delete_groups(wire, group) == [(group, ErrorCode.NONE)]
+        assert _describe(wire, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert group not in _listed(wire, [])
+        assert _delete_offsets(wire, group, topic).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_group_ids_are_not_shared_between_group_types(broker: Broker, topic: str) -> None:
+    classic, share = f"classic-{topic}", f"share-{topic}"
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        found = wire.call(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=[classic]), 4, expect=FindCoordinatorResponse
+        )
+        assert found.coordinators[0].error_code == ErrorCode.NONE
+        commit = OffsetCommitRequest(
+            group_id=classic,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=0
+                        )
+                    ],
+                )
+            ],
+        )
+        assert (
+            wire.call(commit, 8, expect=OffsetCommitResponse).topics[0].partitions[0].error_code
+            == ErrorCode.NONE
+        )
+        refused = _join(wire, classic, topic, uuid.uuid4().hex)
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Group {classic} is not a share group.",
+        )
+        assert _alter(wire, classic, topic, 0).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert _describe(wire, classic).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+        assert _join(wire, share, topic, uuid.uuid4().hex).error_code == ErrorCode.NONE
+        join = JoinGroupRequest(
+            group_id=share,
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        )
+        joined = wire.call(join, 9, expect=JoinGroupResponse)
+        assert (joined.error_code, joined.member_id) == (ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+        beat = ConsumerGroupHeartbeatRequest(
+            group_id=share,
+            member_id=uuid.uuid4().hex,
+            member_epoch=0,
+            rebalance_timeout_ms=10_000,
+            subscribed_topic_names=[topic],
+            topic_partitions=[],
+        )
+        answer = wire.call(beat, 0, expect=ConsumerGroupHeartbeatResponse)
+        assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        listed = _listed(wire, [])
+        assert (listed[classic][1], listed[share][1]) == ("classic", "share")
+
+
+def test_admin_client_lists_and_deletes_a_share_group(broker: Broker, topic: str) -> None:
+    group = f"g-{topic}"
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        member = uuid.uuid4().hex
+        _join(wire, group, topic, member)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        # librdkafka lists consumer groups only (classic and consumer types), as Kafka 4's admin does
+        assert group not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+        futures = admin.delete_consumer_groups([group])
+        with pytest.raises(Exception, match=r"NON_EMPTY_GROUP|not empty"):
+            futures[group].result(10)
+        _join(wire, group, topic, member, epoch=-1)
+        admin.delete_consumer_groups([group])[group].result(10)
+        assert group not in _listed(wire, [])
