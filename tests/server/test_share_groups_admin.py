@@ -6,12 +6,17 @@ deleting a share group; the ``tidelog share-groups`` commands with their exact o
 
 from __future__ import annotations
 
+import re
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.cli.cli_support import failed, ok, tidelog_cli
+from tests.support.share_groups import prime_acknowledging, value_of
 
 from tidelog.client.wire import WireClient, connect
 from tidelog.protocol.errors import ErrorCode
@@ -38,6 +43,8 @@ from tidelog.protocol.messages import (
     OffsetCommitResponse,
     ShareFetchRequest,
     ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
@@ -310,3 +317,117 @@ def test_admin_client_lists_and_deletes_a_share_group(broker: Broker, topic: str
         _join(wire, group, topic, member, epoch=-1)
         admin.delete_consumer_groups([group])[group].result(10)
         assert group not in _listed(wire, [])
+
+
+def _squashed(text: str) -> list[str]:
+    """The lines of a rich table with box drawing and runs of spaces squashed."""
+    lines = []
+    for line in text.splitlines():
+        if re.fullmatch(r"[\s\u2500-\u257f]*", line):
+            continue  # a rule of the table
+        lines.append(" | ".join(c.strip() for c in re.split(r"[│┃]", line) if c.strip()))
+    return lines
+
+
+def test_share_groups_commands(broker: Broker, topic: str) -> None:
+    group = f"g-{topic}"
+    b = ["-b", broker.bootstrap_servers]
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "client.id": "worker-1",
+        }
+    )
+    consumer.subscribe([topic])
+    prime_acknowledging(producer, topic, consumer, time.monotonic() + 30)
+    producer.produce(topic, b"job-1")
+    producer.flush(5)
+    got: list[Any] = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = [m for m in consumer.poll(0.5) if m.error() is None and value_of(m) == b"job-1"]
+    (job,) = got
+    offset = job.offset()
+
+    assert group in ok(tidelog_cli("share-groups", "list", *b)).splitlines()
+    pending = _squashed(ok(tidelog_cli("share-groups", "pending", group, "--topic", topic, *b)))
+    assert pending[0] == f"pending records of {group}"
+    assert pending[1] == "topic | partition | offsets | member | deliveries | lock left"
+    assert len(pending) == 3
+    row = pending[2].split(" | ")
+    assert row[:3] == [topic, "0", str(offset)]
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        described_group = wire.call(
+            ShareGroupDescribeRequest(group_ids=[group]), 0, expect=ShareGroupDescribeResponse
+        ).groups[0]
+    assert row[3] == described_group.members[0].member_id
+    assert row[4] == "1"
+    assert re.fullmatch(r"\d+\.\d s", row[5])
+    refused = failed(
+        tidelog_cli("share-groups", "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", *b)
+    )
+    assert refused == (
+        f"Error: cannot reset offsets of share group '{group}': it has 1 member(s); offsets can only be reset "
+        "while the group has none (stop its consumers first)"
+    )
+    assert failed(tidelog_cli("share-groups", "delete", "--group", group, *b)) == (
+        f"Error: cannot delete share group '{group}': it has members (NON_EMPTY_GROUP)"
+    )
+    consumer.close()
+
+    dry = _squashed(
+        ok(
+            tidelog_cli(
+                "share-groups",
+                "reset-offsets",
+                "--group",
+                group,
+                "--topic",
+                f"{topic}:0",
+                "--to-earliest",
+                "--dry-run",
+                *b,
+            )
+        )
+    )
+    assert dry == [
+        "New start offsets (dry run: nothing changed; --execute applies them)",
+        "group | topic | partition | new offset",
+        f"{group} | {topic} | 0 | 0",
+    ]
+    done = _squashed(
+        ok(
+            tidelog_cli(
+                "share-groups",
+                "reset-offsets",
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--to-offset",
+                "1",
+                "--execute",
+                *b,
+            )
+        )
+    )
+    assert done == [
+        "New start offsets",
+        "group | topic | partition | new offset",
+        f"{group} | {topic} | 0 | 1",
+    ]
+    described = _squashed(ok(tidelog_cli("share-groups", "describe", group, *b)))
+    assert described[-3:] == [
+        f"start offsets of {group}",
+        "topic | partition | start offset",
+        f"{topic} | 0 | 1",
+    ]
+    assert (
+        ok(tidelog_cli("share-groups", "delete", "--group", group, *b)) == f"Deleted share group {group}.\n"
+    )
+    assert failed(tidelog_cli("share-groups", "delete", "--group", group, *b)) == (
+        f"Error: share group not found: {group} (GROUP_ID_NOT_FOUND)"
+    )
