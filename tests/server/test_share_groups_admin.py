@@ -428,6 +428,28 @@ def test_share_groups_commands(broker: Broker, topic: str) -> None:
     assert (
         ok(tidelog_cli("share-groups", "delete", "--group", group, *b)) == f"Deleted share group {group}.\n"
     )
-    assert failed(tidelog_cli("share-groups", "delete", "--group", group, *b)) == (
-        f"Error: share group not found: {group} (GROUP_ID_NOT_FOUND)"
-    )
+
+
+def test_resets_and_deletes_survive_a_broker_kill(broker: Broker, topic: str) -> None:
+    """Last in the module: the broker is SIGKILLed and restarted."""
+    kept, dropped = f"kept-{topic}", f"dropped-{topic}"
+    _produce(broker, topic, [b"a", b"b", b"c", b"d", b"e"])
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        assert _alter(wire, kept, topic, 2).error_code == ErrorCode.NONE  # a new group: created at 2
+        assert _alter(wire, dropped, topic, 1).error_code == ErrorCode.NONE
+        assert _delete_groups(wire, dropped) == [(dropped, ErrorCode.NONE)]
+    broker.kill()
+    broker.restart()
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        meta = wire.call(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
+            12,
+            expect=MetadataResponse,
+        )
+        assert _offsets(_describe(wire, kept)) == [(topic, 0, 2, ErrorCode.NONE)]
+        assert _describe(wire, dropped).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        listed = _listed(wire, ["share"])
+        assert (listed.get(kept), dropped in listed) == (("Empty", "share"), False)
+        member = uuid.uuid4().hex
+        _join(wire, kept, topic, member)
+        assert _acquired(_fetch(wire, kept, member, meta.topics[0].topic_id)) == [(2, 4, 1)]
