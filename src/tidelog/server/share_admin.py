@@ -86,7 +86,7 @@ class ShareAdmin:
     def is_share_group(self, group_id: str) -> bool:
         if group_id in self._shares.groups:
             return True
-        return self._state is not None and bool(self._state.coordinator.states_of(group_id))
+        return self._state is not None and self._state.coordinator.has_group(group_id)
 
     def is_other_group(self, group_id: str) -> bool:
         """Whether a classic or consumer group holds ``group_id`` (on this broker's coordinator)."""

@@ -71,6 +71,8 @@ class ShareStateCoordinator:
         self._num_partitions = num_partitions
         self._loading: set[int] = set()
         self._states: dict[int, dict[_Key, PersistedState]] = {}
+        self._group_counts: dict[str, int] = {}
+        """Per group: how many share-partitions it has persisted (answers "is this a share group" in O(1))."""
 
     # -- PartitionedCoordinator ------------------------------------------------------------------------
 
@@ -112,16 +114,20 @@ class ShareStateCoordinator:
             k = decode_body(ShareSnapshotKey, 0, key, CoordinatorRecordError, "ShareSnapshotKey")
             share_key = (k.group_id, k.topic_id, k.partition)
             if value is None:
-                states.pop(share_key, None)
+                self._pop(states, share_key)
                 return
             v = decode_body(ShareSnapshotValue, 0, value, CoordinatorRecordError, "ShareSnapshotValue")
-            states[share_key] = PersistedState(
-                v.state_epoch,
-                v.start_offset,
-                [
-                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in v.state_batches
-                ],
+            self._put(
+                states,
+                share_key,
+                PersistedState(
+                    v.state_epoch,
+                    v.start_offset,
+                    [
+                        (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                        for b in v.state_batches
+                    ],
+                ),
             )
         elif record_type == _UPDATE:
             u = decode_body(ShareUpdateKey, 1, key, CoordinatorRecordError, "ShareUpdateKey")
@@ -146,7 +152,8 @@ class ShareStateCoordinator:
         return CoordinatorResult()
 
     def unload(self, partition: int) -> CoordinatorResult[object]:
-        self._states.pop(partition, None)
+        for key in self._states.pop(partition, {}):
+            self._count(key[0], -1)
         self._loading.discard(partition)
         return CoordinatorResult()
 
@@ -198,7 +205,28 @@ class ShareStateCoordinator:
 
     def group_ids(self) -> set[str]:
         """The groups with persisted share-partition state on the partitions this broker owns."""
-        return {key[0] for states in self._states.values() for key in states}
+        return set(self._group_counts)
+
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self._group_counts
+
+    def _put(self, states: dict[_Key, PersistedState], key: _Key, state: PersistedState) -> None:
+        if key not in states:
+            self._count(key[0], 1)
+        states[key] = state
+
+    def _pop(self, states: dict[_Key, PersistedState], key: _Key) -> PersistedState | None:
+        state = states.pop(key, None)
+        if state is not None:
+            self._count(key[0], -1)
+        return state
+
+    def _count(self, group_id: str, delta: int) -> None:
+        count = self._group_counts.get(group_id, 0) + delta
+        if count:
+            self._group_counts[group_id] = count
+        else:
+            self._group_counts.pop(group_id, None)
 
     def states_of(self, group_id: str) -> dict[tuple[uuid.UUID, int], PersistedState]:
         """Every persisted share-partition of ``group_id``, by (topic id, partition)."""
@@ -259,8 +287,10 @@ class ShareStateCoordinator:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in p.state_batches
                 ]
-                states[(request.group_id, t.topic_id, p.partition)] = PersistedState(
-                    p.state_epoch, p.start_offset, batches
+                self._put(
+                    states,
+                    (request.group_id, t.topic_id, p.partition),
+                    PersistedState(p.state_epoch, p.start_offset, batches),
                 )
                 key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
                 value = ShareSnapshotValue(
@@ -291,7 +321,7 @@ class ShareStateCoordinator:
         records: list[CoordinatorRecord] = []
         for t in request.topics:
             for p in t.partitions:
-                if states.pop((request.group_id, t.topic_id, p.partition), None) is None:
+                if self._pop(states, (request.group_id, t.topic_id, p.partition)) is None:
                     continue
                 key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
                 records.append(CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), None))
