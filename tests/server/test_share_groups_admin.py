@@ -387,7 +387,8 @@ def test_share_groups_commands(broker: Broker, topic: str) -> None:
                 group,
                 "--topic",
                 f"{topic}:0",
-                "--to-earliest",
+                "--to-datetime",
+                "1970-01-01T00:00:00+00:00",  # the first record at or after it: offset 0
                 "--dry-run",
                 *b,
             )
