@@ -299,6 +299,10 @@ def test_group_ids_are_not_shared_between_group_types(broker: Broker, topic: str
         )
         answer = wire.call(beat, 0, expect=ConsumerGroupHeartbeatResponse)
         assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        commit.group_id = share
+        assert wire.call(commit, 8, expect=OffsetCommitResponse).topics[0].partitions[0].error_code == (
+            ErrorCode.GROUP_ID_NOT_FOUND
+        )
         listed = _listed(wire, [])
         assert (listed[classic][1], listed[share][1]) == ("classic", "share")
 

@@ -9,7 +9,7 @@ Invariants:
 - Offsets are altered or deleted, and a group deleted, only while the group has no members (members whose
   session ran out are fenced first): else NON_EMPTY_GROUP. A group id that a classic or consumer group
   holds is GROUP_ID_NOT_FOUND to every share API, and a share group's id is GROUP_ID_NOT_FOUND to
-  ConsumerGroupHeartbeat and INCONSISTENT_GROUP_PROTOCOL to JoinGroup (Kafka's GroupMetadataManager).
+  ConsumerGroupHeartbeat and OffsetCommit and INCONSISTENT_GROUP_PROTOCOL to JoinGroup (Kafka's GroupMetadataManager).
 - Every change is persisted before it is answered: an alter writes a ShareSnapshot with the new start
   offset and no in-flight batches, a delete writes a ShareSnapshot tombstone per share-partition (through
   the share coordinator's WriteShareGroupState / DeleteShareGroupState); the runtime drops its in-memory

@@ -33,6 +33,8 @@ from tidelog.protocol.messages import (
     JoinGroupResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
@@ -93,6 +95,23 @@ class ShareAwareGroups:
             return ConsumerGroupHeartbeatResponse(
                 error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                 error_message=f"Group {request.group_id} is not a consumer group.",
+            )
+        if isinstance(request, OffsetCommitRequest) and self._admin.is_share_group(request.group_id):
+            return (
+                OffsetCommitResponse(  # else a commit would create a classic group under a share group's id
+                    topics=[
+                        OffsetCommitResponse.OffsetCommitResponseTopic(
+                            name=t.name,
+                            partitions=[
+                                OffsetCommitResponse.OffsetCommitResponsePartition(
+                                    partition_index=p.partition_index, error_code=ErrorCode.GROUP_ID_NOT_FOUND
+                                )
+                                for p in t.partitions
+                            ],
+                        )
+                        for t in request.topics
+                    ]
+                )
             )
         return self._groups.handle(ctx, request)
 
