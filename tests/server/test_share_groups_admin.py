@@ -276,6 +276,7 @@ def test_group_ids_are_not_shared_between_group_types(broker: Broker, topic: str
             f"Group {classic} is not a share group.",
         )
         assert _alter(wire, classic, topic, 0).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert _alter(wire, "", topic, 0).error_code == ErrorCode.INVALID_GROUP_ID
         assert _describe(wire, classic).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
         assert _join(wire, share, topic, uuid.uuid4().hex).error_code == ErrorCode.NONE

@@ -205,6 +205,8 @@ class ShareAdmin:
     # -- AlterShareGroupOffsets ------------------------------------------------------------------------
 
     def _group_error(self, group_id: str, *, may_create: bool) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
         if self.is_other_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not self.is_share_group(group_id):
