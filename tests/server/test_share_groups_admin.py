@@ -453,6 +453,14 @@ def test_resets_and_deletes_survive_a_broker_kill(broker: Broker, topic: str) ->
             expect=MetadataResponse,
         )
         assert _offsets(_describe(wire, kept)) == [(topic, 0, 2, ErrorCode.NONE)]
+        (described,) = wire.call(
+            ShareGroupDescribeRequest(group_ids=[kept]), 0, expect=ShareGroupDescribeResponse
+        ).groups
+        assert (described.error_code, described.group_state, described.members) == (
+            ErrorCode.NONE,
+            "Empty",
+            [],
+        )
         assert _describe(wire, dropped).error_code == ErrorCode.GROUP_ID_NOT_FOUND
         listed = _listed(wire, ["share"])
         assert (listed.get(kept), dropped in listed) == (("Empty", "share"), False)

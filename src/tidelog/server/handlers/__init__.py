@@ -194,7 +194,7 @@ def _share_routes(shares: ShareRuntime | None, share_admin: ShareAdmin | None, a
         Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 0, admin.describe_offsets),
         Route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, admin.alter_offsets),
         Route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, admin.delete_offsets),
-        Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, handler.describe),
+        Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, admin.describe),
         Route(ApiKey.SHARE_FETCH, 1, 1, handler.fetch),
         Route(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handler.acknowledge),
     ]

@@ -35,6 +35,8 @@ from tidelog.protocol.messages import (
     ListGroupsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
@@ -168,6 +170,19 @@ class ShareAdminHandler:
                 error_message=f"Group {request.group_id} is not a share group.",
             )
         return self._share.heartbeat(ctx, request)
+
+    def describe(self, ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+        """ShareGroupDescribe; a group the runtime has not met since the broker started but whose state is
+        persisted is an Empty group (as ListGroups shows it), not GROUP_ID_NOT_FOUND."""
+        response = self._share.describe(ctx, request)
+        for i, group in enumerate(response.groups):
+            if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND and self._admin.is_share_group(
+                group.group_id
+            ):
+                response.groups[i] = ShareGroupDescribeResponse.DescribedGroup(
+                    group_id=group.group_id, group_state="Empty", assignor_name="simple"
+                )
+        return response
 
     def describe_offsets(self, ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> Response:
         allowed = []
