@@ -1,6 +1,8 @@
 """Share-group administration: DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91) and
 DeleteShareGroupOffsets (92) passed to :class:`~tidelog.server.share_admin.ShareAdmin`; share groups added
-to ListGroups and DeleteGroups; group ids kept apart between share groups and classic / consumer groups.
+to ListGroups and DeleteGroups; group ids kept apart between share groups and classic / consumer groups
+(ShareGroupHeartbeat is checked here before :class:`~.share.ShareHandler` sees it); ShareGroupDescribe
+answers a group known only from its persisted state as Empty.
 
 Versions: v0 of 90-92 (Kafka 4's, the only ones).
 
