@@ -4,7 +4,7 @@ to ListGroups and DeleteGroups; group ids kept apart between share groups and cl
 (ShareGroupHeartbeat is checked here before :class:`~.share.ShareHandler` sees it); ShareGroupDescribe
 answers a group known only from its persisted state as Empty.
 
-Versions: v0 of 90-92 (Kafka 4's, the only ones).
+Versions: v0 of 90-92, the schemas in tools/kip932_admin_specs.py (Kafka 4.1's).
 
 Authorization (Kafka's ``KafkaApis``): DescribeShareGroupOffsets needs DESCRIBE on the group (else the group
 is GROUP_AUTHORIZATION_FAILED) and DESCRIBE on each topic asked for (else TOPIC_AUTHORIZATION_FAILED per
