@@ -74,8 +74,6 @@ class ShareAwareGroups:
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer:
         if isinstance(request, ListGroupsRequest):
-            if ctx.api_version < 5:  # no group types before v5: old clients see consumer groups only
-                return self._groups.handle(ctx, request)
             shares = self._admin.listed(request.states_filter, request.types_filter)
 
             def add(answer: ListGroupsResponse) -> Response:
