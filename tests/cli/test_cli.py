@@ -121,6 +121,7 @@ def test_broker_prints_config_warnings(tmp_path: Path) -> None:
         (["consume", "t"], None),
         (["configs", "describe", "--topic", "t"], None),
         (["configs", "describe", "--broker-defaults"], None),
+        (["share-groups", "pending", "g"], None),
     ],
 )
 def test_unreachable_broker_is_a_short_clear_error(args: list[str], stdin: str | None) -> None:
@@ -145,6 +146,18 @@ def test_unreachable_broker_is_a_short_clear_error(args: list[str], stdin: str |
         ["configs", "describe", "--broker-defaults", "--broker", "1"],
         ["configs", "alter", "--broker-defaults"],
         ["produce", "t", "--rate", "0"],
+        ["share-groups", "reset-offsets", "--group", "g", "--topic", "t"],
+        [
+            "share-groups",
+            "reset-offsets",
+            "--group",
+            "g",
+            "--topic",
+            "t",
+            "--to-latest",
+            "--dry-run",
+            "--execute",
+        ],
     ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:

@@ -261,7 +261,7 @@ class Broker:
                     fetch_sessions=self.fetch_sessions,
                     shares=self.shares,
                     share_routing=self.share_routing,
-                    share_states=self.share_states if self.cluster is not None else None,
+                    share_states=self.share_states,
                     fetch_max_bytes=self.config.fetch_max_bytes,
                 )
             )

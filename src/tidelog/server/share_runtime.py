@@ -256,6 +256,26 @@ class ShareRuntime:
             self._sessions.pop((group.group_id, member_id), None)
             self._release_member(group.group_id, member_id)
 
+    def expired_group(self, group_id: str) -> ShareGroup | None:
+        """``group_id``'s share group after fencing the members whose session ran out (None: no such group)."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire_members(group)
+        return group
+
+    def forget(self, group_id: str, topics: set[str] | None = None) -> None:
+        """Drop what this runtime holds in memory for ``group_id``'s share-partitions (of ``topics``; all of
+        them, and the group and its sessions, when None): the admin side (:mod:`.share_admin`) rewrote or
+        deleted their persisted state, which the next ShareFetch reads afresh."""
+        for key in [k for k in self.partitions if k[0] == group_id and (topics is None or k[1] in topics)]:
+            del self.partitions[key]
+            self._persisted.pop(key, None)
+            self._touched.discard(key)
+        if topics is None:
+            self.groups.pop(group_id, None)
+            for session in [k for k in self._sessions if k[0] == group_id]:
+                del self._sessions[session]
+
     # -- persistence -------------------------------------------------------------------------------------
 
     def _read_state(

@@ -201,3 +201,100 @@ def test_group_and_transactional_id_refusals(broker: Broker, admin: AdminClient)
     producer.begin_transaction()
     producer.produce(topic, b"in a transaction")
     producer.commit_transaction(15)
+
+
+def test_share_group_admin_refusals(broker: Broker, admin: AdminClient) -> None:
+    """DescribeShareGroupOffsets needs DESCRIBE on the group and topics, AlterShareGroupOffsets READ on both,
+    DeleteShareGroupOffsets DELETE on the group and READ on the topics, DeleteGroups DELETE on the group."""
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import (
+        AlterShareGroupOffsetsRequest as Alter,
+    )
+    from tidelog.protocol.messages import (
+        AlterShareGroupOffsetsResponse,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DeleteShareGroupOffsetsResponse,
+        DescribeShareGroupOffsetsResponse,
+    )
+    from tidelog.protocol.messages import (
+        DeleteShareGroupOffsetsRequest as Delete,
+    )
+    from tidelog.protocol.messages import (
+        DescribeShareGroupOffsetsRequest as Describe,
+    )
+
+    topic, closed = _topic(admin, "shared"), _topic(admin, "closed")
+    theirs, ours = f"theirs-share-{uuid.uuid4().hex[:8]}", f"ours-share-{uuid.uuid4().hex[:8]}"
+    _add(
+        admin,
+        _acl(theirs, AclOperation.READ, principal="User:bob", rtype=ResourceType.GROUP),
+        _acl(closed, AclOperation.READ, principal="User:bob"),
+    )
+
+    def alter(group: str) -> AlterShareGroupOffsetsResponse:
+        return wire.call(
+            Alter(
+                group_id=group,
+                topics=[
+                    Alter.AlterShareGroupOffsetsRequestTopic(
+                        topic_name=t,
+                        partitions=[
+                            Alter.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)
+                        ],
+                    )
+                    for t in (topic, closed)
+                ],
+            ),
+            0,
+            expect=AlterShareGroupOffsetsResponse,
+        )
+
+    def describe(group: str) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup:
+        asked = Describe.DescribeShareGroupOffsetsRequestGroup(
+            group_id=group,
+            topics=[
+                Describe.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=[0])
+                for t in (topic, closed)
+            ],
+        )
+        return wire.call(Describe(groups=[asked]), 0, expect=DescribeShareGroupOffsetsResponse).groups[0]
+
+    def delete(group: str) -> DeleteShareGroupOffsetsResponse:
+        request = Delete(
+            group_id=group,
+            topics=[Delete.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in (topic, closed)],
+        )
+        return wire.call(request, 0, expect=DeleteShareGroupOffsetsResponse)
+
+    gaf, taf = ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with connect(broker.bootstrap_servers, timeout=10) as wire:
+        refused = alter(theirs)
+        assert (refused.error_code, [p.error_code for t in refused.responses for p in t.partitions]) == (
+            gaf,
+            [gaf, gaf],
+        )
+        assert describe(theirs).error_code == gaf
+        assert delete(theirs).error_code == gaf
+        deleted = wire.call(DeleteGroupsRequest(groups_names=[theirs]), 2, expect=DeleteGroupsResponse)
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [(theirs, gaf)]
+
+        altered = alter(ours)
+        assert altered.error_code == ErrorCode.NONE
+        assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in altered.responses] == [
+            (topic, [ErrorCode.NONE]),
+            (closed, [taf]),
+        ]
+        described = describe(ours)
+        assert [
+            (t.topic_name, [(p.start_offset, p.error_code) for p in t.partitions]) for t in described.topics
+        ] == [
+            (topic, [(0, ErrorCode.NONE)]),
+            (closed, [(-1, taf)]),
+        ]
+        dropped = delete(ours)
+        assert [(t.topic_name, t.error_code) for t in dropped.responses] == [
+            (topic, ErrorCode.NONE),
+            (closed, taf),
+        ]

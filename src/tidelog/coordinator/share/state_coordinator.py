@@ -1,6 +1,6 @@
 """The share coordinator (Kafka's ``ShareCoordinatorShard``): share-partition state kept in the compacted
 internal topic ``__share_group_state`` as Kafka's ShareSnapshot records, served through the coordinator
-runtime as ReadShareGroupState (84) and WriteShareGroupState (85).
+runtime as ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86).
 
 Invariants:
 - A share-partition (group, topic id, partition) lives on ``partition_for(group_id)`` of the topic (all of
@@ -14,6 +14,8 @@ Invariants:
   with a higher leader epoch than the share-partition's records it (a ShareSnapshot, answered once
   committed), so from then on a write with a lower one is refused whole with FENCED_LEADER_EPOCH, and so is
   a read with a lower one: a deposed leader cannot bring an older window back.
+- A delete (a share group or its offsets removed by an admin) is a ShareSnapshot tombstone per
+  share-partition: compaction then drops the key, and a replay forgets it.
 - A write answers only once its record is committed (the runtime's rule); a read answers the state replayed
   and written so far. Requests for a loading partition get COORDINATOR_LOAD_IN_PROGRESS, for one not owned
   NOT_COORDINATOR.
@@ -36,6 +38,8 @@ from tidelog.coordinator.common.partitioning import partition_for
 from tidelog.coordinator.common.records import decode_body, encode_framed, read_prefix
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     WriteShareGroupStateRequest,
@@ -73,6 +77,8 @@ class ShareStateCoordinator:
         self._num_partitions = num_partitions
         self._loading: set[int] = set()
         self._states: dict[int, dict[_Key, PersistedState]] = {}
+        self._group_counts: dict[str, int] = {}
+        """Per group: how many share-partitions it has persisted (answers "is this a share group" in O(1))."""
 
     # -- PartitionedCoordinator ------------------------------------------------------------------------
 
@@ -114,17 +120,21 @@ class ShareStateCoordinator:
             k = decode_body(ShareSnapshotKey, 0, key, CoordinatorRecordError, "ShareSnapshotKey")
             share_key = (k.group_id, k.topic_id, k.partition)
             if value is None:
-                states.pop(share_key, None)
+                self._pop(states, share_key)
                 return
             v = decode_body(ShareSnapshotValue, 0, value, CoordinatorRecordError, "ShareSnapshotValue")
-            states[share_key] = PersistedState(
-                v.state_epoch,
-                v.start_offset,
-                [
-                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in v.state_batches
-                ],
-                v.leader_epoch,
+            self._put(
+                states,
+                share_key,
+                PersistedState(
+                    v.state_epoch,
+                    v.start_offset,
+                    [
+                        (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                        for b in v.state_batches
+                    ],
+                    v.leader_epoch,
+                ),
             )
         elif record_type == _UPDATE:
             u = decode_body(ShareUpdateKey, 1, key, CoordinatorRecordError, "ShareUpdateKey")
@@ -149,7 +159,8 @@ class ShareStateCoordinator:
         return CoordinatorResult()
 
     def unload(self, partition: int) -> CoordinatorResult[object]:
-        self._states.pop(partition, None)
+        for key in self._states.pop(partition, {}):
+            self._count(key[0], -1)
         self._loading.discard(partition)
         return CoordinatorResult()
 
@@ -163,6 +174,8 @@ class ShareStateCoordinator:
             return self._read(request)
         if isinstance(request, WriteShareGroupStateRequest):
             return self._write(request)
+        if isinstance(request, DeleteShareGroupStateRequest):
+            return self._delete(request)
         raise TypeError(f"the share coordinator does not serve {type(request).__name__}")
 
     def error_response(self, request: Request, api_version: int, error: ErrorCode) -> Response:
@@ -181,6 +194,8 @@ class ShareStateCoordinator:
                     for t in request.topics
                 ]
             )
+        if isinstance(request, DeleteShareGroupStateRequest):
+            return _delete_errors(request, error)
         assert isinstance(request, WriteShareGroupStateRequest)
         return _write_errors(request, error)
 
@@ -194,6 +209,36 @@ class ShareStateCoordinator:
     def state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> PersistedState | None:
         """What is persisted for one share-partition (tests, tools)."""
         return self._states.get(self.partition_for(group_id), {}).get((group_id, topic_id, partition))
+
+    def group_ids(self) -> set[str]:
+        """The groups with persisted share-partition state on the partitions this broker owns."""
+        return set(self._group_counts)
+
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self._group_counts
+
+    def _put(self, states: dict[_Key, PersistedState], key: _Key, state: PersistedState) -> None:
+        if key not in states:
+            self._count(key[0], 1)
+        states[key] = state
+
+    def _pop(self, states: dict[_Key, PersistedState], key: _Key) -> PersistedState | None:
+        state = states.pop(key, None)
+        if state is not None:
+            self._count(key[0], -1)
+        return state
+
+    def _count(self, group_id: str, delta: int) -> None:
+        count = self._group_counts.get(group_id, 0) + delta
+        if count:
+            self._group_counts[group_id] = count
+        else:
+            self._group_counts.pop(group_id, None)
+
+    def states_of(self, group_id: str) -> dict[tuple[uuid.UUID, int], PersistedState]:
+        """Every persisted share-partition of ``group_id``, by (topic id, partition)."""
+        states = self._states.get(self.partition_for(group_id), {})
+        return {(k[1], k[2]): v for k, v in states.items() if k[0] == group_id}
 
     def _owner_error(self, group_id: str) -> ErrorCode:
         partition = self.partition_for(group_id)
@@ -266,8 +311,10 @@ class ShareStateCoordinator:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in p.state_batches
                 ]
-                states[(request.group_id, t.topic_id, p.partition)] = PersistedState(
-                    p.state_epoch, p.start_offset, batches, p.leader_epoch
+                self._put(
+                    states,
+                    (request.group_id, t.topic_id, p.partition),
+                    PersistedState(p.state_epoch, p.start_offset, batches, p.leader_epoch),
                 )
                 records.append(
                     _snapshot(
@@ -280,6 +327,38 @@ class ShareStateCoordinator:
         return CoordinatorResult(
             response=_write_errors(request, ErrorCode.NONE), records={partition: records}
         )
+
+    def _delete(self, request: DeleteShareGroupStateRequest) -> CoordinatorResult[object]:
+        error = self._owner_error(request.group_id)
+        if error != ErrorCode.NONE:
+            return CoordinatorResult(response=_delete_errors(request, error))
+        partition = self.partition_for(request.group_id)
+        states = self._states[partition]
+        records: list[CoordinatorRecord] = []
+        for t in request.topics:
+            for p in t.partitions:
+                if self._pop(states, (request.group_id, t.topic_id, p.partition)) is None:
+                    continue
+                key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
+                records.append(CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), None))
+        return CoordinatorResult(
+            response=_delete_errors(request, ErrorCode.NONE), records={partition: records} if records else {}
+        )
+
+
+def _delete_errors(request: DeleteShareGroupStateRequest, error: ErrorCode) -> DeleteShareGroupStateResponse:
+    return DeleteShareGroupStateResponse(
+        results=[
+            DeleteShareGroupStateResponse.DeleteStateResult(
+                topic_id=t.topic_id,
+                partitions=[
+                    DeleteShareGroupStateResponse.PartitionResult(partition=p.partition, error_code=error)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
 
 
 def _snapshot(group_id: str, topic_id: uuid.UUID, partition: int, state: PersistedState) -> CoordinatorRecord:

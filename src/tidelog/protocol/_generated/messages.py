@@ -46,6 +46,8 @@ __all__ = [
     "AlterPartitionResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiKey",
@@ -86,6 +88,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
     "DeleteShareGroupStateRequest",
     "DeleteShareGroupStateResponse",
     "DeleteTopicsRequest",
@@ -108,6 +112,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
@@ -321,6 +327,9 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @_dataclass(slots=True, kw_only=True)
@@ -5187,6 +5196,166 @@ class ReadShareGroupStateSummaryRequest(Request):
     """The group identifier."""
     topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = _field(default_factory=list)
     """The data for the topics."""
+    unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+    """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+
+@_dataclass(slots=True, kw_only=True)
+class DescribeShareGroupOffsetsRequest(Request):
+    """DescribeShareGroupOffsetsRequest (api key 90): versions 0-0, flexible from 0."""
+
+    NAME: ClassVar[str] = "DescribeShareGroupOffsetsRequest"
+    KIND: ClassVar[str] = "request"
+    API_KEY: ClassVar[int] = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+    LISTENERS: ClassVar[tuple[str, ...]] = ("broker",)
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
+
+    @_dataclass(slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsRequestGroup(Struct):
+        """DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("group_id", "GroupId", "string", (0, OPEN)),
+            FieldSpec(
+                "topics",
+                "Topics",
+                "[]DescribeShareGroupOffsetsRequestTopic",
+                (0, OPEN),
+                nullable_versions=(0, OPEN),
+            ),
+        )
+
+        group_id: str = ""
+        """The group identifier."""
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = _field(
+            default_factory=list
+        )
+        """The topics to describe offsets for, or null for all topic-partitions."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    @_dataclass(slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsRequestTopic(Struct):
+        """DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("topic_name", "TopicName", "string", (0, OPEN)),
+            FieldSpec("partitions", "Partitions", "[]int32", (0, OPEN)),
+        )
+
+        topic_name: str = ""
+        """The topic name."""
+        partitions: list[int] = _field(default_factory=list)
+        """The partitions."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("groups", "Groups", "[]DescribeShareGroupOffsetsRequestGroup", (0, OPEN)),
+    )
+
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = _field(
+        default_factory=list
+    )
+    """The groups to describe offsets for."""
+    unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+    """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+
+@_dataclass(slots=True, kw_only=True)
+class AlterShareGroupOffsetsRequest(Request):
+    """AlterShareGroupOffsetsRequest (api key 91): versions 0-0, flexible from 0."""
+
+    NAME: ClassVar[str] = "AlterShareGroupOffsetsRequest"
+    KIND: ClassVar[str] = "request"
+    API_KEY: ClassVar[int] = ApiKey.ALTER_SHARE_GROUP_OFFSETS
+    LISTENERS: ClassVar[tuple[str, ...]] = ("broker",)
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
+
+    @_dataclass(slots=True, kw_only=True)
+    class AlterShareGroupOffsetsRequestTopic(Struct):
+        """AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("topic_name", "TopicName", "string", (0, OPEN)),
+            FieldSpec("partitions", "Partitions", "[]AlterShareGroupOffsetsRequestPartition", (0, OPEN)),
+        )
+
+        topic_name: str = ""
+        """The topic name."""
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = _field(
+            default_factory=list
+        )
+        """Each partition to alter offsets for."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    @_dataclass(slots=True, kw_only=True)
+    class AlterShareGroupOffsetsRequestPartition(Struct):
+        """AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
+            FieldSpec("start_offset", "StartOffset", "int64", (0, OPEN)),
+        )
+
+        partition_index: int = 0
+        """The partition index."""
+        start_offset: int = 0
+        """The share-partition start offset."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("group_id", "GroupId", "string", (0, OPEN)),
+        FieldSpec("topics", "Topics", "[]AlterShareGroupOffsetsRequestTopic", (0, OPEN)),
+    )
+
+    group_id: str = ""
+    """The group identifier."""
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = _field(
+        default_factory=list
+    )
+    """The topics to alter offsets for."""
+    unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+    """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+
+@_dataclass(slots=True, kw_only=True)
+class DeleteShareGroupOffsetsRequest(Request):
+    """DeleteShareGroupOffsetsRequest (api key 92): versions 0-0, flexible from 0."""
+
+    NAME: ClassVar[str] = "DeleteShareGroupOffsetsRequest"
+    KIND: ClassVar[str] = "request"
+    API_KEY: ClassVar[int] = ApiKey.DELETE_SHARE_GROUP_OFFSETS
+    LISTENERS: ClassVar[tuple[str, ...]] = ("broker",)
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
+
+    @_dataclass(slots=True, kw_only=True)
+    class DeleteShareGroupOffsetsRequestTopic(Struct):
+        """DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec("topic_name", "TopicName", "string", (0, OPEN)),)
+
+        topic_name: str = ""
+        """The topic name."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("group_id", "GroupId", "string", (0, OPEN)),
+        FieldSpec("topics", "Topics", "[]DeleteShareGroupOffsetsRequestTopic", (0, OPEN)),
+    )
+
+    group_id: str = ""
+    """The group identifier."""
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = _field(
+        default_factory=list
+    )
+    """The topics to delete offsets for."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
@@ -10962,6 +11131,225 @@ class ReadShareGroupStateSummaryResponse(Response):
 
 
 @_dataclass(slots=True, kw_only=True)
+class DescribeShareGroupOffsetsResponse(Response):
+    """DescribeShareGroupOffsetsResponse (api key 90): versions 0-0, flexible from 0."""
+
+    NAME: ClassVar[str] = "DescribeShareGroupOffsetsResponse"
+    KIND: ClassVar[str] = "response"
+    API_KEY: ClassVar[int] = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
+
+    @_dataclass(slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsResponseGroup(Struct):
+        """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("group_id", "GroupId", "string", (0, OPEN)),
+            FieldSpec("topics", "Topics", "[]DescribeShareGroupOffsetsResponseTopic", (0, OPEN)),
+            FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
+            FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        )
+
+        group_id: str = ""
+        """The group identifier."""
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = _field(
+            default_factory=list
+        )
+        """The results for each topic."""
+        error_code: int = 0
+        """The group-level error code, or 0 if there was no error."""
+        error_message: str | None = None
+        """The group-level error message, or null if there was no error."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    @_dataclass(slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsResponseTopic(Struct):
+        """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("topic_name", "TopicName", "string", (0, OPEN)),
+            FieldSpec("topic_id", "TopicId", "uuid", (0, OPEN)),
+            FieldSpec("partitions", "Partitions", "[]DescribeShareGroupOffsetsResponsePartition", (0, OPEN)),
+        )
+
+        topic_name: str = ""
+        """The topic name."""
+        topic_id: UUID = _ZERO_UUID
+        """The unique topic ID."""
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = _field(
+            default_factory=list
+        )
+        """The results for each partition."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    @_dataclass(slots=True, kw_only=True)
+    class DescribeShareGroupOffsetsResponsePartition(Struct):
+        """DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
+            FieldSpec("start_offset", "StartOffset", "int64", (0, OPEN)),
+            FieldSpec("leader_epoch", "LeaderEpoch", "int32", (0, OPEN)),
+            FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
+            FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        )
+
+        partition_index: int = 0
+        """The partition index."""
+        start_offset: int = 0
+        """The share-partition start offset."""
+        leader_epoch: int = 0
+        """The leader epoch of the partition."""
+        error_code: int = 0
+        """The error code, or 0 if there was no error."""
+        error_message: str | None = None
+        """The error message, or null if there was no error."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
+        FieldSpec("groups", "Groups", "[]DescribeShareGroupOffsetsResponseGroup", (0, OPEN)),
+    )
+
+    throttle_time_ms: int = 0
+    """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = _field(
+        default_factory=list
+    )
+    """The results for each group."""
+    unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+    """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+
+@_dataclass(slots=True, kw_only=True)
+class AlterShareGroupOffsetsResponse(Response):
+    """AlterShareGroupOffsetsResponse (api key 91): versions 0-0, flexible from 0."""
+
+    NAME: ClassVar[str] = "AlterShareGroupOffsetsResponse"
+    KIND: ClassVar[str] = "response"
+    API_KEY: ClassVar[int] = ApiKey.ALTER_SHARE_GROUP_OFFSETS
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
+
+    @_dataclass(slots=True, kw_only=True)
+    class AlterShareGroupOffsetsResponseTopic(Struct):
+        """AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("topic_name", "TopicName", "string", (0, OPEN)),
+            FieldSpec("topic_id", "TopicId", "uuid", (0, OPEN)),
+            FieldSpec("partitions", "Partitions", "[]AlterShareGroupOffsetsResponsePartition", (0, OPEN)),
+        )
+
+        topic_name: str = ""
+        """The topic name."""
+        topic_id: UUID = _ZERO_UUID
+        """The unique topic ID."""
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = _field(
+            default_factory=list
+        )
+        """The results for each partition."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    @_dataclass(slots=True, kw_only=True)
+    class AlterShareGroupOffsetsResponsePartition(Struct):
+        """AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("partition_index", "PartitionIndex", "int32", (0, OPEN)),
+            FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
+            FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        )
+
+        partition_index: int = 0
+        """The partition index."""
+        error_code: int = 0
+        """The error code, or 0 if there was no error."""
+        error_message: str | None = None
+        """The error message, or null if there was no error."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
+        FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
+        FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec("responses", "Responses", "[]AlterShareGroupOffsetsResponseTopic", (0, OPEN)),
+    )
+
+    throttle_time_ms: int = 0
+    """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
+    error_code: int = 0
+    """The top-level error code, or 0 if there was no error."""
+    error_message: str | None = None
+    """The top-level error message, or null if there was no error."""
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = _field(
+        default_factory=list
+    )
+    """The results for each topic."""
+    unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+    """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+
+@_dataclass(slots=True, kw_only=True)
+class DeleteShareGroupOffsetsResponse(Response):
+    """DeleteShareGroupOffsetsResponse (api key 92): versions 0-0, flexible from 0."""
+
+    NAME: ClassVar[str] = "DeleteShareGroupOffsetsResponse"
+    KIND: ClassVar[str] = "response"
+    API_KEY: ClassVar[int] = ApiKey.DELETE_SHARE_GROUP_OFFSETS
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 0
+
+    @_dataclass(slots=True, kw_only=True)
+    class DeleteShareGroupOffsetsResponseTopic(Struct):
+        """DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic."""
+
+        FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+            FieldSpec("topic_name", "TopicName", "string", (0, OPEN)),
+            FieldSpec("topic_id", "TopicId", "uuid", (0, OPEN)),
+            FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
+            FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        )
+
+        topic_name: str = ""
+        """The topic name."""
+        topic_id: UUID = _ZERO_UUID
+        """The unique topic ID."""
+        error_code: int = 0
+        """The topic-level error code, or 0 if there was no error."""
+        error_message: str | None = None
+        """The topic-level error message, or null if there was no error."""
+        unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+        """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
+        FieldSpec("throttle_time_ms", "ThrottleTimeMs", "int32", (0, OPEN)),
+        FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
+        FieldSpec("error_message", "ErrorMessage", "string", (0, OPEN), nullable_versions=(0, OPEN)),
+        FieldSpec("responses", "Responses", "[]DeleteShareGroupOffsetsResponseTopic", (0, OPEN)),
+    )
+
+    throttle_time_ms: int = 0
+    """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
+    error_code: int = 0
+    """The top-level error code, or 0 if there was no error."""
+    error_message: str | None = None
+    """The top-level error message, or null if there was no error."""
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = _field(
+        default_factory=list
+    )
+    """The results for each topic."""
+    unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
+    """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
+
+
+@_dataclass(slots=True, kw_only=True)
 class ConsumerProtocolAssignment(Message):
     """ConsumerProtocolAssignment: versions 0-3, never flexible."""
 
@@ -11325,6 +11713,9 @@ REQUEST_TYPES: dict[int, type[Request]] = {
     85: WriteShareGroupStateRequest,
     86: DeleteShareGroupStateRequest,
     87: ReadShareGroupStateSummaryRequest,
+    90: DescribeShareGroupOffsetsRequest,
+    91: AlterShareGroupOffsetsRequest,
+    92: DeleteShareGroupOffsetsRequest,
 }
 RESPONSE_TYPES: dict[int, type[Response]] = {
     0: ProduceResponse,
@@ -11415,6 +11806,9 @@ RESPONSE_TYPES: dict[int, type[Response]] = {
     85: WriteShareGroupStateResponse,
     86: DeleteShareGroupStateResponse,
     87: ReadShareGroupStateSummaryResponse,
+    90: DescribeShareGroupOffsetsResponse,
+    91: AlterShareGroupOffsetsResponse,
+    92: DeleteShareGroupOffsetsResponse,
 }
 HEADER_TYPES: dict[str, type[Message]] = {
     "RequestHeader": RequestHeader,

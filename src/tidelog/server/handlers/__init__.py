@@ -29,6 +29,7 @@ from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.security.acl_store import AclStore
 from tidelog.server.security.client_quotas import ClientQuotas
+from tidelog.server.share_admin import ShareAdmin
 from tidelog.server.share_routing import ShareRouting
 from tidelog.server.share_runtime import ShareRuntime
 from tidelog.server.share_state_runtime import ShareStateRuntime
@@ -57,6 +58,7 @@ from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
 from .sasl import SaslHandler, ScramCredentialsHandler
 from .share import ShareHandler
+from .share_admin import ShareAdminHandler, ShareAwareGroups
 from .share_state import ShareStateHandler
 from .topics import TopicsHandler
 from .transactions import TransactionsHandler
@@ -111,7 +113,21 @@ def build_routes(
         clock=clock,
     )
     configs = ConfigsHandler(admin, metadata, authz, group_configs)
-    group_apis = GroupsHandler(groups, metadata, authz)
+    share_admin = (  # issue 13 hook: share groups' admin side (handlers/share_admin.py)
+        ShareAdmin(
+            shares=shares,
+            state=share_states,
+            groups=groups,
+            metadata=metadata,
+            replicas=replicas,
+            clock=clock,
+        )
+        if shares is not None
+        else None
+    )
+    group_apis = GroupsHandler(
+        groups if share_admin is None else ShareAwareGroups(groups, share_admin), metadata, authz
+    )
     txn_apis = TransactionsHandler(transactions, groups, replicas, metadata, authz)
     find_coordinator = FindCoordinatorHandler(
         metadata,
@@ -166,28 +182,35 @@ def build_routes(
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
         *_sasl_routes(entity_configs, authz),
         *_client_quota_routes(client_quotas, authz),
-        *_share_routes(shares, authz, share_routing, share_states),
+        *_share_routes(shares, share_admin, authz, share_routing, share_states),
     ]
 
 
 def _share_routes(
     shares: ShareRuntime | None,
+    share_admin: ShareAdmin | None,
     authz: Authz,
     routing: ShareRouting | None = None,
     states: ShareStateRuntime | None = None,
 ) -> list[Route]:
-    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends; in a cluster
-    (``routing``) routed to coordinators and leaders, and the share coordinator's inter-broker APIs."""
-    if shares is None:
+    """Share groups (KIP-932), exactly the versions librdkafka's ShareConsumer sends, and the admin APIs'
+    v0; in a cluster (``routing``) routed to coordinators and leaders, and the share coordinator's
+    inter-broker APIs."""
+    if shares is None or share_admin is None:
         return []
     handler = ShareHandler(shares, authz, routing)
+    admin = ShareAdminHandler(share_admin, handler, authz)
     routes = [
-        Route(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, handler.heartbeat),
-        Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, handler.describe),
+        Route(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, admin.heartbeat),
+        Route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 0, admin.describe_offsets),
+        Route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, admin.alter_offsets),
+        Route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, admin.delete_offsets),
+        Route(ApiKey.SHARE_GROUP_DESCRIBE, 0, 0, admin.describe),
         Route(ApiKey.SHARE_FETCH, 1, 1, handler.fetch),
         Route(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handler.acknowledge),
     ]
-    if states is not None:  # issue 13 cluster hook: the share coordinator's inter-broker APIs
+    if routing is not None and states is not None:  # issue 13 cluster hook: the share coordinator's
+        # inter-broker APIs
         state_apis = ShareStateHandler(states, authz)
         routes.append(Route(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
         routes.append(Route(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, state_apis.handle))

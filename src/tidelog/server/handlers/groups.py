@@ -27,7 +27,6 @@ from tidelog.protocol.messages import (
 )
 from tidelog.protocol.schema import Request
 from tidelog.server.dispatch import Answer, RequestContext
-from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.security.acl import AclOperation
 
@@ -35,6 +34,7 @@ from .answers import then
 from .authz import Authz, group_allowed, topic_allowed
 from .group_authz import authorize_group_request
 from .offset_refusals import unreadable_or_unknown
+from .share_admin import GroupForward
 
 __all__ = ["GroupsHandler", "then"]
 
@@ -42,7 +42,7 @@ __all__ = ["GroupsHandler", "then"]
 class GroupsHandler:
     """The group APIs, passed to the group coordinator's runtime after the broker's own checks."""
 
-    def __init__(self, groups: GroupRuntime, metadata: MetadataCache, authz: Authz = None) -> None:
+    def __init__(self, groups: GroupForward, metadata: MetadataCache, authz: Authz = None) -> None:
         self._groups = groups
         self._metadata = metadata
         self._authz = authz

@@ -1,0 +1,362 @@
+"""The admin side of share groups (KIP-932): DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91),
+DeleteShareGroupOffsets (92), share groups in ListGroups and DeleteGroups, and group ids kept apart from
+classic and consumer groups.
+
+Invariants:
+- A share group exists while :class:`~tidelog.server.share_runtime.ShareRuntime` knows it (a member has
+  heartbeated since the broker started) or ``__share_group_state`` holds state for it (so a group whose
+  members are gone is still listed, described and deletable after a restart).
+- Offsets are altered or deleted, and a group deleted, only while the group has no members (members whose
+  session ran out are fenced first): else NON_EMPTY_GROUP. A group id that a classic or consumer group
+  holds is GROUP_ID_NOT_FOUND to every share API, and a share group's id is GROUP_ID_NOT_FOUND to
+  ConsumerGroupHeartbeat and OffsetCommit and INCONSISTENT_GROUP_PROTOCOL to JoinGroup (Kafka's GroupMetadataManager).
+- Every change is persisted before it is answered: an alter writes a ShareSnapshot with the new start
+  offset and no in-flight batches, a delete writes a ShareSnapshot tombstone per share-partition (through
+  the share coordinator's WriteShareGroupState / DeleteShareGroupState); the runtime drops its in-memory
+  share-partitions, and the next ShareFetch reads the new state.
+- Pending records (tidelog's tagged field on DescribeShareGroupOffsets, see
+  :mod:`tidelog.protocol.share_pending`) are the acquired ranges whose lock has not run out, read without
+  changing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Awaitable, Iterable, Mapping
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupStateRequest,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ListGroupsResponse,
+    WriteShareGroupStateRequest,
+)
+from tidelog.protocol.schema import Response
+from tidelog.protocol.share_pending import PENDING_TAG, PendingRange, encode_pending
+from tidelog.server.clock import Clock
+from tidelog.server.dispatch import Answer
+from tidelog.server.group_runtime import GroupRuntime
+from tidelog.server.metadata_cache import MetadataCache
+from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.share_runtime import ShareRuntime
+from tidelog.server.share_state_runtime import ShareStateRuntime
+
+__all__ = ["ShareAdmin"]
+
+_DescribedGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
+_DescribedTopic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
+_DescribedPartition = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
+
+
+class ShareAdmin:
+    """Share groups as an administrator sees them, over the share runtime and the share coordinator."""
+
+    def __init__(
+        self,
+        *,
+        shares: ShareRuntime,
+        state: ShareStateRuntime | None,
+        groups: GroupRuntime | None,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        clock: Clock,
+    ) -> None:
+        self._shares = shares
+        self._state = state
+        self._groups = groups
+        self._metadata = metadata
+        self._replicas = replicas
+        self._clock = clock
+
+    # -- which groups are share groups ---------------------------------------------------------------------
+
+    def share_group_ids(self) -> set[str]:
+        ids = set(self._shares.groups)
+        if self._state is not None:
+            ids |= self._state.coordinator.group_ids()
+        return ids
+
+    def is_share_group(self, group_id: str) -> bool:
+        if group_id in self._shares.groups:
+            return True
+        return self._state is not None and self._state.coordinator.has_group(group_id)
+
+    def is_other_group(self, group_id: str) -> bool:
+        """Whether a classic or consumer group holds ``group_id`` (on this broker's coordinator)."""
+        if self._groups is None:
+            return False
+        coordinator = self._groups.coordinator
+        shard = coordinator.shard(coordinator.partition_for(group_id))
+        return shard is not None and (
+            group_id in shard.state.groups or group_id in shard.state.consumer_groups
+        )
+
+    def members(self, group_id: str) -> int:
+        group = self._shares.expired_group(group_id)
+        return 0 if group is None else len(group.members)
+
+    def listed(
+        self, states_filter: Iterable[str], types_filter: Iterable[str]
+    ) -> list[ListGroupsResponse.ListedGroup]:
+        """The share groups for ListGroups (type ``share``), filtered as Kafka filters (case-insensitive)."""
+        states = {s.lower() for s in states_filter}
+        types = {t.lower() for t in types_filter}
+        if types and "share" not in types:
+            return []
+        out = []
+        for group_id in sorted(self.share_group_ids()):
+            state = "Stable" if self.members(group_id) else "Empty"
+            if states and state.lower() not in states:
+                continue
+            out.append(
+                ListGroupsResponse.ListedGroup(
+                    group_id=group_id, protocol_type="share", group_state=state, group_type="share"
+                )
+            )
+        return out
+
+    # -- the share-partitions of a group -------------------------------------------------------------------
+
+    def _partitions(self, group_id: str) -> dict[tuple[str, int], int]:
+        """Every share-partition of ``group_id`` (topic, partition) with its start offset."""
+        found: dict[tuple[str, int], int] = {}
+        if self._state is not None:
+            for (topic_id, index), persisted in self._state.coordinator.states_of(group_id).items():
+                name = self._metadata.topic_name(topic_id)
+                if name is not None:
+                    found[(name, index)] = persisted.start_offset
+        for (group, topic, index), sp in self._shares.partitions.items():
+            if group == group_id:
+                found[(topic, index)] = sp.start_offset
+        return found
+
+    def _pending(self, group_id: str, topic: str, index: int) -> list[PendingRange]:
+        sp = self._shares.partitions.get((group_id, topic, index))
+        if sp is None:
+            return []
+        now = self._clock.now_ms()
+        return [
+            PendingRange(r.member_id or "", r.first, r.last, r.delivery_count, r.deadline_ms - now)
+            for r in sp.acquired()
+            if r.deadline_ms > now
+        ]
+
+    # -- DescribeShareGroupOffsets ---------------------------------------------------------------------
+
+    def describe_offsets(
+        self, request: DescribeShareGroupOffsetsRequest
+    ) -> DescribeShareGroupOffsetsResponse:
+        response = DescribeShareGroupOffsetsResponse()
+        for group in request.groups:
+            group_id = group.group_id
+            if not self.is_share_group(group_id):
+                response.groups.append(
+                    _DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
+                )
+                continue
+            pending = bool(group.unknown_tagged_fields and PENDING_TAG in group.unknown_tagged_fields)
+            known = self._partitions(group_id)
+            wanted: list[tuple[str, list[int]]]
+            if group.topics is None:
+                by_topic: dict[str, list[int]] = {}
+                for topic, index in sorted(known):
+                    by_topic.setdefault(topic, []).append(index)
+                wanted = list(by_topic.items())
+            else:
+                wanted = [(t.topic_name, list(t.partitions)) for t in group.topics]
+            described = _DescribedGroup(group_id=group_id)
+            for topic, indexes in wanted:
+                info = self._metadata.topic(topic)
+                entry = _DescribedTopic(
+                    topic_name=topic, topic_id=info.topic_id if info else uuid.UUID(int=0)
+                )
+                for index in indexes:
+                    entry.partitions.append(self._describe_partition(group_id, topic, index, known, pending))
+                described.topics.append(entry)
+            response.groups.append(described)
+        return response
+
+    def _describe_partition(
+        self, group_id: str, topic: str, index: int, known: dict[tuple[str, int], int], pending: bool
+    ) -> _DescribedPartition:
+        if not self._metadata.has_partition(topic, index):
+            return _DescribedPartition(
+                partition_index=index,
+                start_offset=-1,
+                leader_epoch=-1,
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )
+        leader = self._replicas.leader_partition(topic, index)
+        epoch = -1 if isinstance(leader, ErrorCode) else leader.leader_epoch
+        part = _DescribedPartition(
+            partition_index=index, start_offset=known.get((topic, index), -1), leader_epoch=epoch
+        )
+        if pending:
+            part.unknown_tagged_fields = {PENDING_TAG: encode_pending(self._pending(group_id, topic, index))}
+        return part
+
+    # -- AlterShareGroupOffsets ------------------------------------------------------------------------
+
+    def _group_error(self, group_id: str, *, may_create: bool) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if self.is_other_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if not self.is_share_group(group_id):
+            return ErrorCode.NONE if may_create else ErrorCode.GROUP_ID_NOT_FOUND
+        if self.members(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    def alter_offsets(self, request: AlterShareGroupOffsetsRequest) -> Answer:
+        group_id = request.group_id
+        error = self._group_error(group_id, may_create=True)
+        response = AlterShareGroupOffsetsResponse(error_code=error)
+        writes: list[Awaitable[Response]] = []
+        altered: set[str] = set()
+        for topic in request.topics:
+            info = self._metadata.topic(topic.topic_name)
+            entry = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic(
+                topic_name=topic.topic_name, topic_id=info.topic_id if info else uuid.UUID(int=0)
+            )
+            response.responses.append(entry)
+            for p in topic.partitions:
+                code = error
+                if code == ErrorCode.NONE:
+                    if info is None or not self._metadata.has_partition(topic.topic_name, p.partition_index):
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    elif p.start_offset < 0:
+                        code = ErrorCode.INVALID_REQUEST
+                if code == ErrorCode.NONE and info is not None:
+                    code = self._write_start(
+                        group_id, info.topic_id, p.partition_index, p.start_offset, writes
+                    )
+                    altered.add(topic.topic_name)
+                entry.partitions.append(
+                    AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                )
+        if altered:
+            self._shares.forget(group_id, altered)
+        return _after(writes, response)
+
+    def _write_start(
+        self, group_id: str, topic_id: uuid.UUID, index: int, start: int, writes: list[Awaitable[Response]]
+    ) -> ErrorCode:
+        if self._state is None:
+            return ErrorCode.NONE  # nothing persisted: the runtime's memory is all there is
+        if self._state.ensure_topic() is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        answer = self._state.handle_request(
+            WriteShareGroupStateRequest(
+                group_id=group_id,
+                topics=[
+                    WriteShareGroupStateRequest.WriteStateData(
+                        topic_id=topic_id,
+                        partitions=[
+                            WriteShareGroupStateRequest.PartitionData(
+                                partition=index, state_epoch=1, leader_epoch=-1, start_offset=start
+                            )
+                        ],
+                    )
+                ],
+            ),
+            0,
+        )
+        return _collect(answer, writes)
+
+    # -- DeleteShareGroupOffsets and DeleteGroups ----------------------------------------------------------
+
+    def delete_offsets(self, request: DeleteShareGroupOffsetsRequest) -> Answer:
+        group_id = request.group_id
+        error = self._group_error(group_id, may_create=False)
+        response = DeleteShareGroupOffsetsResponse(error_code=error)
+        if error != ErrorCode.NONE:
+            return response
+        writes: list[Awaitable[Response]] = []
+        deleted: set[str] = set()
+        for topic in request.topics:
+            info = self._metadata.topic(topic.topic_name)
+            entry = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=topic.topic_name, topic_id=info.topic_id if info else uuid.UUID(int=0)
+            )
+            response.responses.append(entry)
+            if info is None:
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            entry.error_code = self._delete_state(
+                group_id, {info.topic_id: range(info.num_partitions)}, writes
+            )
+            deleted.add(topic.topic_name)
+        if deleted:
+            self._shares.forget(group_id, deleted)
+        return _after(writes, response)
+
+    def delete_group(self, group_id: str, writes: list[Awaitable[Response]]) -> ErrorCode:
+        """Delete share group ``group_id`` and its state (the writes to await are added to ``writes``)."""
+        error = self._group_error(group_id, may_create=False)
+        if error != ErrorCode.NONE:
+            return error
+        partitions: dict[uuid.UUID, list[int]] = {}
+        if self._state is not None:
+            for topic_id, index in sorted(self._state.coordinator.states_of(group_id)):
+                partitions.setdefault(topic_id, []).append(index)
+        error = self._delete_state(group_id, partitions, writes) if partitions else ErrorCode.NONE
+        if error == ErrorCode.NONE:
+            self._shares.forget(group_id)
+        return error
+
+    def _delete_state(
+        self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]], writes: list[Awaitable[Response]]
+    ) -> ErrorCode:
+        if self._state is None:
+            return ErrorCode.NONE
+        if self._state.ensure_topic() is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        answer = self._state.handle_request(
+            DeleteShareGroupStateRequest(
+                group_id=group_id,
+                topics=[
+                    DeleteShareGroupStateRequest.DeleteStateData(
+                        topic_id=topic_id,
+                        partitions=[DeleteShareGroupStateRequest.PartitionData(partition=i) for i in indexes],
+                    )
+                    for topic_id, indexes in partitions.items()
+                ],
+            ),
+            0,
+        )
+        return _collect(answer, writes)
+
+
+def _collect(answer: Answer, writes: list[Awaitable[Response]]) -> ErrorCode:
+    """The error of a share coordinator answer at hand; an answer still waiting for its commit is added to
+    ``writes`` (its errors come as the commit's)."""
+    if inspect.isawaitable(answer):
+        writes.append(answer)
+        return ErrorCode.NONE
+    for result in getattr(answer, "results", []):
+        for p in result.partitions:
+            if p.error_code != ErrorCode.NONE:
+                return ErrorCode(p.error_code)
+    return ErrorCode.NONE
+
+
+def _after(writes: list[Awaitable[Response]], response: Response) -> Answer:
+    """``response`` once ``writes`` are committed."""
+    if not writes:
+        return response
+
+    async def after() -> Response:
+        await asyncio.gather(*writes)
+        return response
+
+    return after()
