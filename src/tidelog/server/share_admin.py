@@ -255,6 +255,10 @@ class ShareAdmin:
             return ErrorCode.NONE  # nothing persisted: the runtime's memory is all there is
         if self._state.ensure_topic() is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        # Written as the partition's current leader would be: a lower leader epoch is fenced by the state.
+        name = self._metadata.topic_name(topic_id)
+        leader = self._replicas.leader_partition(name, index) if name is not None else None
+        epoch = leader.leader_epoch if leader is not None and not isinstance(leader, ErrorCode) else -1
         answer = self._state.handle_request(
             WriteShareGroupStateRequest(
                 group_id=group_id,
@@ -263,7 +267,7 @@ class ShareAdmin:
                         topic_id=topic_id,
                         partitions=[
                             WriteShareGroupStateRequest.PartitionData(
-                                partition=index, state_epoch=1, leader_epoch=-1, start_offset=start
+                                partition=index, state_epoch=1, leader_epoch=epoch, start_offset=start
                             )
                         ],
                     )
