@@ -16,7 +16,10 @@ thread, so it is the same wait for every system.
 
 - Share legs: K ``ShareConsumer`` threads (one instance each, as librdkafka requires) in one group, implicit
   acknowledgement (a poll accepts the previous poll's records), the group's ``share.auto.offset.reset``
-  set to ``earliest`` through a GROUP config first. Skipped, with a message, when the broker does not
+  set to ``earliest`` through a GROUP config first. ``share.acquire.mode`` (KIP-1206) is the default,
+  ``batch_optimized`` (a fetch acquires whole producer batches), for the legs without processing, and
+  ``record_limit`` for the legs with processing (``--processing-acquire-mode``), as a user with slow
+  per-record work sets it: otherwise one consumer acquires a whole producer batch and the others idle. Skipped, with a message, when the broker does not
   advertise ShareFetch (API key 78): the share-group coordinator is another branch of issue 13.
 - Classic leg: one ``confluent_kafka.Consumer`` in a fresh group, ``auto.offset.reset=earliest``,
   auto-commit as configured by default (the way applications run it).
@@ -148,10 +151,14 @@ def _timed(records: int, start: float, first: float | None, end: float, **extra:
     return {"records": records, "seconds": end - first, "join_seconds": first - start, **extra}
 
 
-def set_share_earliest(bootstrap: str, group: str) -> None:
+def set_share_group(bootstrap: str, group: str, acquire_mode: str | None) -> None:
+    """The group starts at the log's start; ``acquire_mode`` sets ``share.acquire.mode`` (None: default)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[entry])
+    keys = {"share.auto.offset.reset": "earliest"}
+    if acquire_mode is not None:
+        keys["share.acquire.mode"] = acquire_mode
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in keys.items()]
+    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=entries)
     admin.incremental_alter_configs([resource], request_timeout=30)[resource].result(timeout=30)
 
 
@@ -163,11 +170,12 @@ def share_leg(
     consumers: int,
     group: str,
     client_config: dict[str, str] | None = None,
+    acquire_mode: str | None = None,
 ) -> Result:
     """``consumers`` ShareConsumer threads in one share group until the group has processed ``n`` distinct
     records (a redelivered record counts once; redeliveries are reported). ``client_config``: more
     ShareConsumer keys (``--share-config``, e.g. ``max.poll.records``)."""
-    set_share_earliest(bootstrap, group)
+    set_share_group(bootstrap, group, acquire_mode)
     seen: set[int] = set()
     deliveries = [0]
     first: list[float] = []
@@ -355,6 +363,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "n_processing": args.n_processing,
         "size": args.size,
         "process_ms": args.process_ms,
+        "processing_acquire_mode": args.processing_acquire_mode,
         "legs": {},
     }
     legs: dict[str, Result | None] = results["legs"]
@@ -362,6 +371,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ("no processing", 0.0, args.n),
         (f"{args.process_ms:g} ms/record", args.process_ms / 1000, args.n_processing),
     )
+    modes = {"no processing": None, waits[1][0]: args.processing_acquire_mode}
 
     def leg(name: str, body: Callable[[], Result]) -> None:
         print(f"  {name} ...", end="", flush=True)
@@ -392,8 +402,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for k in (1, 2, 4):
                     leg(
                         f"{k} share consumer(s), {label}",
-                        lambda w=wait, k=k, g=f"share-{k}-{label}", t=topic, n=n: share_leg(
-                            bootstrap, t, n, w, k, g, share_config
+                        lambda w=wait, k=k, g=f"share-{k}-{label}", t=topic, n=n, m=modes[label]: share_leg(
+                            bootstrap, t, n, w, k, g, share_config, m
                         ),
                     )
     peers = Peers(args.harness) if args.harness is not None else None
@@ -427,8 +437,9 @@ def report(results: dict[str, Any], waits: tuple[tuple[str, float, int], ...]) -
     print(f"\nrecords of {results['size']} B on one partition / stream / queue, one run")
     if results["share_config"]:
         print(f"share consumers with {results['share_config']}")
+    modes = {"no processing": "batch_optimized (default)", waits[1][0]: results["processing_acquire_mode"]}
     for label, _wait, n in waits:
-        print(f"\n{label}, {n} records:")
+        print(f"\n{label}, {n} records (share groups: share.acquire.mode={modes[label]}):")
         classic = rate(legs.get(f"classic consumer, {label}"))
         one_share = rate(legs.get(f"1 share consumer(s), {label}"))
         for name, result in legs.items():
@@ -465,6 +476,12 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a ShareConsumer config key for the share legs (repeatable), e.g. max.poll.records=2000",
+    )
+    parser.add_argument(
+        "--processing-acquire-mode",
+        default="record_limit",
+        choices=("record_limit", "batch_optimized"),
+        help="the share groups' share.acquire.mode for the legs with processing (default record_limit)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()

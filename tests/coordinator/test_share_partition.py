@@ -1,6 +1,7 @@
 """The share-partition window (ranges) against a per-offset model, plus the cases Kafka names.
 
-Random sequences of produce (the log grows), acquire, acknowledge (ACCEPT/RELEASE/REJECT/GAP, one type or
+Random sequences of produce (the log grows by one batch), acquire (strictly up to its limit, or on to the end
+of a batch: KIP-1206's record_limit and batch_optimized), acknowledge (ACCEPT/RELEASE/REJECT/GAP, one type or
 one per offset, by the holder or another member), lock expiry (the clock moves), a member leaving, and a
 persist-and-reload run against :class:`SharePartition` and a dict of offset → state. After every step the
 acquired ranges, the errors, each offset's state, delivery count and holder, and the window's start and
@@ -63,11 +64,20 @@ class Model:
                 self._release(r)
         self._advance()
 
-    def acquire(self, member: str, max_records: int, log_end: int, now: int) -> list[AcquiredRange]:
+    def acquire(
+        self, member: str, max_records: int, log_end: int, now: int, batch_ends: list[int] | None = None
+    ) -> list[AcquiredRange]:
+        """``batch_ends`` (batch_optimized): once the limit is reached at offset o, the acquirable records
+        up to the end of o's batch are taken too; the record-lock limit bounds the new records before."""
+
+        def batch_end(o: int) -> int:
+            return min((e for e in batch_ends or [] if e >= o), default=o)
+
         self.expire(now)
         got: list[int] = []
+        soft_end = -1
         for o in range(self.start, min(self.end, log_end)):
-            if len(got) == max_records:
+            if len(got) >= max_records and o > soft_end:
                 break
             r = self.recs[o]
             if r.state is RecordState.AVAILABLE:
@@ -78,11 +88,16 @@ class Model:
                     now + LOCK_MS,
                 )
                 got.append(o)
-        room = MAX_LOCKS - (self.end - self.start)
-        new = min(max_records - len(got), log_end - self.end, room)
-        for _ in range(max(new, 0)):
+                if len(got) >= max_records:
+                    soft_end = max(soft_end, batch_end(o))
+        budget = min(max_records - len(got), MAX_LOCKS - (self.end - self.start))
+        taken = 0
+        while self.end < log_end and (taken < budget or self.end <= soft_end):
             self.recs[self.end] = _Rec(RecordState.ACQUIRED, 1, member, now + LOCK_MS)
             got.append(self.end)
+            taken += 1
+            if taken == budget:
+                soft_end = max(soft_end, batch_end(self.end))
             self.end += 1
         out: list[AcquiredRange] = []
         for o in got:
@@ -154,7 +169,7 @@ def _check(sp: SharePartition, model: Model) -> None:
 
 _step = st.one_of(
     st.tuples(st.just("produce"), st.integers(1, 6)),
-    st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 8)),
+    st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 8), st.booleans()),
     st.tuples(
         st.just("ack"),
         st.sampled_from(MEMBERS),
@@ -174,16 +189,21 @@ def test_ranges_match_per_offset_model(steps: list[tuple[object, ...]]) -> None:
     sp = SharePartition(0, max_record_locks=MAX_LOCKS, delivery_count_limit=LIMIT)
     model = Model()
     log_end = 0
+    batch_ends: list[int] = []
+    """The last offset of each produced batch (a produce step appends one batch)."""
     now = 1000
     for step in steps:
         kind = step[0]
         if kind == "produce":
             assert isinstance(step[1], int)
             log_end += step[1]
+            batch_ends.append(log_end - 1)
         elif kind == "acquire":
-            who, n = str(step[1]), step[2]
+            who, n, whole = str(step[1]), step[2], step[3]
             assert isinstance(n, int)
-            assert sp.acquire(who, n, log_end, now, LOCK_MS) == model.acquire(who, n, log_end, now)
+            ends = batch_ends if whole else []  # batch_optimized, else record_limit
+            got = sp.acquire(who, n, log_end, now, LOCK_MS, batch_ends=ends)
+            assert got == model.acquire(who, n, log_end, now, ends)
         elif kind == "ack":
             member, first, length, types = step[1], step[2], step[3], step[4]
             assert isinstance(member, str)

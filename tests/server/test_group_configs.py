@@ -53,6 +53,7 @@ DEFAULTS = {
     "share.partition.max.record.locks": "2000",
     "share.auto.offset.reset": "latest",
     "share.isolation.level": "read_uncommitted",
+    "share.acquire.mode": "batch_optimized",
     "errors.deadletterqueue.topic.name": "",
     "errors.deadletterqueue.copy.record.enable": "false",
     "share.release.backoff.ms": "0",
@@ -146,6 +147,13 @@ def test_incremental_alter_sets_and_deletes_keys(admin: AdminClient) -> None:
         (
             [("share.isolation.level", SET, "dirty")],
             "Invalid value dirty for configuration share.isolation.level",
+        ),
+        (
+            [("share.acquire.mode", SET, "whole_batches")],
+            (
+                "Invalid value whole_batches for configuration share.acquire.mode: String must be one of: "
+                "batch_optimized, record_limit"
+            ),
         ),
         (
             [("consumer.heartbeat.interval.ms", SET, "16000")],

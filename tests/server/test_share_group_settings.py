@@ -34,6 +34,7 @@ CONFIGS = {
     "share.heartbeat.interval.ms": "7000",
     "share.partition.max.record.locks": "100",
     "share.record.lock.duration.ms": "60000",
+    "share.acquire.mode": "record_limit",  # the record-lock limit exactly (batch_optimized: to a batch's end)
 }
 
 

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from tidelog.coordinator.share.acquire_mode import batch_last_offsets
 from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
 from tidelog.coordinator.share.delivery_time import deliver_at
 from tidelog.coordinator.share.share_group import ShareGroup
@@ -704,13 +705,23 @@ class ShareRuntime:
             upto = min(data.next_offset, end)
             delays: list[tuple[int, int]] = []
             skip: list[tuple[int, int]] = []
+            read_bytes = data.read_bytes() if sp.end_offset < upto or not settings.record_limit else b""
             if sp.end_offset < upto:
                 aborted = (
                     partition.aborted_transactions(sp.end_offset, upto) if settings.read_committed else []
                 )
-                delays, skip = _admission(data.read_bytes(), sp.end_offset, upto, now, aborted)
+                delays, skip = _admission(read_bytes, sp.end_offset, upto, now, aborted)
+            # share.acquire.mode (KIP-1206): batch_optimized rounds the record budget up to a batch's end
+            batch_ends = () if settings.record_limit else batch_last_offsets(read_bytes)
             ranges = sp.acquire(
-                member_id, budget_records, upto, now, settings.record_lock_duration_ms, delays, skip
+                member_id,
+                budget_records,
+                upto,
+                now,
+                settings.record_lock_duration_ms,
+                delays,
+                skip,
+                batch_ends,
             )
             self._wake_at(sp, name, index, now)
             if not ranges:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
+    "ACQUIRE_MODE",
     "AUTO_OFFSET_RESET",
     "DEAD_LETTER_COPY_RECORD",
     "DEAD_LETTER_TOPIC",
@@ -44,6 +45,9 @@ RELEASE_BACKOFF_MAX_MS = "share.release.backoff.max.ms"
 SESSION_TIMEOUT_MS = "share.session.timeout.ms"
 HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+ACQUIRE_MODE = "share.acquire.mode"
+"""KIP-1206: ``batch_optimized`` (default: a fetch's record limit is soft, whole batches are acquired) or
+``record_limit`` (at most the limit)."""
 DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
 """KIP-1191's group config naming the group's dead-letter topic."""
 DEAD_LETTER_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
@@ -82,6 +86,8 @@ class ShareGroupSettings:
     """A member that has not heartbeated for this long is removed and its records released."""
     heartbeat_interval_ms: int = 5000
     reset_duration_ms: int = 0
+    record_limit: bool = False
+    """``share.acquire.mode=record_limit``: a fetch acquires at most its MaxRecords (else whole batches)."""
 
     def backoff(self, delivery_count: int) -> int:
         """ms before a record released after ``delivery_count`` deliveries is acquirable again."""
@@ -152,4 +158,5 @@ def resolve_settings(keys: Mapping[str, str], broker: ShareBrokerDefaults) -> Sh
         release_backoff_max_ms=max(_int(keys, RELEASE_BACKOFF_MAX_MS, 0), 0),
         dead_letter_topic=dlq or None,
         dead_letter_copy_record=keys.get(DEAD_LETTER_COPY_RECORD, "false").strip().lower() == "true",
+        record_limit=keys.get(ACQUIRE_MODE, "batch_optimized").strip().lower() == "record_limit",
     )

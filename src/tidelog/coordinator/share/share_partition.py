@@ -13,7 +13,11 @@ Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a p
   the offset the caller can serve (``fetchable_end``) and never to more than ``max_record_locks`` records in
   flight (``end_offset - start_offset``, less the records waiting for a deliver-at time, see below).
 - Each acquisition raises the record's delivery count by one and locks it to one member until
-  ``now_ms + lock_ms``; acquisition takes the lowest acquirable offsets first, up to ``max_records``.
+  ``now_ms + lock_ms``; acquisition takes the lowest acquirable offsets first, up to ``max_records``
+  (KIP-1206's ``record_limit``), or, given the record batches' last offsets (``batch_optimized``, Kafka's
+  default), on to the end of the batch holding the last record that limit allows: the limit is soft, so
+  one batch is never split over fetches. The record-lock limit bounds the records taken before that
+  rounding, as Kafka's does (so a window may exceed it by the rest of one batch).
 - An acknowledgement names offsets all ACQUIRED by the acknowledging member, or changes nothing and answers
   INVALID_RECORD_STATE (offsets never acquired, acquired by another member, or acknowledged already).
   ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE again (ARCHIVED once the delivery
@@ -33,7 +37,7 @@ Nothing here reads a clock: every operation that depends on time takes ``now_ms`
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -141,6 +145,12 @@ def _no_backoff(_delivery_count: int) -> int:
     return 0
 
 
+def _batch_end(batch_ends: Sequence[int], offset: int) -> int:
+    """The last offset of the batch holding ``offset`` (``offset`` itself when no batch is known)."""
+    i = bisect_left(batch_ends, offset)
+    return batch_ends[i] if i < len(batch_ends) else offset
+
+
 class SharePartition:
     """The in-flight window of one (group, topic, partition)."""
 
@@ -218,9 +228,15 @@ class SharePartition:
         lock_ms: int,
         delays: Sequence[tuple[int, int]] = (),
         skip: Sequence[tuple[int, int]] = (),
+        batch_ends: Sequence[int] = (),
     ) -> list[AcquiredRange]:
         """Lock up to ``max_records`` (no limit if <= 0) acquirable records below ``fetchable_end`` to
         ``member_id`` until ``now_ms + lock_ms``, lowest offsets first.
+
+        ``batch_ends``: the last offsets of the record batches being served, ascending (KIP-1206's
+        ``batch_optimized``): once ``max_records`` (or the record-lock limit) is reached at offset ``o``,
+        the acquirable records up to the end of the batch holding ``o`` are taken too. Empty: at most
+        ``max_records`` (``record_limit``).
 
         ``delays``: ``(offset, deliver_at_ms)`` in offset order, for records not yet in the window that
         must not be delivered before a later time; they join the window AVAILABLE from that time, outside
@@ -231,13 +247,16 @@ class SharePartition:
         remaining = max_records if max_records > 0 else 1 << 62
         taken: list[InFlightRange] = []
         deadline = now_ms + lock_ms
+        soft_end = -1
+        """The limit was reached: acquirable records up to here (the end of its batch) are still taken."""
         i = 0
-        while i < len(self._ranges) and remaining > 0:
+        while i < len(self._ranges) and (remaining > 0 or self._ranges[i].first <= soft_end):
             r = self._ranges[i]
             if r.first >= fetchable_end:
                 break
             if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
-                take = min(remaining, r.size, fetchable_end - r.first)
+                allowed = remaining if remaining > 0 else soft_end - r.first + 1
+                take = min(allowed, r.size, fetchable_end - r.first)
                 if take < r.size:
                     self._split(i, r.first + take)
                     r = self._ranges[i]
@@ -250,6 +269,8 @@ class SharePartition:
                 r.delayed = False
                 remaining -= r.size
                 taken.append(r)
+                if remaining <= 0:
+                    soft_end = max(soft_end, _batch_end(batch_ends, r.last))
             i += 1
         pending = [(o, t) for o, t in delays if self.end_offset <= o < fetchable_end and t > now_ms]
         skipped = [(max(f, self.end_offset), last) for f, last in skip if last >= self.end_offset]
@@ -273,7 +294,8 @@ class SharePartition:
                 pending[d][0] if d < len(pending) else fetchable_end,
                 skipped[k][0] if k < len(skipped) else fetchable_end,
             )
-            new = min(remaining, stop - self.end_offset, self.max_record_locks - self.in_flight)
+            budget = min(remaining, self.max_record_locks - self.in_flight)
+            new = min(budget if budget > 0 else soft_end - self.end_offset + 1, stop - self.end_offset)
             if new <= 0:
                 break
             r = InFlightRange(
@@ -283,6 +305,8 @@ class SharePartition:
             self.end_offset += new
             remaining -= new
             taken.append(r)
+            if new >= budget:
+                soft_end = max(soft_end, _batch_end(batch_ends, r.last))
         answer: list[AcquiredRange] = []
         for r in taken:
             if (

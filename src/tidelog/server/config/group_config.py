@@ -5,8 +5,8 @@ DescribeConfigs reports for a GROUP resource.
 Invariants:
 
 - The keys are Kafka's ``GroupConfig`` keys that tidelog acts on (consumer and share groups, the
-  dead-letter topic of KIP-1191) plus ``share.release.backoff.ms``, ``.multiplier`` and ``.max.ms``
-  (tidelog only). Any other key is refused: ``Unknown group config name: <key>`` (INVALID_CONFIG), as Kafka.
+  dead-letter topic of KIP-1191, KIP-1206's ``share.acquire.mode``) plus ``share.release.backoff.ms``,
+  ``.multiplier`` and ``.max.ms`` (tidelog only). Any other key is refused: ``Unknown group config name: <key>`` (INVALID_CONFIG), as Kafka.
 - A key's default is the broker config it overrides (``share.record.lock.duration.ms`` ->
   ``group.share.record.lock.duration.ms``), read from the broker's effective config; when the broker does
   not define that key (yet), Kafka's default stands in (:func:`broker_value`).
@@ -178,6 +178,12 @@ _DEFS = (
         "Whether a share group delivers only committed transactional records (read_committed) or all "
         "(read_uncommitted).",
         OneOf(("read_committed", "read_uncommitted")),
+    ),
+    GroupConfigDef(
+        "share.acquire.mode", _S, "batch_optimized",
+        "How a share fetch counts its record limit (KIP-1206): batch_optimized acquires whole record "
+        "batches, so a fetch may hold more records than asked for; record_limit acquires at most that many.",
+        OneOf(("batch_optimized", "record_limit")),
     ),
     GroupConfigDef(
         "errors.deadletterqueue.topic.name", _S, "",
