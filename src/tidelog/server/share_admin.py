@@ -11,12 +11,22 @@ Invariants:
   holds is GROUP_ID_NOT_FOUND to every share API, and a share group's id is GROUP_ID_NOT_FOUND to
   ConsumerGroupHeartbeat and OffsetCommit and INCONSISTENT_GROUP_PROTOCOL to JoinGroup (Kafka's GroupMetadataManager).
 - Every change is persisted before it is answered: an alter writes a ShareSnapshot with the new start
-  offset and no in-flight batches, a delete writes a ShareSnapshot tombstone per share-partition (through
+  offset and no in-flight batches at the partition's current leader epoch (the share coordinator fences
+  older ones; the leader's next write is not fenced by it), a delete writes a ShareSnapshot tombstone per share-partition (through
   the share coordinator's WriteShareGroupState / DeleteShareGroupState); the runtime drops its in-memory
   share-partitions, and the next ShareFetch reads the new state.
+- In a cluster (``cluster``, the broker's :class:`~tidelog.server.share_routing.ShareRouting`) the group
+  coordinator answers, as for ShareGroupHeartbeat: DescribeShareGroupOffsets (per group), Alter- and
+  DeleteShareGroupOffsets and DeleteGroups of a share group are NOT_COORDINATOR on every other broker. Their
+  writes and deletes go through the :class:`~tidelog.server.share_persister.SharePersister` to the share
+  coordinator (wherever it is), committed there before the answer. A group's persisted share-partitions
+  are enumerated from this broker's share coordinator only, so a DeleteGroups in a cluster deletes the
+  state of every partition of every topic (deleting absent state is a no-op).
 - Pending records (tidelog's tagged field on DescribeShareGroupOffsets, see
   :mod:`tidelog.protocol.share_pending`) are the acquired ranges whose lock has not run out, read without
-  changing anything.
+  changing anything. They live on each share-partition's leader, not at the group coordinator: a
+  DescribeShareGroupOffsets with the pending tag is answered by any broker, from its own share-partitions
+  (empty for partitions it does not lead); ``tidelog share-groups pending`` asks each partition's leader.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import asyncio
 import inspect
 import uuid
 from collections.abc import Awaitable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -48,6 +59,9 @@ from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.share_runtime import ShareRuntime
 from tidelog.server.share_state_runtime import ShareStateRuntime
 
+if TYPE_CHECKING:
+    from tidelog.server.share_routing import ShareRouting
+
 __all__ = ["ShareAdmin"]
 
 _DescribedGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
@@ -67,7 +81,9 @@ class ShareAdmin:
         metadata: MetadataCache,
         replicas: ReplicaManager,
         clock: Clock,
+        cluster: ShareRouting | None = None,
     ) -> None:
+        self._cluster = cluster
         self._shares = shares
         self._state = state
         self._groups = groups
@@ -97,6 +113,10 @@ class ShareAdmin:
         return shard is not None and (
             group_id in shard.state.groups or group_id in shard.state.consumer_groups
         )
+
+    def is_coordinator(self, group_id: str) -> bool:
+        """Whether this broker answers ``group_id``'s group-level requests (always, on a single node)."""
+        return self._cluster is None or self._cluster.is_coordinator(group_id)
 
     def members(self, group_id: str) -> int:
         group = self._shares.expired_group(group_id)
@@ -156,12 +176,17 @@ class ShareAdmin:
         response = DescribeShareGroupOffsetsResponse()
         for group in request.groups:
             group_id = group.group_id
-            if not self.is_share_group(group_id):
+            pending = bool(group.unknown_tagged_fields and PENDING_TAG in group.unknown_tagged_fields)
+            if not pending and not self.is_coordinator(group_id):
+                response.groups.append(
+                    _DescribedGroup(group_id=group_id, error_code=ErrorCode.NOT_COORDINATOR)
+                )
+                continue
+            if not self.is_share_group(group_id) and not (pending and self._cluster is not None):
                 response.groups.append(
                     _DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
                 )
                 continue
-            pending = bool(group.unknown_tagged_fields and PENDING_TAG in group.unknown_tagged_fields)
             known = self._partitions(group_id)
             wanted: list[tuple[str, list[int]]]
             if group.topics is None:
@@ -207,6 +232,8 @@ class ShareAdmin:
     def _group_error(self, group_id: str, *, may_create: bool) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if not self.is_coordinator(group_id):
+            return ErrorCode.NOT_COORDINATOR
         if self.is_other_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not self.is_share_group(group_id):
@@ -255,7 +282,10 @@ class ShareAdmin:
             return ErrorCode.NONE  # nothing persisted: the runtime's memory is all there is
         if self._state.ensure_topic() is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        answer = self._state.handle_request(
+        name = self._metadata.topic_name(topic_id)
+        info = self._metadata.partition(name, index) if name is not None else None
+        epoch = info.leader_epoch if info is not None else -1  # not fenced, nor fencing the leader
+        answer = self._store(
             WriteShareGroupStateRequest(
                 group_id=group_id,
                 topics=[
@@ -263,13 +293,12 @@ class ShareAdmin:
                         topic_id=topic_id,
                         partitions=[
                             WriteShareGroupStateRequest.PartitionData(
-                                partition=index, state_epoch=1, leader_epoch=-1, start_offset=start
+                                partition=index, state_epoch=1, leader_epoch=epoch, start_offset=start
                             )
                         ],
                     )
                 ],
-            ),
-            0,
+            )
         )
         return _collect(answer, writes)
 
@@ -306,7 +335,11 @@ class ShareAdmin:
         if error != ErrorCode.NONE:
             return error
         partitions: dict[uuid.UUID, list[int]] = {}
-        if self._state is not None:
+        if self._cluster is not None:  # the state may be at another broker: every partition's, if any
+            for topic in self._metadata.topics():
+                if not topic.is_internal:
+                    partitions[topic.topic_id] = list(range(topic.num_partitions))
+        elif self._state is not None:
             for topic_id, index in sorted(self._state.coordinator.states_of(group_id)):
                 partitions.setdefault(topic_id, []).append(index)
         error = self._delete_state(group_id, partitions, writes) if partitions else ErrorCode.NONE
@@ -321,7 +354,7 @@ class ShareAdmin:
             return ErrorCode.NONE
         if self._state.ensure_topic() is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        answer = self._state.handle_request(
+        answer = self._store(
             DeleteShareGroupStateRequest(
                 group_id=group_id,
                 topics=[
@@ -331,10 +364,16 @@ class ShareAdmin:
                     )
                     for topic_id, indexes in partitions.items()
                 ],
-            ),
-            0,
+            )
         )
         return _collect(answer, writes)
+
+    def _store(self, request: WriteShareGroupStateRequest | DeleteShareGroupStateRequest) -> Answer:
+        """``request`` at the group's share coordinator: this broker's, or wherever it is in a cluster."""
+        if self._cluster is not None:
+            return self._cluster.persister.persist(request)
+        assert self._state is not None
+        return self._state.handle_request(request, 0)
 
 
 def _collect(answer: Answer, writes: list[Awaitable[Response]]) -> ErrorCode:
