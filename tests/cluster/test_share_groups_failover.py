@@ -204,6 +204,13 @@ def test_share_group_admin_at_a_broker_that_is_not_the_coordinator(scenario: Sce
 
     reset = ["share-groups", "reset-offsets", "--group", group, "--topic", TOPIC, "--to-offset", "6"]
     assert _squashed(ok(tidelog_cli(*reset, "--execute", *b)))[-1] == f"{group} | {TOPIC} | 0 | 6"
+    assert _squashed(ok(tidelog_cli("share-groups", "describe", group, *b))) == [
+        f"share group {group}: Empty, epoch 0",  # known from its state, at the share coordinator
+        "member | client id | host | epoch | partitions",
+        f"start offsets of {group}",
+        "topic | partition | start offset",
+        f"{TOPIC} | 0 | 6",
+    ]
     consumer = ShareConsumer(
         {
             "bootstrap.servers": scenario.bootstrap,

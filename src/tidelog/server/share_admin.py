@@ -20,8 +20,10 @@ Invariants:
   DeleteShareGroupOffsets and DeleteGroups of a share group are NOT_COORDINATOR on every other broker. Their
   writes and deletes go through the :class:`~tidelog.server.share_persister.SharePersister` to the share
   coordinator (wherever it is), committed there before the answer. A group's persisted share-partitions
-  are enumerated from this broker's share coordinator only, so a DeleteGroups in a cluster deletes the
-  state of every partition of every topic (deleting absent state is a no-op).
+  are not recorded at the group coordinator: it asks the share coordinator for the state of every
+  partition of every topic (ReadShareGroupStateSummary; a DeleteGroups deletes them all, deleting absent
+  state being a no-op) when a request needs it: DescribeShareGroupOffsets, and ShareGroupDescribe and
+  DeleteGroups of a group it does not know (a group with persisted state exists, as on a single node).
 - Pending records (tidelog's tagged field on DescribeShareGroupOffsets, see
   :mod:`tidelog.protocol.share_pending`) are the acquired ranges whose lock has not run out, read without
   changing anything. They live on each share-partition's leader, not at the group coordinator: a
@@ -47,6 +49,7 @@ from tidelog.protocol.messages import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     ListGroupsResponse,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 from tidelog.protocol.schema import Response
@@ -62,7 +65,10 @@ from tidelog.server.share_state_runtime import ShareStateRuntime
 if TYPE_CHECKING:
     from tidelog.server.share_routing import ShareRouting
 
-__all__ = ["ShareAdmin"]
+__all__ = ["ShareAdmin", "Summary"]
+
+Summary = dict[tuple[str, int], int]
+"""A group's persisted start offsets, by (topic, partition)."""
 
 _DescribedGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
 _DescribedTopic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
@@ -84,6 +90,7 @@ class ShareAdmin:
         cluster: ShareRouting | None = None,
     ) -> None:
         self._cluster = cluster
+        self._state_known: set[str] = set()  # in a cluster: groups the share coordinator held state of
         self._shares = shares
         self._state = state
         self._groups = groups
@@ -100,7 +107,7 @@ class ShareAdmin:
         return ids
 
     def is_share_group(self, group_id: str) -> bool:
-        if group_id in self._shares.groups:
+        if group_id in self._shares.groups or group_id in self._state_known:
             return True
         return self._state is not None and self._state.coordinator.has_group(group_id)
 
@@ -113,6 +120,10 @@ class ShareAdmin:
         return shard is not None and (
             group_id in shard.state.groups or group_id in shard.state.consumer_groups
         )
+
+    @property
+    def in_cluster(self) -> bool:
+        return self._cluster is not None
 
     def is_coordinator(self, group_id: str) -> bool:
         """Whether this broker answers ``group_id``'s group-level requests (always, on a single node)."""
@@ -144,10 +155,11 @@ class ShareAdmin:
 
     # -- the share-partitions of a group -------------------------------------------------------------------
 
-    def _partitions(self, group_id: str) -> dict[tuple[str, int], int]:
-        """Every share-partition of ``group_id`` (topic, partition) with its start offset."""
-        found: dict[tuple[str, int], int] = {}
-        if self._state is not None:
+    def _partitions(self, group_id: str, summary: Summary | None = None) -> dict[tuple[str, int], int]:
+        """Every share-partition of ``group_id`` (topic, partition) with its start offset: persisted here
+        (or, in a cluster, in ``summary``, read from the share coordinator), or in the runtime's memory."""
+        found: dict[tuple[str, int], int] = dict(summary or {})
+        if self._state is not None and summary is None:
             for (topic_id, index), persisted in self._state.coordinator.states_of(group_id).items():
                 name = self._metadata.topic_name(topic_id)
                 if name is not None:
@@ -156,6 +168,50 @@ class ShareAdmin:
             if group == group_id:
                 found[(topic, index)] = sp.start_offset
         return found
+
+    async def summaries(self, group_ids: Iterable[str]) -> dict[str, Summary]:
+        """In a cluster: for each group this broker coordinates, the start offset of each share-partition the
+        share coordinator holds (ReadShareGroupStateSummary of every partition of every topic)."""
+        if self._cluster is None:
+            return {}
+        topics = [t for t in self._metadata.topics() if not t.is_internal]
+        names = {t.topic_id: t.name for t in topics}
+        found: dict[str, Summary] = {}
+        for group_id in group_ids:
+            if not self.is_coordinator(group_id) or not topics:
+                continue
+            request = ReadShareGroupStateSummaryRequest(
+                group_id=group_id,
+                topics=[
+                    ReadShareGroupStateSummaryRequest.ReadStateSummaryData(
+                        topic_id=t.topic_id,
+                        partitions=[
+                            ReadShareGroupStateSummaryRequest.PartitionData(partition=i, leader_epoch=-1)
+                            for i in range(t.num_partitions)
+                        ],
+                    )
+                    for t in topics
+                ],
+            )
+            answer = await self._cluster.persister.summary(request)
+            found[group_id] = {
+                (names[r.topic_id], p.partition): p.start_offset
+                for r in answer.results
+                for p in r.partitions
+                if p.start_offset >= 0 and r.topic_id in names
+            }
+            if found[group_id]:
+                self._state_known.add(group_id)
+            else:
+                self._state_known.discard(group_id)
+        return found
+
+    def unknown(self, group_ids: Iterable[str]) -> list[str]:
+        """In a cluster, those of ``group_ids`` this broker coordinates but does not know as share groups
+        (their state, if any, is at the share coordinator: :meth:`summaries` learns it)."""
+        if self._cluster is None:
+            return []
+        return [g for g in group_ids if self.is_coordinator(g) and not self.is_share_group(g)]
 
     def _pending(self, group_id: str, topic: str, index: int) -> list[PendingRange]:
         sp = self._shares.partitions.get((group_id, topic, index))
@@ -171,8 +227,10 @@ class ShareAdmin:
     # -- DescribeShareGroupOffsets ---------------------------------------------------------------------
 
     def describe_offsets(
-        self, request: DescribeShareGroupOffsetsRequest
+        self, request: DescribeShareGroupOffsetsRequest, summaries: Mapping[str, Summary] | None = None
     ) -> DescribeShareGroupOffsetsResponse:
+        """``summaries``: in a cluster, what :meth:`summaries` read for the groups (else state is read
+        here)."""
         response = DescribeShareGroupOffsetsResponse()
         for group in request.groups:
             group_id = group.group_id
@@ -182,12 +240,17 @@ class ShareAdmin:
                     _DescribedGroup(group_id=group_id, error_code=ErrorCode.NOT_COORDINATOR)
                 )
                 continue
-            if not self.is_share_group(group_id) and not (pending and self._cluster is not None):
+            summary = None if summaries is None else summaries.get(group_id)
+            if (
+                not self.is_share_group(group_id)
+                and not summary
+                and not (pending and self._cluster is not None)
+            ):
                 response.groups.append(
                     _DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
                 )
                 continue
-            known = self._partitions(group_id)
+            known = self._partitions(group_id, summary)
             wanted: list[tuple[str, list[int]]]
             if group.topics is None:
                 by_topic: dict[str, list[int]] = {}
@@ -345,6 +408,7 @@ class ShareAdmin:
         error = self._delete_state(group_id, partitions, writes) if partitions else ErrorCode.NONE
         if error == ErrorCode.NONE:
             self._shares.forget(group_id)
+            self._state_known.discard(group_id)
         return error
 
     def _delete_state(

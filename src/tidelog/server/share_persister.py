@@ -6,7 +6,7 @@ Invariants:
 - The coordinator of a group's states is looked up in the metadata cache at every attempt: this broker
   is asked directly (:class:`~tidelog.server.share_state_runtime.ShareStateRuntime`), another over the
   inter-broker :class:`~tidelog.server.cluster.broker_client.BrokerClient` with ReadShareGroupState (84) /
-  WriteShareGroupState (85) / DeleteShareGroupState (86), v0.
+  WriteShareGroupState (85) / DeleteShareGroupState (86) / ReadShareGroupStateSummary (87), v0.
 - The admin side's writes and deletes (:meth:`SharePersister.persist`, the group coordinator's
   AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups) go the same way, retried the same way,
   carrying the leader epoch they were given (not stamped: this broker need not lead the partition).
@@ -44,6 +44,8 @@ from tidelog.protocol.messages import (
     DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -63,7 +65,13 @@ StateKey = tuple[str, uuid.UUID, int]
 
 STATE_API_VERSION = 0
 
-R = TypeVar("R", ReadShareGroupStateResponse, WriteShareGroupStateResponse, DeleteShareGroupStateResponse)
+R = TypeVar(
+    "R",
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateResponse,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse,
+)
 
 
 class ShareStateStore(Protocol):
@@ -128,6 +136,11 @@ class SharePersister:
         if isinstance(request, DeleteShareGroupStateRequest):
             return loop.create_task(self._until_committed(request, DeleteShareGroupStateResponse))
         return loop.create_task(self._until_committed(request, WriteShareGroupStateResponse))
+
+    async def summary(self, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
+        """The start offsets the share coordinator holds (ReadShareGroupStateSummary, retried as writes are;
+        raises :class:`ShareStateWriteError` when none comes in time)."""
+        return await self._until_committed(request, ReadShareGroupStateSummaryResponse)
 
     def forget(self, topic_id: uuid.UUID, partition: int) -> None:
         """Drop loaded answers of a partition whose leadership changed here (they may be stale)."""

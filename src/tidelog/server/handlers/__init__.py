@@ -216,6 +216,7 @@ def _share_routes(
         routes.append(Route(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
         routes.append(Route(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
         routes.append(Route(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
+        routes.append(Route(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 0, state_apis.handle))
     return routes
 
 

@@ -1,5 +1,5 @@
 """The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState (84), WriteShareGroupState
-(85) and DeleteShareGroupState (86), v0, sent by share-partition leaders on other brokers
+(85), DeleteShareGroupState (86) and ReadShareGroupStateSummary (87), v0, sent by share-partition leaders on other brokers
 (:class:`~tidelog.server.share_persister.SharePersister`) and served by this broker's
 :class:`~tidelog.server.share_state_runtime.ShareStateRuntime` (NOT_COORDINATOR for a group whose
 ``__share_group_state`` partition this broker does not lead; a write is answered once committed).
@@ -14,6 +14,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
     DeleteShareGroupStateRequest,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 from tidelog.server.dispatch import Answer, RequestContext
@@ -33,7 +34,10 @@ class ShareStateHandler:
     def handle(
         self,
         ctx: RequestContext,
-        request: ReadShareGroupStateRequest | WriteShareGroupStateRequest | DeleteShareGroupStateRequest,
+        request: ReadShareGroupStateRequest
+        | WriteShareGroupStateRequest
+        | DeleteShareGroupStateRequest
+        | ReadShareGroupStateSummaryRequest,
     ) -> Answer:
         if not cluster_allowed(self._authz, ctx, AclOperation.CLUSTER_ACTION):
             return self._states.coordinator.error_response(
