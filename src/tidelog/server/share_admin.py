@@ -24,6 +24,10 @@ Invariants:
   partition of every topic (ReadShareGroupStateSummary; a DeleteGroups deletes them all, deleting absent
   state being a no-op) when a request needs it: DescribeShareGroupOffsets, and ShareGroupDescribe and
   DeleteGroups of a group it does not know (a group with persisted state exists, as on a single node).
+  Not yet: a share-partition leader on another broker is not told of an alter or delete; one that still
+  holds the group's share-partition in memory (its consumers served since it became leader) keeps
+  serving from it, and its next state write replaces the administrator's. Resetting or deleting a group
+  whose share-partitions no leader holds (a new group, or after leadership moved) is exact.
 - Pending records (tidelog's tagged field on DescribeShareGroupOffsets, see
   :mod:`tidelog.protocol.share_pending`) are the acquired ranges whose lock has not run out, read without
   changing anything. They live on each share-partition's leader, not at the group coordinator: a
