@@ -20,13 +20,16 @@ import time
 import pytest
 from confluent_kafka import KafkaException, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.cluster.harness import Scenario
+from tests.server.test_share_groups_admin import _squashed
 from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.clients, pytest.mark.timeout(180)]
 
 TOPIC = "jobs"
 STATE_TOPIC = "__share_group_state"
+OFFSETS_TOPIC = "__consumer_offsets"
 GROUP = "workers"
 CONFIG = {
     "share.coordinator.state.topic.replication.factor": 3,
@@ -170,3 +173,74 @@ def test_share_coordinator_kill_then_leader_kill(scenario: Scenario) -> None:
         consumer.close()
     assert not acked & set(after), "an acknowledged record came again"
     assert sorted(after) == sorted(remaining)
+
+
+def _group_coordinated_by(scenario: Scenario, broker: int) -> str:
+    """A share group id whose ``__consumer_offsets`` partition ``broker`` leads (the topic created first)."""
+    from tidelog.cli._txn_wire import GROUP_KEY_TYPE, find_coordinator
+    from tidelog.client.wire import connect
+
+    with connect(scenario.bootstrap, timeout=30) as wire:
+        find_coordinator(wire, "any", key_type=GROUP_KEY_TYPE)  # creates __consumer_offsets, waits for it
+    scenario.wait_for(lambda: all(scenario.full_isr(OFFSETS_TOPIC, p) for p in range(3)), "offsets topic ISR")
+    for i in range(100):
+        group = f"{GROUP}-{i}"
+        if scenario.leader(OFFSETS_TOPIC, scenario.coordinator_partition(OFFSETS_TOPIC, group)) == broker:
+            return group
+    raise AssertionError(f"no group id coordinated by broker {broker}")
+
+
+def test_share_group_admin_at_a_broker_that_is_not_the_coordinator(scenario: Scenario) -> None:
+    """``tidelog share-groups`` bootstrapped at the share coordinator's broker, while the third broker is the
+    group coordinator and another leads the topic: reset, describe, pending, list and delete all land where
+    Kafka routes them, and the state the group coordinator writes is what the partition's leader reads."""
+    share_coordinator, _leader, third = _start(scenario)
+    group = _group_coordinated_by(scenario, third)
+    b = ["-b", scenario.c.brokers[share_coordinator].bootstrap_servers]
+    producer = Producer({"bootstrap.servers": scenario.bootstrap, "acks": "all", "log_level": 3})
+    for i in range(10):
+        producer.produce(TOPIC, b"job-%02d" % i)
+    producer.flush(10)
+
+    reset = ["share-groups", "reset-offsets", "--group", group, "--topic", TOPIC, "--to-offset", "6"]
+    assert _squashed(ok(tidelog_cli(*reset, "--execute", *b)))[-1] == f"{group} | {TOPIC} | 0 | 6"
+    assert _squashed(ok(tidelog_cli("share-groups", "describe", group, *b))) == [
+        f"share group {group}: Empty, epoch 0",  # known from its state, at the share coordinator
+        "member | client id | host | epoch | partitions",
+        f"start offsets of {group}",
+        "topic | partition | start offset",
+        f"{TOPIC} | 0 | 6",
+    ]
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": scenario.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "client.id": "worker-1",
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    got: list[Message] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 4 and time.monotonic() < deadline:
+        got += [m for m in consumer.poll(0.5) if m.error() is None]
+    assert [(m.offset(), m.value()) for m in got] == [(o, b"job-%02d" % o) for o in range(6, 10)]
+    consumer.acknowledge(got[0])
+    consumer.commit_sync()
+
+    described = _squashed(ok(tidelog_cli("share-groups", "describe", group, *b)))
+    (member_row,) = [line for line in described if "worker-1" in line]
+    member_id = member_row.split(" | ")[0]
+    assert member_row.split(" | ")[4] == f"{TOPIC}:0"
+    pending = _squashed(ok(tidelog_cli("share-groups", "pending", group, *b)))
+    assert [row.split(" | ")[:5] for row in pending[2:]] == [[TOPIC, "0", "7-9", member_id, "1"]]
+    assert group in ok(tidelog_cli("share-groups", "list", *b)).splitlines()
+    consumer.close()
+
+    assert (
+        ok(tidelog_cli("share-groups", "delete", "--group", group, *b)) == f"Deleted share group {group}.\n"
+    )
+    assert failed(tidelog_cli("share-groups", "describe", group, *b)) == (
+        f"Error: share group not found: {group} (GROUP_ID_NOT_FOUND)"
+    )

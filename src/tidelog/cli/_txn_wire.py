@@ -26,12 +26,14 @@ if TYPE_CHECKING:  # the codec loads the generated messages (~0.3 s): imported w
 
 __all__ = [
     "describe_transaction",
+    "GROUP_KEY_TYPE",
     "find_coordinator",
     "no_librdkafka_properties",
     "open_wire",
     "partition_leaders",
 ]
 
+GROUP_KEY_TYPE = 0
 _TRANSACTION_KEY_TYPE = 1
 
 
@@ -75,25 +77,28 @@ def open_wire(client: ClientOptions, address: str | None = None) -> WireClient:
         fail(str(exc))
 
 
-def find_coordinator(wire: WireClient, transactional_id: str) -> tuple[int, str]:
-    """(node id, host:port) of the transactional id's coordinator."""
+def find_coordinator(
+    wire: WireClient, transactional_id: str, *, key_type: int = _TRANSACTION_KEY_TYPE
+) -> tuple[int, str]:
+    """(node id, host:port) of the coordinator of ``transactional_id`` (a transactional id; a group id with
+    ``key_type=GROUP_KEY_TYPE``)."""
     from tidelog.client.wire import WireError
     from tidelog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
     version = wire.version_for(FindCoordinatorRequest, 6)
-    if version < 1:
+    if version < 1 and key_type != GROUP_KEY_TYPE:
         raise WireError(f"broker at {wire.address} cannot look up transaction coordinators")
     deadline = time.monotonic() + wire.timeout
     while True:
         if version >= 4:
             found: FindCoordinatorResponse | FindCoordinatorResponse.Coordinator = wire.call(
-                FindCoordinatorRequest(key_type=_TRANSACTION_KEY_TYPE, coordinator_keys=[transactional_id]),
+                FindCoordinatorRequest(key_type=key_type, coordinator_keys=[transactional_id]),
                 version,
                 expect=FindCoordinatorResponse,
             ).coordinators[0]
         else:
             found = wire.call(
-                FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY_TYPE),
+                FindCoordinatorRequest(key=transactional_id, key_type=key_type),
                 version,
                 expect=FindCoordinatorResponse,
             )

@@ -14,18 +14,30 @@ Invariants:
   (exit 1, nothing changed) while the group has members.
 - ``delete`` deletes a share group without members and its state (DeleteGroups), and refuses a group id
   that is not a share group's.
+In a cluster any broker may be the bootstrap one: group-level requests (ShareGroupDescribe, Describe- and
+AlterShareGroupOffsets, DeleteGroups) go to the group's coordinator (FindCoordinator, key type GROUP),
+``list`` asks every broker (ListGroups answers a broker's own groups) and merges, ListOffsets and ``pending``
+ask each partition's leader (acquired records live on the share-partition leaders).
 An unreachable broker is ``Error: ...`` (exit 1), never a traceback.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 
 from tidelog.cli._common import ClientOptions, client_options, fail, out_console
 from tidelog.cli._common import table as make_table
-from tidelog.cli._txn_wire import no_librdkafka_properties, open_wire
+from tidelog.cli._txn_wire import (
+    GROUP_KEY_TYPE,
+    find_coordinator,
+    no_librdkafka_properties,
+    open_wire,
+    partition_leaders,
+)
 
 if TYPE_CHECKING:  # the codec loads the generated messages: imported when a command runs
     from tidelog.client.wire import WireClient
@@ -48,11 +60,32 @@ def list_command(client: ClientOptions) -> None:
 
     no_librdkafka_properties(client)
     with open_wire(client) as wire:
-        answer = wire.call(ListGroupsRequest(types_filter=["share"]), 5, expect=ListGroupsResponse)
-    if answer.error_code != ErrorCode.NONE:
-        fail(f"cannot list share groups: {ErrorCode.name_of(answer.error_code)}")
-    for group_id in sorted(g.group_id for g in answer.groups if g.group_type == "share"):
+        brokers, _topics = partition_leaders(wire, [])
+    found: set[str] = set()
+    for address in sorted(brokers.values()):  # ListGroups answers the groups each broker coordinates
+        with open_wire(client, address) as broker:
+            answer = broker.call(ListGroupsRequest(types_filter=["share"]), 5, expect=ListGroupsResponse)
+        if answer.error_code != ErrorCode.NONE:
+            fail(f"cannot list share groups at {address}: {ErrorCode.name_of(answer.error_code)}")
+        found.update(g.group_id for g in answer.groups if g.group_type == "share")
+    for group_id in sorted(found):
         click.echo(group_id)
+
+
+@contextmanager
+def _coordinator(client: ClientOptions, wire: WireClient, group: str) -> Iterator[WireClient]:
+    """A connection to ``group``'s coordinator (``wire`` itself when it is the one)."""
+    from tidelog.client.wire import WireError
+
+    try:
+        _node, address = find_coordinator(wire, group, key_type=GROUP_KEY_TYPE)
+    except WireError as exc:
+        fail(str(exc))
+    if address == wire.address:
+        yield wire
+        return
+    with open_wire(client, address) as coordinator:
+        yield coordinator
 
 
 def _offsets(
@@ -79,47 +112,51 @@ def _offsets(
 @client_options
 def describe_command(groups: tuple[str, ...], client: ClientOptions) -> None:
     """Members of share GROUPS, with their assigned partitions, and the share-partitions' start offsets."""
+
+    no_librdkafka_properties(client)
+    missing: list[str] = []
+    for group_id in groups:
+        with open_wire(client) as bootstrap, _coordinator(client, bootstrap, group_id) as wire:
+            _describe_one(wire, group_id, missing)
+    if missing:
+        fail(f"share group not found: {', '.join(missing)}")
+
+
+def _describe_one(wire: WireClient, group_id: str, missing: list[str]) -> None:
     from tidelog.protocol.errors import ErrorCode
     from tidelog.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 
-    no_librdkafka_properties(client)
-    with open_wire(client) as wire:
-        answer = wire.call(
-            ShareGroupDescribeRequest(group_ids=list(groups)), 0, expect=ShareGroupDescribeResponse
+    answer = wire.call(ShareGroupDescribeRequest(group_ids=[group_id]), 0, expect=ShareGroupDescribeResponse)
+    for group in answer.groups:
+        if group.error_code != ErrorCode.NONE:
+            missing.append(f"{group.group_id} ({ErrorCode.name_of(group.error_code)})")
+            continue
+        table = make_table(
+            "member",
+            "client id",
+            "host",
+            "epoch",
+            "partitions",
+            title=f"share group {group.group_id}: {group.group_state}, epoch {group.group_epoch}",
         )
-        missing = []
-        for group in answer.groups:
-            if group.error_code != ErrorCode.NONE:
-                missing.append(f"{group.group_id} ({ErrorCode.name_of(group.error_code)})")
-                continue
-            table = make_table(
-                "member",
-                "client id",
-                "host",
-                "epoch",
-                "partitions",
-                title=f"share group {group.group_id}: {group.group_state}, epoch {group.group_epoch}",
+        for member in sorted(group.members, key=lambda m: m.member_id):
+            assigned = ", ".join(
+                f"{t.topic_name}:{','.join(str(p) for p in t.partitions)}"
+                for t in member.assignment.topic_partitions
             )
-            for member in sorted(group.members, key=lambda m: m.member_id):
-                assigned = ", ".join(
-                    f"{t.topic_name}:{','.join(str(p) for p in t.partitions)}"
-                    for t in member.assignment.topic_partitions
-                )
-                table.add_row(
-                    member.member_id, member.client_id, member.client_host, str(member.member_epoch), assigned
-                )
-            out_console.print(table)
-            offsets = _offsets(wire, group.group_id)
-            rows = [(t.topic_name, p) for t in offsets.topics for p in t.partitions]
-            if rows:
-                starts = make_table(
-                    "topic", "partition", "start offset", title=f"start offsets of {group.group_id}"
-                )
-                for topic, p in sorted(rows, key=lambda r: (r[0], r[1].partition_index)):
-                    starts.add_row(topic, str(p.partition_index), str(p.start_offset))
-                out_console.print(starts)
-    if missing:
-        fail(f"share group not found: {', '.join(missing)}")
+            table.add_row(
+                member.member_id, member.client_id, member.client_host, str(member.member_epoch), assigned
+            )
+        out_console.print(table)
+        offsets = _offsets(wire, group.group_id)
+        rows = [(t.topic_name, p) for t in offsets.topics for p in t.partitions]
+        if rows:
+            starts = make_table(
+                "topic", "partition", "start offset", title=f"start offsets of {group.group_id}"
+            )
+            for topic, p in sorted(rows, key=lambda r: (r[0], r[1].partition_index)):
+                starts.add_row(topic, str(p.partition_index), str(p.start_offset))
+            out_console.print(starts)
 
 
 @share_groups_group.command("pending")
@@ -132,13 +169,27 @@ def pending_command(group: str, topic: str | None, client: ClientOptions) -> Non
     from tidelog.protocol.share_pending import PENDING_TAG, decode_pending
 
     no_librdkafka_properties(client)
-    with open_wire(client) as wire:
-        topics = None
-        if topic is not None:
-            topics = [(topic, list(range(_partition_count(wire, topic))))]
-        offsets = _offsets(wire, group, topics=topics, pending=True)
-    if offsets.error_code != ErrorCode.NONE:
-        fail(f"share group not found: {group} ({ErrorCode.name_of(offsets.error_code)})")
+    with open_wire(client) as bootstrap:
+        with _coordinator(client, bootstrap, group) as coordinator:
+            exists = _offsets(coordinator, group, topics=[])
+        if exists.error_code != ErrorCode.NONE:
+            fail(f"share group not found: {group} ({ErrorCode.name_of(exists.error_code)})")
+        brokers, metadata = partition_leaders(bootstrap, None if topic is None else [topic])
+    if topic is not None and (topic not in metadata or metadata[topic].error_code != ErrorCode.NONE):
+        fail(f"unknown topic {topic!r}")
+    led: dict[int, dict[str, list[int]]] = {}  # leader: {topic: partitions it leads}
+    for name, info in metadata.items():
+        if info.is_internal or info.error_code != ErrorCode.NONE:
+            continue
+        for part in info.partitions:
+            if part.leader_id in brokers:
+                led.setdefault(part.leader_id, {}).setdefault(name, []).append(part.partition_index)
+    answered: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = []
+    for leader, topics in sorted(led.items()):  # the acquisitions live on each share-partition's leader
+        with open_wire(client, brokers[leader]) as wire:
+            found = _offsets(wire, group, topics=sorted(topics.items()), pending=True)
+        if found.error_code == ErrorCode.NONE:
+            answered.extend(found.topics)
     table = make_table(
         "topic",
         "partition",
@@ -148,7 +199,7 @@ def pending_command(group: str, topic: str | None, client: ClientOptions) -> Non
         "lock left",
         title=f"pending records of {group}",
     )
-    for t in sorted(offsets.topics, key=lambda t: t.topic_name):
+    for t in sorted(answered, key=lambda t: t.topic_name):
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             value = (p.unknown_tagged_fields or {}).get(PENDING_TAG)
             if value is None:
@@ -204,10 +255,27 @@ def _parse_topic(wire: WireClient, text: str) -> tuple[str, list[int]]:
 
 
 def _list_offsets(
+    client: ClientOptions, bootstrap: WireClient, chosen: list[tuple[str, int]], timestamp: int
+) -> dict[tuple[str, int], int]:
+    """ListOffsets at ``timestamp`` (-2 earliest, -1 latest) for each partition, asked of its leader."""
+    brokers, metadata = partition_leaders(bootstrap, sorted({t for t, _p in chosen}))
+    leaders = {(t, p.partition_index): p.leader_id for t, info in metadata.items() for p in info.partitions}
+    by_leader: dict[int, list[tuple[str, int]]] = {}
+    for tp in chosen:
+        leader = leaders.get(tp, -1)
+        if leader not in brokers:
+            fail(f"cannot look up offsets of {tp[0]}-{tp[1]}: no leader")
+        by_leader.setdefault(leader, []).append(tp)
+    found: dict[tuple[str, int], int] = {}
+    for leader, led in sorted(by_leader.items()):
+        with open_wire(client, brokers[leader]) as wire:
+            found.update(_list_offsets_at(wire, led, timestamp))
+    return found
+
+
+def _list_offsets_at(
     wire: WireClient, chosen: list[tuple[str, int]], timestamp: int
 ) -> dict[tuple[str, int], int]:
-    """ListOffsets at ``timestamp`` (-2 earliest, -1 latest) for each partition (the bootstrap broker
-    leads them all on a single node)."""
     from tidelog.protocol.errors import ErrorCode
     from tidelog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
@@ -286,7 +354,7 @@ def reset_offsets_command(
         raise click.UsageError("give --dry-run or --execute, not both")
     timestamp = parse_timestamp(to_datetime) if to_datetime is not None else None
     no_librdkafka_properties(client)
-    with open_wire(client) as wire:
+    with open_wire(client) as bootstrap, _coordinator(client, bootstrap, group) as wire:
         described = wire.call(
             ShareGroupDescribeRequest(group_ids=[group]), 0, expect=ShareGroupDescribeResponse
         )
@@ -297,15 +365,16 @@ def reset_offsets_command(
                 "offsets can only be reset while the group has none (stop its consumers first)"
             )
         chosen = sorted({(t, p) for text in topics for t, ps in [_parse_topic(wire, text)] for p in ps})
-        earliest = _list_offsets(wire, chosen, -2)
-        latest = _list_offsets(wire, chosen, -1)
+        earliest = _list_offsets(client, bootstrap, chosen, -2)
+        latest = _list_offsets(client, bootstrap, chosen, -1)
         if to_earliest:
             wanted = dict(earliest)
         elif to_latest:
             wanted = dict(latest)
         elif timestamp is not None:
             wanted = {
-                tp: (o if o >= 0 else latest[tp]) for tp, o in _list_offsets(wire, chosen, timestamp).items()
+                tp: (o if o >= 0 else latest[tp])
+                for tp, o in _list_offsets(client, bootstrap, chosen, timestamp).items()
             }
         else:
             assert to_offset is not None
@@ -360,13 +429,18 @@ def delete_command(groups: tuple[str, ...], client: ClientOptions) -> None:
     from tidelog.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
     no_librdkafka_properties(client)
-    with open_wire(client) as wire:
+    results: list[DeleteGroupsResponse.DeletableGroupResult] = []
+    with open_wire(client) as bootstrap:
         for group in groups:
-            found = _offsets(wire, group, topics=[])
+            with _coordinator(client, bootstrap, group) as wire:
+                found = _offsets(wire, group, topics=[])
             if found.error_code != ErrorCode.NONE:
                 fail(f"share group not found: {group} ({ErrorCode.name_of(found.error_code)})")
-        answer = wire.call(DeleteGroupsRequest(groups_names=list(groups)), 2, expect=DeleteGroupsResponse)
-    for result in answer.results:
+        for group in groups:  # each at its coordinator
+            with _coordinator(client, bootstrap, group) as wire:
+                answer = wire.call(DeleteGroupsRequest(groups_names=[group]), 2, expect=DeleteGroupsResponse)
+            results.extend(answer.results)
+    for result in results:
         if result.error_code == ErrorCode.NON_EMPTY_GROUP:
             fail(f"cannot delete share group {result.group_id!r}: it has members (NON_EMPTY_GROUP)")
         if result.error_code != ErrorCode.NONE:

@@ -11,12 +11,28 @@ Invariants:
   holds is GROUP_ID_NOT_FOUND to every share API, and a share group's id is GROUP_ID_NOT_FOUND to
   ConsumerGroupHeartbeat and OffsetCommit and INCONSISTENT_GROUP_PROTOCOL to JoinGroup (Kafka's GroupMetadataManager).
 - Every change is persisted before it is answered: an alter writes a ShareSnapshot with the new start
-  offset and no in-flight batches, a delete writes a ShareSnapshot tombstone per share-partition (through
+  offset and no in-flight batches at the partition's current leader epoch (the share coordinator fences
+  older ones; the leader's next write is not fenced by it), a delete writes a ShareSnapshot tombstone per share-partition (through
   the share coordinator's WriteShareGroupState / DeleteShareGroupState); the runtime drops its in-memory
   share-partitions, and the next ShareFetch reads the new state.
+- In a cluster (``cluster``, the broker's :class:`~tidelog.server.share_routing.ShareRouting`) the group
+  coordinator answers, as for ShareGroupHeartbeat: DescribeShareGroupOffsets (per group), Alter- and
+  DeleteShareGroupOffsets and DeleteGroups of a share group are NOT_COORDINATOR on every other broker. Their
+  writes and deletes go through the :class:`~tidelog.server.share_persister.SharePersister` to the share
+  coordinator (wherever it is), committed there before the answer. A group's persisted share-partitions
+  are not recorded at the group coordinator: it asks the share coordinator for the state of every
+  partition of every topic (ReadShareGroupStateSummary; a DeleteGroups deletes them all, deleting absent
+  state being a no-op) when a request needs it: DescribeShareGroupOffsets, and ShareGroupDescribe and
+  DeleteGroups of a group it does not know (a group with persisted state exists, as on a single node).
+  Not yet: a share-partition leader on another broker is not told of an alter or delete; one that still
+  holds the group's share-partition in memory (its consumers served since it became leader) keeps
+  serving from it, and its next state write replaces the administrator's. Resetting or deleting a group
+  whose share-partitions no leader holds (a new group, or after leadership moved) is exact.
 - Pending records (tidelog's tagged field on DescribeShareGroupOffsets, see
   :mod:`tidelog.protocol.share_pending`) are the acquired ranges whose lock has not run out, read without
-  changing anything.
+  changing anything. They live on each share-partition's leader, not at the group coordinator: a
+  DescribeShareGroupOffsets with the pending tag is answered by any broker, from its own share-partitions
+  (empty for partitions it does not lead); ``tidelog share-groups pending`` asks each partition's leader.
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import asyncio
 import inspect
 import uuid
 from collections.abc import Awaitable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -36,6 +53,7 @@ from tidelog.protocol.messages import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     ListGroupsResponse,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 from tidelog.protocol.schema import Response
@@ -48,7 +66,13 @@ from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.share_runtime import ShareRuntime
 from tidelog.server.share_state_runtime import ShareStateRuntime
 
-__all__ = ["ShareAdmin"]
+if TYPE_CHECKING:
+    from tidelog.server.share_routing import ShareRouting
+
+__all__ = ["ShareAdmin", "Summary"]
+
+Summary = dict[tuple[str, int], int]
+"""A group's persisted start offsets, by (topic, partition)."""
 
 _DescribedGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
 _DescribedTopic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
@@ -67,7 +91,10 @@ class ShareAdmin:
         metadata: MetadataCache,
         replicas: ReplicaManager,
         clock: Clock,
+        cluster: ShareRouting | None = None,
     ) -> None:
+        self._cluster = cluster
+        self._state_known: set[str] = set()  # in a cluster: groups the share coordinator held state of
         self._shares = shares
         self._state = state
         self._groups = groups
@@ -84,7 +111,7 @@ class ShareAdmin:
         return ids
 
     def is_share_group(self, group_id: str) -> bool:
-        if group_id in self._shares.groups:
+        if group_id in self._shares.groups or group_id in self._state_known:
             return True
         return self._state is not None and self._state.coordinator.has_group(group_id)
 
@@ -97,6 +124,14 @@ class ShareAdmin:
         return shard is not None and (
             group_id in shard.state.groups or group_id in shard.state.consumer_groups
         )
+
+    @property
+    def in_cluster(self) -> bool:
+        return self._cluster is not None
+
+    def is_coordinator(self, group_id: str) -> bool:
+        """Whether this broker answers ``group_id``'s group-level requests (always, on a single node)."""
+        return self._cluster is None or self._cluster.is_coordinator(group_id)
 
     def members(self, group_id: str) -> int:
         group = self._shares.expired_group(group_id)
@@ -124,10 +159,11 @@ class ShareAdmin:
 
     # -- the share-partitions of a group -------------------------------------------------------------------
 
-    def _partitions(self, group_id: str) -> dict[tuple[str, int], int]:
-        """Every share-partition of ``group_id`` (topic, partition) with its start offset."""
-        found: dict[tuple[str, int], int] = {}
-        if self._state is not None:
+    def _partitions(self, group_id: str, summary: Summary | None = None) -> dict[tuple[str, int], int]:
+        """Every share-partition of ``group_id`` (topic, partition) with its start offset: persisted here
+        (or, in a cluster, in ``summary``, read from the share coordinator), or in the runtime's memory."""
+        found: dict[tuple[str, int], int] = dict(summary or {})
+        if self._state is not None and summary is None:
             for (topic_id, index), persisted in self._state.coordinator.states_of(group_id).items():
                 name = self._metadata.topic_name(topic_id)
                 if name is not None:
@@ -136,6 +172,50 @@ class ShareAdmin:
             if group == group_id:
                 found[(topic, index)] = sp.start_offset
         return found
+
+    async def summaries(self, group_ids: Iterable[str]) -> dict[str, Summary]:
+        """In a cluster: for each group this broker coordinates, the start offset of each share-partition the
+        share coordinator holds (ReadShareGroupStateSummary of every partition of every topic)."""
+        if self._cluster is None:
+            return {}
+        topics = [t for t in self._metadata.topics() if not t.is_internal]
+        names = {t.topic_id: t.name for t in topics}
+        found: dict[str, Summary] = {}
+        for group_id in group_ids:
+            if not self.is_coordinator(group_id) or not topics:
+                continue
+            request = ReadShareGroupStateSummaryRequest(
+                group_id=group_id,
+                topics=[
+                    ReadShareGroupStateSummaryRequest.ReadStateSummaryData(
+                        topic_id=t.topic_id,
+                        partitions=[
+                            ReadShareGroupStateSummaryRequest.PartitionData(partition=i, leader_epoch=-1)
+                            for i in range(t.num_partitions)
+                        ],
+                    )
+                    for t in topics
+                ],
+            )
+            answer = await self._cluster.persister.summary(request)
+            found[group_id] = {
+                (names[r.topic_id], p.partition): p.start_offset
+                for r in answer.results
+                for p in r.partitions
+                if p.start_offset >= 0 and r.topic_id in names
+            }
+            if found[group_id]:
+                self._state_known.add(group_id)
+            else:
+                self._state_known.discard(group_id)
+        return found
+
+    def unknown(self, group_ids: Iterable[str]) -> list[str]:
+        """In a cluster, those of ``group_ids`` this broker coordinates but does not know as share groups
+        (their state, if any, is at the share coordinator: :meth:`summaries` learns it)."""
+        if self._cluster is None:
+            return []
+        return [g for g in group_ids if self.is_coordinator(g) and not self.is_share_group(g)]
 
     def _pending(self, group_id: str, topic: str, index: int) -> list[PendingRange]:
         sp = self._shares.partitions.get((group_id, topic, index))
@@ -151,18 +231,30 @@ class ShareAdmin:
     # -- DescribeShareGroupOffsets ---------------------------------------------------------------------
 
     def describe_offsets(
-        self, request: DescribeShareGroupOffsetsRequest
+        self, request: DescribeShareGroupOffsetsRequest, summaries: Mapping[str, Summary] | None = None
     ) -> DescribeShareGroupOffsetsResponse:
+        """``summaries``: in a cluster, what :meth:`summaries` read for the groups (else state is read
+        here)."""
         response = DescribeShareGroupOffsetsResponse()
         for group in request.groups:
             group_id = group.group_id
-            if not self.is_share_group(group_id):
+            pending = bool(group.unknown_tagged_fields and PENDING_TAG in group.unknown_tagged_fields)
+            if not pending and not self.is_coordinator(group_id):
+                response.groups.append(
+                    _DescribedGroup(group_id=group_id, error_code=ErrorCode.NOT_COORDINATOR)
+                )
+                continue
+            summary = None if summaries is None else summaries.get(group_id)
+            if (
+                not self.is_share_group(group_id)
+                and not summary
+                and not (pending and self._cluster is not None)
+            ):
                 response.groups.append(
                     _DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND)
                 )
                 continue
-            pending = bool(group.unknown_tagged_fields and PENDING_TAG in group.unknown_tagged_fields)
-            known = self._partitions(group_id)
+            known = self._partitions(group_id, summary)
             wanted: list[tuple[str, list[int]]]
             if group.topics is None:
                 by_topic: dict[str, list[int]] = {}
@@ -207,6 +299,8 @@ class ShareAdmin:
     def _group_error(self, group_id: str, *, may_create: bool) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if not self.is_coordinator(group_id):
+            return ErrorCode.NOT_COORDINATOR
         if self.is_other_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not self.is_share_group(group_id):
@@ -255,11 +349,10 @@ class ShareAdmin:
             return ErrorCode.NONE  # nothing persisted: the runtime's memory is all there is
         if self._state.ensure_topic() is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        # Written as the partition's current leader would be: a lower leader epoch is fenced by the state.
         name = self._metadata.topic_name(topic_id)
-        leader = self._replicas.leader_partition(name, index) if name is not None else None
-        epoch = leader.leader_epoch if leader is not None and not isinstance(leader, ErrorCode) else -1
-        answer = self._state.handle_request(
+        info = self._metadata.partition(name, index) if name is not None else None
+        epoch = info.leader_epoch if info is not None else -1  # not fenced, nor fencing the leader
+        answer = self._store(
             WriteShareGroupStateRequest(
                 group_id=group_id,
                 topics=[
@@ -272,8 +365,7 @@ class ShareAdmin:
                         ],
                     )
                 ],
-            ),
-            0,
+            )
         )
         return _collect(answer, writes)
 
@@ -310,12 +402,17 @@ class ShareAdmin:
         if error != ErrorCode.NONE:
             return error
         partitions: dict[uuid.UUID, list[int]] = {}
-        if self._state is not None:
+        if self._cluster is not None:  # the state may be at another broker: every partition's, if any
+            for topic in self._metadata.topics():
+                if not topic.is_internal:
+                    partitions[topic.topic_id] = list(range(topic.num_partitions))
+        elif self._state is not None:
             for topic_id, index in sorted(self._state.coordinator.states_of(group_id)):
                 partitions.setdefault(topic_id, []).append(index)
         error = self._delete_state(group_id, partitions, writes) if partitions else ErrorCode.NONE
         if error == ErrorCode.NONE:
             self._shares.forget(group_id)
+            self._state_known.discard(group_id)
         return error
 
     def _delete_state(
@@ -325,7 +422,7 @@ class ShareAdmin:
             return ErrorCode.NONE
         if self._state.ensure_topic() is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        answer = self._state.handle_request(
+        answer = self._store(
             DeleteShareGroupStateRequest(
                 group_id=group_id,
                 topics=[
@@ -335,10 +432,16 @@ class ShareAdmin:
                     )
                     for topic_id, indexes in partitions.items()
                 ],
-            ),
-            0,
+            )
         )
         return _collect(answer, writes)
+
+    def _store(self, request: WriteShareGroupStateRequest | DeleteShareGroupStateRequest) -> Answer:
+        """``request`` at the group's share coordinator: this broker's, or wherever it is in a cluster."""
+        if self._cluster is not None:
+            return self._cluster.persister.persist(request)
+        assert self._state is not None
+        return self._state.handle_request(request, 0)
 
 
 def _collect(answer: Answer, writes: list[Awaitable[Response]]) -> ErrorCode:

@@ -6,7 +6,10 @@ Invariants:
 - The coordinator of a group's states is looked up in the metadata cache at every attempt: this broker
   is asked directly (:class:`~tidelog.server.share_state_runtime.ShareStateRuntime`), another over the
   inter-broker :class:`~tidelog.server.cluster.broker_client.BrokerClient` with ReadShareGroupState (84) /
-  WriteShareGroupState (85), v0.
+  WriteShareGroupState (85) / DeleteShareGroupState (86) / ReadShareGroupStateSummary (87), v0.
+- The admin side's writes and deletes (:meth:`SharePersister.persist`, the group coordinator's
+  AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups) go the same way, retried the same way,
+  carrying the leader epoch they were given (not stamped: this broker need not lead the partition).
 - A write resolves only once the coordinator answered NONE for every share-partition in it, which it does
   once its ShareSnapshot record is committed (acks=all on the replicated ``__share_group_state``). Any other
   answer, or no answer, is retried (the coordinator looked up again: it may have moved) every
@@ -37,8 +40,12 @@ from typing import Protocol, TypeVar
 from tidelog.coordinator.share.state_coordinator import SHARE_STATE_TOPIC
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -58,7 +65,13 @@ StateKey = tuple[str, uuid.UUID, int]
 
 STATE_API_VERSION = 0
 
-R = TypeVar("R", ReadShareGroupStateResponse, WriteShareGroupStateResponse)
+R = TypeVar(
+    "R",
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateResponse,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse,
+)
 
 
 class ShareStateStore(Protocol):
@@ -115,6 +128,19 @@ class SharePersister:
             return self._read_now(request)
         assert isinstance(request, WriteShareGroupStateRequest), type(request).__name__
         return self._write_in_order(request)
+
+    def persist(self, request: WriteShareGroupStateRequest | DeleteShareGroupStateRequest) -> Answer:
+        """An administrator's write or delete of share-partition state, at the group's share coordinator;
+        resolves once committed there (else raises :class:`ShareStateWriteError`)."""
+        loop = asyncio.get_running_loop()
+        if isinstance(request, DeleteShareGroupStateRequest):
+            return loop.create_task(self._until_committed(request, DeleteShareGroupStateResponse))
+        return loop.create_task(self._until_committed(request, WriteShareGroupStateResponse))
+
+    async def summary(self, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
+        """The start offsets the share coordinator holds (ReadShareGroupStateSummary, retried as writes are;
+        raises :class:`ShareStateWriteError` when none comes in time)."""
+        return await self._until_committed(request, ReadShareGroupStateSummaryResponse)
 
     def forget(self, topic_id: uuid.UUID, partition: int) -> None:
         """Drop loaded answers of a partition whose leadership changed here (they may be stale)."""

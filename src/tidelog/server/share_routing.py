@@ -70,6 +70,10 @@ class ShareRouting:
         self._replicas = replicas
         replicas.add_leadership_listener(self._on_leadership)
 
+    @property
+    def persister(self) -> SharePersister:
+        return self._persister
+
     # -- the group coordinator -------------------------------------------------------------------------
 
     def is_coordinator(self, group_id: str) -> bool:

@@ -1,6 +1,8 @@
 """The share coordinator (Kafka's ``ShareCoordinatorShard``): share-partition state kept in the compacted
 internal topic ``__share_group_state`` as Kafka's ShareSnapshot records, served through the coordinator
-runtime as ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86).
+runtime as ReadShareGroupState (84), WriteShareGroupState (85), DeleteShareGroupState (86) and
+ReadShareGroupStateSummary (87: start offsets only, for the admin side; it fences nobody, changes
+nothing, and answers start offset -1 for a share-partition with no state).
 
 Invariants:
 - A share-partition (group, topic id, partition) lives on ``partition_for(group_id)`` of the topic (all of
@@ -25,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.common import CoordinatorRecord, CoordinatorRecordError, CoordinatorResult
@@ -42,6 +45,8 @@ from tidelog.protocol.messages import (
     DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -176,6 +181,8 @@ class ShareStateCoordinator:
             return self._write(request)
         if isinstance(request, DeleteShareGroupStateRequest):
             return self._delete(request)
+        if isinstance(request, ReadShareGroupStateSummaryRequest):
+            return self._read_summary(request)
         raise TypeError(f"the share coordinator does not serve {type(request).__name__}")
 
     def error_response(self, request: Request, api_version: int, error: ErrorCode) -> Response:
@@ -196,6 +203,8 @@ class ShareStateCoordinator:
             )
         if isinstance(request, DeleteShareGroupStateRequest):
             return _delete_errors(request, error)
+        if isinstance(request, ReadShareGroupStateSummaryRequest):
+            return _summary(request, lambda _t, _p: (error, 0, -1))
         assert isinstance(request, WriteShareGroupStateRequest)
         return _write_errors(request, error)
 
@@ -293,6 +302,22 @@ class ShareStateCoordinator:
             response.results.append(result)
         return CoordinatorResult(response=response, records={partition: records} if records else {})
 
+    def _read_summary(self, request: ReadShareGroupStateSummaryRequest) -> CoordinatorResult[object]:
+        error = self._owner_error(request.group_id)
+        if error != ErrorCode.NONE:
+            return CoordinatorResult(response=self.error_response(request, 0, error))
+        states = self._states[self.partition_for(request.group_id)]
+
+        def one(topic_id: uuid.UUID, partition: int) -> tuple[ErrorCode, int, int]:
+            state = states.get((request.group_id, topic_id, partition))
+            return (
+                (ErrorCode.NONE, 0, -1)
+                if state is None
+                else (ErrorCode.NONE, state.state_epoch, state.start_offset)
+            )
+
+        return CoordinatorResult(response=_summary(request, one))
+
     def _write(self, request: WriteShareGroupStateRequest) -> CoordinatorResult[object]:
         error = self._owner_error(request.group_id)
         if error != ErrorCode.NONE:
@@ -344,6 +369,25 @@ class ShareStateCoordinator:
         return CoordinatorResult(
             response=_delete_errors(request, ErrorCode.NONE), records={partition: records} if records else {}
         )
+
+
+def _summary(
+    request: ReadShareGroupStateSummaryRequest,
+    answer: Callable[[uuid.UUID, int], tuple[ErrorCode, int, int]],
+) -> ReadShareGroupStateSummaryResponse:
+    """A summary response: (error, state epoch, start offset) of each share-partition asked for."""
+    response = ReadShareGroupStateSummaryResponse()
+    for t in request.topics:
+        result = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult(topic_id=t.topic_id)
+        for p in t.partitions:
+            error, state_epoch, start = answer(t.topic_id, p.partition)
+            result.partitions.append(
+                ReadShareGroupStateSummaryResponse.PartitionResult(
+                    partition=p.partition, error_code=error, state_epoch=state_epoch, start_offset=start
+                )
+            )
+        response.results.append(result)
+    return response
 
 
 def _delete_errors(request: DeleteShareGroupStateRequest, error: ErrorCode) -> DeleteShareGroupStateResponse:

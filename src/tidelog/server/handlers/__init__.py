@@ -121,6 +121,7 @@ def build_routes(
             metadata=metadata,
             replicas=replicas,
             clock=clock,
+            cluster=share_routing,
         )
         if shares is not None
         else None
@@ -214,6 +215,8 @@ def _share_routes(
         state_apis = ShareStateHandler(states, authz)
         routes.append(Route(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
         routes.append(Route(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
+        routes.append(Route(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, state_apis.handle))
+        routes.append(Route(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 0, state_apis.handle))
     return routes
 
 

@@ -43,9 +43,10 @@ from tidelog.protocol.messages import (
     ShareGroupHeartbeatResponse,
 )
 from tidelog.protocol.schema import Request, Response
+from tidelog.protocol.share_pending import PENDING_TAG
 from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.security.acl import AclOperation
-from tidelog.server.share_admin import ShareAdmin
+from tidelog.server.share_admin import ShareAdmin, Summary
 
 from .answers import then
 from .authz import Authz, group_allowed, topic_allowed
@@ -82,7 +83,16 @@ class ShareAwareGroups:
 
             return then(self._groups.handle(ctx, request), ListGroupsResponse, add)
         if isinstance(request, DeleteGroupsRequest):
-            return self._delete_groups(ctx, request)
+            unknown = self._admin.unknown(request.groups_names)
+            if not unknown:
+                return self._delete_groups(ctx, request)
+
+            async def learned() -> Response:  # in a cluster: does the share coordinator hold their state?
+                await self._admin.summaries(unknown)
+                answer = self._delete_groups(ctx, request)
+                return answer if isinstance(answer, Response) else await answer
+
+            return learned()
         if isinstance(request, JoinGroupRequest) and self._admin.is_share_group(request.group_id):
             return JoinGroupResponse(
                 error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
@@ -171,9 +181,22 @@ class ShareAdminHandler:
             )
         return self._share.heartbeat(ctx, request)
 
-    def describe(self, ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+    def describe(self, ctx: RequestContext, request: ShareGroupDescribeRequest) -> Answer:
         """ShareGroupDescribe; a group the runtime has not met since the broker started but whose state is
         persisted is an Empty group (as ListGroups shows it), not GROUP_ID_NOT_FOUND."""
+        unknown = self._admin.unknown(request.group_ids)
+        if not unknown:
+            return self._describe(ctx, request)
+
+        async def learned() -> Response:  # in a cluster: does the share coordinator hold their state?
+            await self._admin.summaries(unknown)
+            return self._describe(ctx, request)
+
+        return learned()
+
+    def _describe(
+        self, ctx: RequestContext, request: ShareGroupDescribeRequest
+    ) -> ShareGroupDescribeResponse:
         response = self._share.describe(ctx, request)
         for i, group in enumerate(response.groups):
             if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND and self._admin.is_share_group(
@@ -184,7 +207,7 @@ class ShareAdminHandler:
                 )
         return response
 
-    def describe_offsets(self, ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> Response:
+    def describe_offsets(self, ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> Answer:
         allowed = []
         denied: dict[str, set[str]] = {}
         for group in request.groups:
@@ -197,9 +220,33 @@ class ShareAdminHandler:
                     if not topic_allowed(self._authz, ctx, AclOperation.DESCRIBE, t.topic_name)
                 }
             allowed.append(group)
+        wanted = [
+            g.group_id
+            for g in allowed
+            if not (g.unknown_tagged_fields and PENDING_TAG in g.unknown_tagged_fields)
+        ]
+        if not self._admin.in_cluster or not wanted:
+            return self._described(ctx, request, allowed, denied, None)
+
+        async def summarized() -> Response:  # the start offsets, from the share coordinator
+            summaries = await self._admin.summaries(wanted)
+            return self._described(ctx, request, allowed, denied, summaries)
+
+        return summarized()
+
+    def _described(
+        self,
+        ctx: RequestContext,
+        request: DescribeShareGroupOffsetsRequest,
+        allowed: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup],
+        denied: dict[str, set[str]],
+        summaries: dict[str, Summary] | None,
+    ) -> Response:
         answered = {
             g.group_id: g
-            for g in self._admin.describe_offsets(DescribeShareGroupOffsetsRequest(groups=allowed)).groups
+            for g in self._admin.describe_offsets(
+                DescribeShareGroupOffsetsRequest(groups=allowed), summaries
+            ).groups
         }
         response = _Described()
         for group in request.groups:

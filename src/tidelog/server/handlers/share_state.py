@@ -1,5 +1,5 @@
-"""The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState (84) and WriteShareGroupState
-(85), v0, sent by share-partition leaders on other brokers
+"""The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState (84), WriteShareGroupState
+(85), DeleteShareGroupState (86) and ReadShareGroupStateSummary (87), v0, sent by share-partition leaders on other brokers
 (:class:`~tidelog.server.share_persister.SharePersister`) and served by this broker's
 :class:`~tidelog.server.share_state_runtime.ShareStateRuntime` (NOT_COORDINATOR for a group whose
 ``__share_group_state`` partition this broker does not lead; a write is answered once committed).
@@ -11,7 +11,12 @@ gets CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
+from tidelog.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
+    WriteShareGroupStateRequest,
+)
 from tidelog.server.dispatch import Answer, RequestContext
 from tidelog.server.security.acl import AclOperation
 from tidelog.server.share_state_runtime import ShareStateRuntime
@@ -27,7 +32,12 @@ class ShareStateHandler:
         self._authz = authz
 
     def handle(
-        self, ctx: RequestContext, request: ReadShareGroupStateRequest | WriteShareGroupStateRequest
+        self,
+        ctx: RequestContext,
+        request: ReadShareGroupStateRequest
+        | WriteShareGroupStateRequest
+        | DeleteShareGroupStateRequest
+        | ReadShareGroupStateSummaryRequest,
     ) -> Answer:
         if not cluster_allowed(self._authz, ctx, AclOperation.CLUSTER_ACTION):
             return self._states.coordinator.error_response(
