@@ -36,7 +36,7 @@ from tests.cluster.workload import Workload
 __all__ = ["KINDS", "PlannedFault", "partition_rounds", "plan", "run_partition_loop"]
 
 KINDS = ("isolate", "leader-followers", "broker-zk", "two-brokers", "one-way")
-ROUNDS = 6
+ROUNDS = 3
 SOAK_ROUNDS = 20
 
 Member = int | str
@@ -64,13 +64,14 @@ class PlannedFault:
 
 
 def partition_rounds(config: pytest.Config) -> int:
-    """Rounds per loop: ``TIDELOG_PARTITION_ROUNDS`` if set, else 6, or 20 in a soak run (``--cluster-soak``
-    / ``TIDELOG_CLUSTER_SOAK`` above 1, see ``conftest``)."""
+    """Rounds per loop: ``TIDELOG_PARTITION_ROUNDS`` if set, else 3 (CI: each round is a session timeout
+    or so of fault plus the convergence after it), or 20 in a soak run (``--soak`` / ``TIDELOG_SOAK``, or
+    ``--cluster-soak`` / ``TIDELOG_CLUSTER_SOAK`` above 1, see ``conftest``)."""
     given = os.environ.get("TIDELOG_PARTITION_ROUNDS")
     if given:
         return max(1, int(given))
     soak = config.getoption("--cluster-soak", None) or os.environ.get("TIDELOG_CLUSTER_SOAK") or 1
-    return SOAK_ROUNDS if int(soak) > 1 else ROUNDS
+    return SOAK_ROUNDS if int(soak) > 1 or config.getoption("--soak", False) else ROUNDS
 
 
 def plan(rng: random.Random, rounds: int, brokers: Sequence[int], partitions: int) -> list[PlannedFault]:

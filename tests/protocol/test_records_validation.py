@@ -27,6 +27,7 @@ from tidelog.protocol.records import (
     validate_batch,
     validate_batches,
 )
+from tidelog.protocol.records_codec import MAX_UNCOMPRESSED_BATCH_BYTES
 
 # Header fields: (name, offset, struct format).
 FIELDS = {
@@ -275,6 +276,12 @@ def test_validate_batches_applies_client_rules_unless_told() -> None:
 # ---- fuzz: arbitrary damage never escapes as anything but a RecordError ---------------------------------
 
 
+# A corrupt compressed payload is retried into ever larger buffers up to the decode limit before it is
+# refused, so at the default limit (1 GiB) many examples each zero-fill a gigabyte: CI decodes under a
+# 1 MiB limit (the same code paths, limit errors included), the soak under the default one.
+@pytest.mark.parametrize(
+    "max_uncompressed_bytes", [1 << 20, pytest.param(MAX_UNCOMPRESSED_BATCH_BYTES, marks=pytest.mark.soak)]
+)
 @settings(deadline=None)
 @given(
     codec=st.sampled_from(list(Compression)),
@@ -282,7 +289,7 @@ def test_validate_batches_applies_client_rules_unless_told() -> None:
     cut=st.one_of(st.none(), st.integers(min_value=0)),
 )
 def test_damaged_batches_raise_record_errors_only(
-    codec: Compression, edits: list[tuple[int, int]], cut: int | None
+    max_uncompressed_bytes: int, codec: Compression, edits: list[tuple[int, int]], cut: int | None
 ) -> None:
     """Validate, then decode with the CRC recomputed (so damage reaches the record parser)."""
     buf = bytearray(_batch(5, codec))
@@ -295,4 +302,4 @@ def test_damaged_batches_raise_record_errors_only(
     if len(buf) >= RECORD_BATCH_HEADER_SIZE:
         struct.pack_into(">I", buf, 17, compute_crc(buf))
     with contextlib.suppress(RecordError):
-        decode_batch(buf)
+        decode_batch(buf, max_uncompressed_bytes=max_uncompressed_bytes)

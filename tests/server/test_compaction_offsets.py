@@ -2,8 +2,8 @@
 last commit per (group, topic, partition).
 
 The offsets topic gets 4 KB segments and a single partition here, and the cleaner wakes every 50 ms;
-a confluent-kafka consumer in a group commits its position synchronously every 10 ms, for 20 seconds (and
-for two and a half minutes in the slow run). The
+a confluent-kafka consumer in a group commits its position synchronously every 10 ms, for 20 seconds in CI (and
+for two and a half minutes in the soak, ``--soak``). The
 partition's size on disk, sampled as the commits go on, must stop growing: after the first seconds it
 stays below a bound of a few segments, while the commits written meanwhile amount to many times that.
 """
@@ -42,7 +42,9 @@ def offsets_size(broker: Broker) -> int:
     return total
 
 
-@pytest.mark.parametrize("commit_seconds", [20, pytest.param(150, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "commit_seconds", [20, pytest.param(150, marks=[pytest.mark.slow, pytest.mark.soak])]
+)
 def test_consumer_offsets_stay_bounded_under_commits_every_10ms(
     broker: Broker, topic: str, commit_seconds: int
 ) -> None:

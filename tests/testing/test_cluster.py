@@ -1,7 +1,9 @@
-"""tidelog.testing.Cluster: brokers started again after a kill keep their ports."""
+"""tidelog.testing.Cluster: brokers started again after a kill keep their ports; closing it stops the
+last broker at once (a controlled shutdown does not retry for partitions no live broker could lead)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,10 @@ def test_brokers_started_after_the_whole_cluster_died_keep_their_ports(tmp_path:
         producer.produce("t", b"after", on_delivery=lambda err, msg: delivered.append(msg.offset()))
         assert producer.flush(60) == 0
         assert delivered == [0, 1]
+    # close() stops brokers 1, 2, 3 in turn: broker 3, leading t-0 alone, had no live replica to move it to
+    last = c.brokers[3].log_path.read_text(errors="replace")
+    done = re.findall(r"controlled shutdown done: leading (\d+) partitions with no other live replica", last)
+    assert done, last[-3000:]
+    assert int(done[-1]) >= 1
+    assert "controlled shutdown: still leading" not in last
+    assert "controlled shutdown did not complete" not in last

@@ -20,8 +20,10 @@ Invariants (the start-up order is what keeps them):
    again (a new broker epoch), re-reads every partition state and only then serves again.
 6. The controller campaigns only once this broker is registered; a stopping broker first asks the
    controller to move its leaderships away (ControlledShutdown, ``controlled.shutdown.max.retries`` times,
-   ``controlled.shutdown.retry.backoff.ms`` apart) until it leads nothing another replica could lead, then
-   resigns as controller, then stops.
+   ``controlled.shutdown.retry.backoff.ms`` apart) until it leads nothing another live replica could lead
+   (a partition whose other replicas are all on brokers that are not registered cannot move, so it is not
+   waited for: the last broker of a cluster stops at once instead of after every retry), then resigns as
+   controller, then stops.
 """
 
 from __future__ import annotations
@@ -196,10 +198,11 @@ class ClusterMember:
             except (BrokerClientError, KafkaProtocolError) as exc:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
                 continue
-            movable = {tp for tp in remaining if len(self._assignment(tp)) > 1}
+            movable = {tp for tp in remaining if self._another_replica_is_live(tp)}
             if not movable:
                 log.info(
-                    "controlled shutdown done: leading %d partitions with no other replica", len(remaining)
+                    "controlled shutdown done: leading %d partitions with no other live replica",
+                    len(remaining),
                 )
                 return
             log.info("controlled shutdown: still leading %d partitions others could lead", len(movable))
@@ -208,6 +211,11 @@ class ClusterMember:
     def _assignment(self, tp: TopicPartition) -> tuple[int, ...]:
         partition = self._metadata.partition(tp.topic, tp.partition)
         return () if partition is None else partition.replicas
+
+    def _another_replica_is_live(self, tp: TopicPartition) -> bool:
+        """Whether a replica of ``tp`` other than this broker's is on a registered broker (one that could
+        take the leadership over once in the ISR, so a retry may move it)."""
+        return any(r != self.node_id and self._metadata.is_alive(r) for r in self._assignment(tp))
 
     async def _request_controlled_shutdown(self) -> set[TopicPartition]:
         if self.controller.is_active:
