@@ -12,9 +12,19 @@ Invariants:
   ConsumerGroupHeartbeat and OffsetCommit and INCONSISTENT_GROUP_PROTOCOL to JoinGroup (Kafka's GroupMetadataManager).
 - Every change is persisted before it is answered: an alter writes a ShareSnapshot with the new start
   offset and no in-flight batches at the partition's current leader epoch (the share coordinator fences
-  older ones; the leader's next write is not fenced by it), a delete writes a ShareSnapshot tombstone per share-partition (through
-  the share coordinator's WriteShareGroupState / DeleteShareGroupState); the runtime drops its in-memory
-  share-partitions, and the next ShareFetch reads the new state.
+  older ones; the leader's next write is not fenced by it) and at the share-partition's state epoch + 1
+  (Kafka's state-epoch bump: read from the share coordinator first), a delete writes a ShareSnapshot
+  tombstone per share-partition and the share coordinator remembers the deleted state epoch + 1 (through
+  the share coordinator's WriteShareGroupState / DeleteShareGroupState); this broker's runtime drops its
+  in-memory share-partitions, and the next ShareFetch reads the new state.
+- A share-partition leader on another broker that still holds the group's share-partition in memory is
+  fenced by state epoch (see :mod:`tidelog.coordinator.share.state_coordinator`): its next state write
+  carries the state epoch it read, lower than the reset's or the deleted one's, and is refused with
+  FENCED_STATE_EPOCH, so it neither overwrites the reset nor resurrects deleted state; the leader then
+  drops its share-partition and its next request reads the new state (start offset, or none: the group's
+  ``share.auto.offset.reset``). A reset or delete needs a group without members, so no record the leader
+  had acquired is lost and no acknowledgement a client was told succeeded is undone; until that first
+  write, the stale leader may hand a new member records of its old window (at least once, never lost).
 - In a cluster (``cluster``, the broker's :class:`~tidelog.server.share_routing.ShareRouting`) the group
   coordinator answers, as for ShareGroupHeartbeat: DescribeShareGroupOffsets (per group), Alter- and
   DeleteShareGroupOffsets and DeleteGroups of a share group are NOT_COORDINATOR on every other broker. Their
@@ -24,10 +34,6 @@ Invariants:
   partition of every topic (ReadShareGroupStateSummary; a DeleteGroups deletes them all, deleting absent
   state being a no-op) when a request needs it: DescribeShareGroupOffsets, and ShareGroupDescribe and
   DeleteGroups of a group it does not know (a group with persisted state exists, as on a single node).
-  Not yet: a share-partition leader on another broker is not told of an alter or delete; one that still
-  holds the group's share-partition in memory (its consumers served since it became leader) keeps
-  serving from it, and its next state write replaces the administrator's. Resetting or deleting a group
-  whose share-partitions no leader holds (a new group, or after leadership moved) is exact.
 - Pending records (tidelog's tagged field on DescribeShareGroupOffsets, see
   :mod:`tidelog.protocol.share_pending`) are the acquired ranges whose lock has not run out, read without
   changing anything. They live on each share-partition's leader, not at the group coordinator: a
@@ -352,22 +358,43 @@ class ShareAdmin:
         name = self._metadata.topic_name(topic_id)
         info = self._metadata.partition(name, index) if name is not None else None
         epoch = info.leader_epoch if info is not None else -1  # not fenced, nor fencing the leader
-        answer = self._store(
-            WriteShareGroupStateRequest(
-                group_id=group_id,
+        reset = WriteShareGroupStateRequest.PartitionData(
+            partition=index, leader_epoch=epoch, start_offset=start
+        )
+        request = WriteShareGroupStateRequest(
+            group_id=group_id,
+            topics=[WriteShareGroupStateRequest.WriteStateData(topic_id=topic_id, partitions=[reset])],
+        )
+        if self._cluster is not None:  # the state epoch is at the share coordinator, wherever it is
+            task = asyncio.get_running_loop().create_task(self._bump_and_store(request))
+            return _collect(task, writes)
+        reset.state_epoch = self._state.coordinator.state_epoch(group_id, topic_id, index) + 1
+        return _collect(self._store(request), writes)
+
+    async def _bump_and_store(self, request: WriteShareGroupStateRequest) -> Response:
+        """In a cluster: ``request`` (one share-partition's reset) at the state epoch the share coordinator
+        holds + 1 (read with ReadShareGroupStateSummary, which fences nobody), committed there."""
+        assert self._cluster is not None
+        topic = request.topics[0]
+        reset = topic.partitions[0]
+        summary = await self._cluster.persister.summary(
+            ReadShareGroupStateSummaryRequest(
+                group_id=request.group_id,
                 topics=[
-                    WriteShareGroupStateRequest.WriteStateData(
-                        topic_id=topic_id,
+                    ReadShareGroupStateSummaryRequest.ReadStateSummaryData(
+                        topic_id=topic.topic_id,
                         partitions=[
-                            WriteShareGroupStateRequest.PartitionData(
-                                partition=index, state_epoch=1, leader_epoch=epoch, start_offset=start
+                            ReadShareGroupStateSummaryRequest.PartitionData(
+                                partition=reset.partition, leader_epoch=-1
                             )
                         ],
                     )
                 ],
             )
         )
-        return _collect(answer, writes)
+        reset.state_epoch = summary.results[0].partitions[0].state_epoch + 1
+        answer = self._store(request)
+        return answer if isinstance(answer, Response) else await answer
 
     # -- DeleteShareGroupOffsets and DeleteGroups ----------------------------------------------------------
 

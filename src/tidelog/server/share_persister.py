@@ -17,6 +17,8 @@ Invariants:
   request's connection closes: a client is never told an acknowledgement succeeded that is not
   persisted). Retrying is safe because a write carries the share-partition's whole persisted window.
 - FENCED_LEADER_EPOCH is final: a newer leader of the share-partition wrote already (this one is stale).
+  So is FENCED_STATE_EPOCH (an administrator reset or deleted the state since this leader read it), raised
+  as :class:`ShareStateFencedError`: the share runtime then drops its share-partition and reloads it.
 - A write nobody waits for (the runtime's lock expiries seen on the way) still runs; its failure is
   logged.
 - Writes of one share-partition reach the coordinator in the order they were made: each waits for the one
@@ -56,7 +58,7 @@ from tidelog.server.metadata_cache import NO_LEADER, MetadataCache, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.share_state_runtime import ShareStateRuntime
 
-__all__ = ["SharePersister", "ShareStateStore", "ShareStateWriteError", "StateKey"]
+__all__ = ["SharePersister", "ShareStateFencedError", "ShareStateStore", "ShareStateWriteError", "StateKey"]
 
 log = logging.getLogger("tidelog.share_persister")
 
@@ -84,6 +86,10 @@ class ShareStateStore(Protocol):
 
 class ShareStateWriteError(Exception):
     """A share-partition state write that the share coordinator did not take in time (or fenced)."""
+
+
+class ShareStateFencedError(ShareStateWriteError):
+    """A write refused with FENCED_STATE_EPOCH: the state was reset or deleted since the writer read it."""
 
 
 class _RetryableError(Exception):
@@ -305,6 +311,10 @@ class SharePersister:
         if ErrorCode.FENCED_LEADER_EPOCH in errors:
             raise ShareStateWriteError(
                 f"share group {group_id}: a newer share-partition leader wrote its state"
+            )
+        if ErrorCode.FENCED_STATE_EPOCH in errors:
+            raise ShareStateFencedError(
+                f"share group {group_id}: the state was reset or deleted (FENCED_STATE_EPOCH)"
             )
         if errors:
             raise _RetryableError(", ".join(ErrorCode(e).name for e in sorted(errors)))

@@ -27,11 +27,19 @@ Invariants:
   archived, available with delivery counts; acquisitions are not persisted) changed is written
   (WriteShareGroupState), and the request is answered only after those writes are committed. So an
   acknowledgement a client was told succeeded survives a crash; an acquisition does not need to.
+- State epochs (Kafka's): a share-partition is written with the state epoch it was read with. A write
+  refused with FENCED_STATE_EPOCH (an administrator reset or deleted the group's state at the share
+  coordinator, possibly through another broker, since this leader read it) drops the share-partition from
+  memory (:meth:`ShareRuntime._fenced`) and fails its request (a client is not told that what it
+  acknowledged is persisted; an admin reset or delete needs a group without members, so nothing acquired
+  is lost: a later member's acquisitions from the stale window are simply forgotten); the next request
+  reads the new state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -56,6 +64,7 @@ from tidelog.protocol.messages import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
     WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
 )
 from tidelog.protocol.records_codec import decode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
@@ -69,7 +78,7 @@ from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.share_dead_letter import ShareDeadLetters
-from tidelog.server.share_persister import ShareStateStore
+from tidelog.server.share_persister import ShareStateFencedError, ShareStateStore
 
 __all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
 
@@ -143,6 +152,8 @@ class ShareRuntime:
         self._persisted: dict[_SHARE_KEY, tuple[int, list[tuple[int, int, int, int]]]] = {}
         """Per share-partition: the view last written to (or read from) ``__share_group_state``."""
         self._touched: set[_SHARE_KEY] = set()
+        self._state_epochs: dict[_SHARE_KEY, int] = {}
+        """Per share-partition: the state epoch its state was read with, and is written with."""
         self._wakeups: dict[tuple[str, int], int] = {}
         """Per (topic, partition): the time a wake-up is scheduled for."""
         self.dead_letters = ShareDeadLetters(
@@ -218,6 +229,7 @@ class ShareRuntime:
             del self.partitions[key]
             self._persisted.pop(key, None)
             self._touched.discard(key)
+            self._state_epochs.pop(key, None)
         self._purgatory.on_append((topic, index))
 
     def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
@@ -272,6 +284,7 @@ class ShareRuntime:
             del self.partitions[key]
             self._persisted.pop(key, None)
             self._touched.discard(key)
+            self._state_epochs.pop(key, None)
         if topics is None:
             self.groups.pop(group_id, None)
             for session in [k for k in self._sessions if k[0] == group_id]:
@@ -304,6 +317,7 @@ class ShareRuntime:
         result = answer.results[0].partitions[0]
         if result.error_code != ErrorCode.NONE:
             return ErrorCode(result.error_code)
+        self._state_epochs[(group_id, topic, index)] = result.state_epoch  # written with (fencing)
         if result.start_offset < 0:
             return None
         return result.start_offset, [
@@ -335,7 +349,7 @@ class ShareRuntime:
                         partitions=[
                             WriteShareGroupStateRequest.PartitionData(
                                 partition=key[2],
-                                state_epoch=1,
+                                state_epoch=self._state_epochs.get(key, 0),
                                 start_offset=view[0],
                                 state_batches=[
                                     WriteShareGroupStateRequest.StateBatch(
@@ -349,9 +363,25 @@ class ShareRuntime:
                 ],
             )
             answer = self._state.handle_request(request, 0)
+            if isinstance(answer, asyncio.Future):
+                answer.add_done_callback(functools.partial(self._fenced, key, sp))
+            elif _fenced_now(answer):
+                self._fenced(key, sp, None)
             if inspect.isawaitable(answer):
                 waits.append(answer)
         return waits
+
+    def _fenced(self, key: _SHARE_KEY, sp: SharePartition, done: asyncio.Future[Response] | None) -> None:
+        """Drop ``sp`` (``key``'s share-partition) if its write was refused with FENCED_STATE_EPOCH (issue 13
+        hook: an admin reset or delete at the share coordinator); the next request reloads it."""
+        if done is not None and (done.cancelled() or not isinstance(done.exception(), ShareStateFencedError)):
+            return
+        if self.partitions.get(key) is sp:
+            del self.partitions[key]
+            self._persisted.pop(key, None)
+            self._touched.discard(key)
+            self._state_epochs.pop(key, None)
+            self._purgatory.on_append((key[1], key[2]))
 
     def _persist_now(self, key: _SHARE_KEY) -> list[Awaitable[Response]]:
         """Write ``key``'s state now if it changed (for the dead-letter writer); the commits to await."""
@@ -838,6 +868,13 @@ def _may_carry_delivery_time(data: bytes, pos: int, size: int, compression: Comp
     if compression != Compression.NONE:
         return True  # the marker is only visible after decompression: decode as before
     return data.find(_DELIVERY_MARKER, pos + RECORD_BATCH_HEADER_SIZE, pos + size) >= 0
+
+
+def _fenced_now(answer: Answer) -> bool:
+    """Whether a write's immediate answer is FENCED_STATE_EPOCH (a local share coordinator refused it)."""
+    return isinstance(answer, WriteShareGroupStateResponse) and any(
+        p.error_code == ErrorCode.FENCED_STATE_EPOCH for r in answer.results for p in r.partitions
+    )
 
 
 def _discard(answer: object) -> None:

@@ -16,8 +16,20 @@ Invariants:
   with a higher leader epoch than the share-partition's records it (a ShareSnapshot, answered once
   committed), so from then on a write with a lower one is refused whole with FENCED_LEADER_EPOCH, and so is
   a read with a lower one: a deposed leader cannot bring an older window back.
+- State epochs fence stale share-partition leaders after an administrator's reset or delete (Kafka's
+  ``FENCED_STATE_EPOCH``): each share-partition's state carries the state epoch it was written with; a
+  write whose state epoch (other than -1, "keep") is lower than the stored one is refused whole with
+  FENCED_STATE_EPOCH and writes nothing; an equal or higher one is taken (and stored). A reset (the admin
+  side's AlterShareGroupOffsets) writes the stored state epoch + 1, so the leader still holding the older
+  window is fenced at its next write. A read answers the stored state epoch, which the leader writes with.
 - A delete (a share group or its offsets removed by an admin) is a ShareSnapshot tombstone per
-  share-partition: compaction then drops the key, and a replay forgets it.
+  share-partition: compaction then drops the key, and a replay forgets its state. The coordinator
+  remembers the deleted state's epoch + 1 as the key's fence (also when replaying the tombstone after its
+  snapshot): a stale leader's later write, at the old epoch, is FENCED_STATE_EPOCH and cannot resurrect
+  the deleted state; a read of the key answers no state (start offset -1) at the fence epoch, so a leader
+  that reloads writes new state at it. The fence lasts as long as the tombstone is in the log
+  (``delete.retention.ms`` of the compacted topic, 24 h by default) or this coordinator keeps the
+  partition loaded, whichever is longer.
 - A write answers only once its record is committed (the runtime's rule); a read answers the state replayed
   and written so far. Requests for a loading partition get COORDINATOR_LOAD_IN_PROGRESS, for one not owned
   NOT_COORDINATOR.
@@ -82,6 +94,8 @@ class ShareStateCoordinator:
         self._num_partitions = num_partitions
         self._loading: set[int] = set()
         self._states: dict[int, dict[_Key, PersistedState]] = {}
+        self._fences: dict[int, dict[_Key, int]] = {}
+        """Per partition: deleted share-partitions and the state epoch their next state must be at least."""
         self._group_counts: dict[str, int] = {}
         """Per group: how many share-partitions it has persisted (answers "is this a share group" in O(1))."""
 
@@ -109,6 +123,7 @@ class ShareStateCoordinator:
         if partition in self._states:
             raise RuntimeError(f"{SHARE_STATE_TOPIC}-{partition} is owned already")
         self._states[partition] = {}
+        self._fences[partition] = {}
         self._loading.add(partition)
         return self._states[partition]
 
@@ -125,7 +140,7 @@ class ShareStateCoordinator:
             k = decode_body(ShareSnapshotKey, 0, key, CoordinatorRecordError, "ShareSnapshotKey")
             share_key = (k.group_id, k.topic_id, k.partition)
             if value is None:
-                self._pop(states, share_key)
+                self._pop_and_fence(partition, share_key)
                 return
             v = decode_body(ShareSnapshotValue, 0, value, CoordinatorRecordError, "ShareSnapshotValue")
             self._put(
@@ -166,6 +181,7 @@ class ShareStateCoordinator:
     def unload(self, partition: int) -> CoordinatorResult[object]:
         for key in self._states.pop(partition, {}):
             self._count(key[0], -1)
+        self._fences.pop(partition, None)
         self._loading.discard(partition)
         return CoordinatorResult()
 
@@ -230,6 +246,23 @@ class ShareStateCoordinator:
         if key not in states:
             self._count(key[0], 1)
         states[key] = state
+        self._fences.get(self.partition_for(key[0]), {}).pop(key, None)  # the state carries its epoch now
+
+    def _pop_and_fence(self, partition: int, key: _Key) -> PersistedState | None:
+        """Delete ``key``'s state; a deleted state's epoch + 1 fences the writes of leaders that held it."""
+        state = self._pop(self._states[partition], key)
+        if state is not None:
+            self._fences[partition][key] = state.state_epoch + 1
+        return state
+
+    def state_epoch(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        """The state epoch of a share-partition: its state's, else its fence's (deleted), else 0."""
+        key = (group_id, topic_id, partition)
+        owner = self.partition_for(group_id)
+        state = self._states.get(owner, {}).get(key)
+        if state is not None:
+            return state.state_epoch
+        return self._fences.get(owner, {}).get(key, 0)
 
     def _pop(self, states: dict[_Key, PersistedState], key: _Key) -> PersistedState | None:
         state = states.pop(key, None)
@@ -272,7 +305,9 @@ class ShareStateCoordinator:
                 if state is None:
                     result.partitions.append(
                         ReadShareGroupStateResponse.PartitionResult(
-                            partition=p.partition, state_epoch=0, start_offset=-1
+                            partition=p.partition,
+                            state_epoch=self.state_epoch(request.group_id, t.topic_id, p.partition),
+                            start_offset=-1,
                         )
                     )
                     continue
@@ -310,11 +345,9 @@ class ShareStateCoordinator:
 
         def one(topic_id: uuid.UUID, partition: int) -> tuple[ErrorCode, int, int]:
             state = states.get((request.group_id, topic_id, partition))
-            return (
-                (ErrorCode.NONE, 0, -1)
-                if state is None
-                else (ErrorCode.NONE, state.state_epoch, state.start_offset)
-            )
+            if state is None:
+                return ErrorCode.NONE, self.state_epoch(request.group_id, topic_id, partition), -1
+            return ErrorCode.NONE, state.state_epoch, state.start_offset
 
         return CoordinatorResult(response=_summary(request, one))
 
@@ -329,6 +362,9 @@ class ShareStateCoordinator:
                 known = states.get((request.group_id, t.topic_id, p.partition))
                 if known is not None and p.leader_epoch < known.leader_epoch:
                     return CoordinatorResult(response=_write_errors(request, ErrorCode.FENCED_LEADER_EPOCH))
+                stored = self.state_epoch(request.group_id, t.topic_id, p.partition)
+                if p.state_epoch != -1 and p.state_epoch < stored:  # reset or deleted since it was read
+                    return CoordinatorResult(response=_write_errors(request, ErrorCode.FENCED_STATE_EPOCH))
         records: list[CoordinatorRecord] = []
         for t in request.topics:
             for p in t.partitions:
@@ -336,10 +372,13 @@ class ShareStateCoordinator:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in p.state_batches
                 ]
+                state_epoch = p.state_epoch
+                if state_epoch == -1:
+                    state_epoch = self.state_epoch(request.group_id, t.topic_id, p.partition)
                 self._put(
                     states,
                     (request.group_id, t.topic_id, p.partition),
-                    PersistedState(p.state_epoch, p.start_offset, batches, p.leader_epoch),
+                    PersistedState(state_epoch, p.start_offset, batches, p.leader_epoch),
                 )
                 records.append(
                     _snapshot(
@@ -358,11 +397,10 @@ class ShareStateCoordinator:
         if error != ErrorCode.NONE:
             return CoordinatorResult(response=_delete_errors(request, error))
         partition = self.partition_for(request.group_id)
-        states = self._states[partition]
         records: list[CoordinatorRecord] = []
         for t in request.topics:
             for p in t.partitions:
-                if self._pop(states, (request.group_id, t.topic_id, p.partition)) is None:
+                if self._pop_and_fence(partition, (request.group_id, t.topic_id, p.partition)) is None:
                     continue
                 key = ShareSnapshotKey(group_id=request.group_id, topic_id=t.topic_id, partition=p.partition)
                 records.append(CoordinatorRecord(encode_framed(_SNAPSHOT, key, 0), None))
