@@ -34,3 +34,27 @@ def test_a_bomb_is_refused(codec: Compression) -> None:
 def test_corrupt_payload_is_refused() -> None:
     with pytest.raises(CorruptRecordError, match="GZIP payload of 10 bytes does not decompress"):
         decompress_bounded(Compression.GZIP, b"garbage!!!", 1 << 20)
+
+
+@pytest.mark.parametrize(
+    "codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD], ids=lambda c: c.name.lower()
+)
+def test_a_malformed_payload_fails_at_the_first_attempt(
+    codec: Compression, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A malformed payload is refused at once, not retried into ever larger buffers up to the cap (1 GiB of
+    zero-filling per read of such a batch with the default limit)."""
+    import tidelog.protocol.compression as compression
+
+    damaged = bytes(compress(codec, DATA))[:12] + b"\xff" * 200  # its header, then garbage
+    sizes: list[int] = []
+    real = compression._INTO[codec]
+
+    def counting(data: object, out: bytearray) -> int:
+        sizes.append(len(out))
+        return int(real(data, out))  # type: ignore[arg-type]
+
+    monkeypatch.setitem(compression._INTO, codec, counting)
+    with pytest.raises(CorruptRecordError, match=f"^{codec.name} payload of .* does not decompress"):
+        decompress_bounded(codec, damaged, 1 << 30)
+    assert len(sizes) == 1

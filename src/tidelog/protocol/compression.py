@@ -248,13 +248,16 @@ def decompress_bounded(codec: Compression, data: Buffer, max_size: int) -> bytea
             try:
                 written = int(into(view, out))
             except cramjam.DecompressionError as exc:
-                if size > max_size:
-                    if "whole buffer" in str(exc):  # cramjam: the output buffer filled up
-                        raise CorruptRecordError(
-                            f"{name} payload of {len(view)} bytes inflates to more than the limit of "
-                            f"{max_size} bytes"
-                        ) from None
+                # cramjam says "failed to write whole buffer" (all three codecs) when the output buffer
+                # filled up; anything else is a malformed payload, which no larger buffer mends: fail now
+                # rather than zero-fill buffers up to the limit.
+                if "whole buffer" not in str(exc):
                     raise
+                if size > max_size:
+                    raise CorruptRecordError(
+                        f"{name} payload of {len(view)} bytes inflates to more than the limit of "
+                        f"{max_size} bytes"
+                    ) from None
                 size = min(size * _GROWTH, max_size + 1)
                 continue
             if written < size:
