@@ -177,6 +177,32 @@ def test_close_without_ack_hands_records_to_another_consumer(broker: Broker, top
     assert {v: redelivered[v] for v in held} == dict.fromkeys(held, 2)
 
 
+def test_acknowledgements_sent_by_close_are_applied(broker: Broker, topic: str) -> None:
+    """Records acknowledged (ACCEPT) but not committed before close() are acknowledged by the close's final
+    ShareAcknowledge, which librdkafka sends after its leave heartbeat: nothing of them is redelivered."""
+    group = f"g-{topic}"
+    first = _consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    producer = _producer(broker)
+    deadline = time.monotonic() + 30
+    prime_acknowledging(producer, topic, first, deadline)
+    _produce(producer, topic, [b"a", b"b", b"c"])
+    accepted: list[bytes] = []
+    while len(accepted) < 3 and time.monotonic() < deadline:
+        for m in first.poll(0.5):
+            first.acknowledge(m)
+            if value_of(m) != PRIMER:
+                accepted.append(value_of(m))
+    assert sorted(accepted) == [b"a", b"b", b"c"]
+    first.close()  # the acknowledgements travel with the close
+    second = _consumer(broker, group, topic)
+    _produce(producer, topic, [b"d"])
+    got: list[bytes] = []
+    while b"d" not in got and time.monotonic() < deadline:
+        got += [value_of(m) for m in second.poll(0.5) if value_of(m) != PRIMER]
+    second.close()
+    assert got == [b"d"]
+
+
 _KILLED_WORKER = """
 import json, os, signal, sys
 from confluent_kafka import Producer, ShareConsumer
