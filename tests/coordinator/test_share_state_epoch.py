@@ -6,25 +6,21 @@ while a leader that reloads (reads the fence epoch) writes new state."""
 
 from __future__ import annotations
 
-import uuid
+from tests.support.share_state import (
+    TOPIC_ID,
+    delete_state,
+    loading_coordinator,
+    read_state,
+    write_state,
+)
 
 from tidelog.coordinator.common import CoordinatorRecord
 from tidelog.coordinator.share.state_coordinator import ShareStateCoordinator
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import (
-    DeleteShareGroupStateRequest,
-    ReadShareGroupStateRequest,
-    ReadShareGroupStateResponse,
-    WriteShareGroupStateRequest,
-    WriteShareGroupStateResponse,
-)
-
-TOPIC_ID = uuid.UUID(int=7)
 
 
 def _coordinator() -> ShareStateCoordinator:
-    coordinator = ShareStateCoordinator(1)
-    coordinator.begin_loading(0, 0)
+    coordinator = loading_coordinator()
     coordinator.complete_loading(0, 0)
     return coordinator
 
@@ -32,50 +28,16 @@ def _coordinator() -> ShareStateCoordinator:
 def _write(
     coordinator: ShareStateCoordinator, state_epoch: int, start: int
 ) -> tuple[int, list[CoordinatorRecord]]:
-    request = WriteShareGroupStateRequest(
-        group_id="g",
-        topics=[
-            WriteShareGroupStateRequest.WriteStateData(
-                topic_id=TOPIC_ID,
-                partitions=[
-                    WriteShareGroupStateRequest.PartitionData(
-                        partition=0, state_epoch=state_epoch, leader_epoch=3, start_offset=start
-                    )
-                ],
-            )
-        ],
-    )
-    result = coordinator.handle(request, 0, now_ms=0)
-    assert isinstance(result.response, WriteShareGroupStateResponse)
-    return result.response.results[0].partitions[0].error_code, result.records.get(0, [])
+    return write_state(coordinator, state_epoch=state_epoch, leader_epoch=3, start=start)
 
 
 def _read(coordinator: ShareStateCoordinator) -> tuple[int, int, int]:
-    request = ReadShareGroupStateRequest(
-        group_id="g",
-        topics=[
-            ReadShareGroupStateRequest.ReadStateData(
-                topic_id=TOPIC_ID,
-                partitions=[ReadShareGroupStateRequest.PartitionData(partition=0, leader_epoch=3)],
-            )
-        ],
-    )
-    response = coordinator.handle(request, 0, now_ms=0).response
-    assert isinstance(response, ReadShareGroupStateResponse)
-    p = response.results[0].partitions[0]
+    p, _records = read_state(coordinator, 3)
     return p.error_code, p.state_epoch, p.start_offset
 
 
 def _delete(coordinator: ShareStateCoordinator) -> list[CoordinatorRecord]:
-    request = DeleteShareGroupStateRequest(
-        group_id="g",
-        topics=[
-            DeleteShareGroupStateRequest.DeleteStateData(
-                topic_id=TOPIC_ID, partitions=[DeleteShareGroupStateRequest.PartitionData(partition=0)]
-            )
-        ],
-    )
-    return coordinator.handle(request, 0, now_ms=0).records.get(0, [])
+    return delete_state(coordinator)
 
 
 def test_a_lower_state_epoch_is_fenced_an_equal_one_taken() -> None:

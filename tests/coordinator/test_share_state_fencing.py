@@ -5,46 +5,22 @@ after failover); a read from a newer leader epoch records it (a ShareSnapshot) b
 
 from __future__ import annotations
 
-import uuid
+from tests.support.share_state import TOPIC_ID, loading_coordinator, read_state, write_state
 
 from tidelog.coordinator.common import CoordinatorRecord
 from tidelog.coordinator.share.state_coordinator import ShareStateCoordinator
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import (
-    ReadShareGroupStateRequest,
-    ReadShareGroupStateResponse,
-    WriteShareGroupStateRequest,
-    WriteShareGroupStateResponse,
-)
-
-TOPIC_ID = uuid.UUID(int=7)
+from tidelog.protocol.messages import ReadShareGroupStateResponse
 
 
 def _coordinator() -> ShareStateCoordinator:
-    coordinator = ShareStateCoordinator(1)
-    coordinator.begin_loading(0, 0)
-    return coordinator
+    return loading_coordinator()
 
 
 def _write(
     coordinator: ShareStateCoordinator, leader_epoch: int, start: int
 ) -> tuple[int, list[CoordinatorRecord]]:
-    request = WriteShareGroupStateRequest(
-        group_id="g",
-        topics=[
-            WriteShareGroupStateRequest.WriteStateData(
-                topic_id=TOPIC_ID,
-                partitions=[
-                    WriteShareGroupStateRequest.PartitionData(
-                        partition=0, state_epoch=1, leader_epoch=leader_epoch, start_offset=start
-                    )
-                ],
-            )
-        ],
-    )
-    result = coordinator.handle(request, 0, now_ms=0)
-    assert isinstance(result.response, WriteShareGroupStateResponse)
-    return result.response.results[0].partitions[0].error_code, result.records.get(0, [])
+    return write_state(coordinator, state_epoch=1, leader_epoch=leader_epoch, start=start)
 
 
 def test_an_older_leader_epoch_is_fenced() -> None:
@@ -74,18 +50,7 @@ def test_the_fence_survives_a_replay() -> None:
 def _read(
     coordinator: ShareStateCoordinator, leader_epoch: int
 ) -> tuple[ReadShareGroupStateResponse.PartitionResult, list[CoordinatorRecord]]:
-    request = ReadShareGroupStateRequest(
-        group_id="g",
-        topics=[
-            ReadShareGroupStateRequest.ReadStateData(
-                topic_id=TOPIC_ID,
-                partitions=[ReadShareGroupStateRequest.PartitionData(partition=0, leader_epoch=leader_epoch)],
-            )
-        ],
-    )
-    result = coordinator.handle(request, 0, now_ms=0)
-    assert isinstance(result.response, ReadShareGroupStateResponse)
-    return result.response.results[0].partitions[0], result.records.get(0, [])
+    return read_state(coordinator, leader_epoch)
 
 
 def test_a_new_leaders_read_fences_the_old_leader() -> None:
