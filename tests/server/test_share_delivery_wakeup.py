@@ -11,29 +11,21 @@ import uuid
 from collections.abc import Awaitable
 from pathlib import Path
 
+from tests.support.share_groups import in_process_broker
+
 from tidelog.coordinator.share.delivery_time import DELIVER_AT
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ShareFetchRequest, ShareFetchResponse
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.server.admin_manager import AdminManager
-from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
-from tidelog.server.config import load_broker_config
 
 DELAY_MS = 300
 
 
 def test_a_waiting_share_fetch_gets_a_delayed_record_within_a_tick_of_its_time(tmp_path: Path) -> None:
     clock = ManualClock()
-    config, _ = load_broker_config(
-        None,
-        {
-            "log.dirs": str(tmp_path),
-            "share.coordinator.state.topic.num.partitions": "1",
-            "offsets.topic.num.partitions": "1",
-        },
-    )
-    broker = Broker(config, clock=clock)
+    broker = in_process_broker(tmp_path, clock)
     assert isinstance(broker.admin, AdminManager)
     topic = broker.admin.create_topic_now("t", 1, 1, {})
     broker.shares.group_configs = lambda group: {"share.auto.offset.reset": "earliest"}

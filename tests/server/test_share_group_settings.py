@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.share_groups import in_process_broker
 
 from tidelog.coordinator.share.config import ShareBrokerDefaults, iso_duration_ms, resolve_settings
 from tidelog.protocol.errors import ErrorCode
@@ -24,7 +25,6 @@ from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.server.admin_manager import AdminManager
 from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
-from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
 GROUP = "workers"
@@ -57,15 +57,7 @@ def test_resolved_settings_take_the_groups_keys_over_the_brokers() -> None:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[Broker, ManualClock]]:
     clock = ManualClock()
-    config, _ = load_broker_config(
-        None,
-        {
-            "log.dirs": str(tmp_path),
-            "share.coordinator.state.topic.num.partitions": "1",
-            "offsets.topic.num.partitions": "1",
-        },
-    )
-    b = Broker(config, clock=clock)
+    b = in_process_broker(tmp_path, clock)
     try:
         b.shares.group_configs = lambda group: CONFIGS if group == GROUP else {}
         yield b, clock

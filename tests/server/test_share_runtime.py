@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from tests.support.share_groups import in_process_broker
+
 from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
 from tidelog.protocol.compression import Compression
 from tidelog.protocol.errors import ErrorCode
@@ -15,9 +17,7 @@ from tidelog.protocol.messages import ShareFetchRequest, ShareFetchResponse
 from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.protocol.records_codec import ControlRecordType, encode_control_batch
 from tidelog.server.admin_manager import AdminManager
-from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
-from tidelog.server.config import load_broker_config
 from tidelog.server.share_runtime import _admission
 
 GROUP = "g"
@@ -34,15 +34,7 @@ CONFIGS = {
 
 def test_release_backoff_spacing(tmp_path: Path) -> None:
     clock = ManualClock()
-    config, _ = load_broker_config(
-        None,
-        {
-            "log.dirs": str(tmp_path),
-            "share.coordinator.state.topic.num.partitions": "1",
-            "offsets.topic.num.partitions": "1",
-        },
-    )
-    broker = Broker(config, clock=clock)
+    broker = in_process_broker(tmp_path, clock)
     try:
         assert isinstance(broker.admin, AdminManager)
         topic = broker.admin.create_topic_now("t", 1, 1, {})

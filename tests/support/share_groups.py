@@ -5,8 +5,13 @@ every later record is delivered."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from confluent_kafka import Message, Producer, ShareConsumer
+
+from tidelog.server.broker import Broker
+from tidelog.server.clock import ManualClock
+from tidelog.server.config import load_broker_config
 
 PRIMER = b"primer"
 
@@ -29,3 +34,17 @@ def prime_acknowledging(producer: Producer, topic: str, consumer: ShareConsumer,
             consumer.acknowledge(message)
             primed = primed or value_of(message) == PRIMER
     consumer.commit_sync()
+
+
+def in_process_broker(log_dir: Path, clock: ManualClock) -> Broker:
+    """A broker driven in process on ``clock`` (no sockets, no event loop unless the test runs one), with one
+    partition each for ``__consumer_offsets`` and ``__share_group_state``; ``broker.logs.shutdown`` ends it."""
+    config, _ = load_broker_config(
+        None,
+        {
+            "log.dirs": str(log_dir),
+            "share.coordinator.state.topic.num.partitions": "1",
+            "offsets.topic.num.partitions": "1",
+        },
+    )
+    return Broker(config, clock=clock)
