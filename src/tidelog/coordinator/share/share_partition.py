@@ -32,6 +32,17 @@ Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a p
   neither counts against ``max_record_locks`` nor holds back the acquisition of records after it.
 - Whenever the window starts with ACKNOWLEDGED or ARCHIVED records, ``start_offset`` moves past them.
 
+Records waiting for a deliver-at time are not ranges of their own (a million of them would make every fetch
+scan a million ranges): each is a bit and a heap entry in :class:`.DelayedOffsets`, and the window holds
+them in *held* ranges (``deadline_ms == _PER_RECORD``) that an acquisition skips whole. A held range's
+offsets are the waiting ones and, between them, ACKNOWLEDGED or ARCHIVED records of one delivery count (its
+``state`` and ``delivery_count``; AVAILABLE when it holds only waiting records), so records settled between
+delayed ones merge into one range too. When its due time passes (at the next call given ``now_ms``), a
+record leaves its held range as a range of its own, AVAILABLE with ``delayed`` set and its due time as
+``deadline_ms``, as it is shown all along: :attr:`SharePartition.ranges`, :meth:`SharePartition.state_of`
+and :meth:`SharePartition.state_batches` show every waiting record as such a range (a view built for the
+call), so held ranges are never seen outside.
+
 Nothing here reads a clock: every operation that depends on time takes ``now_ms``.
 """
 
@@ -43,6 +54,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from tidelog.protocol.errors import ErrorCode
+
+from .delayed_offsets import DelayedOffsets
 
 __all__ = [
     "AcknowledgeType",
@@ -145,6 +158,48 @@ def _no_backoff(_delivery_count: int) -> int:
     return 0
 
 
+_PER_RECORD = -(1 << 63)
+"""The ``deadline_ms`` of a held range: its records' due times are in the :class:`.DelayedOffsets`."""
+
+_SETTLED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+def _held(r: InFlightRange) -> bool:
+    return r.deadline_ms == _PER_RECORD
+
+
+def _settled_kind(r: InFlightRange) -> tuple[RecordState, int] | None:
+    """What a held range may absorb ``r`` as (or ``r`` absorb a held range as): ``(state, delivery_count)``
+    of its settled records; ``(AVAILABLE, 0)`` for a held range of waiting records only (absorbs any
+    settled kind); None if ``r`` cannot join a held range."""
+    if _held(r):
+        return r.state, r.delivery_count
+    if r.state in _SETTLED and r.member_id is None and r.rejected is None:
+        return r.state, r.delivery_count
+    return None
+
+
+def _absorb(a: InFlightRange, b: InFlightRange) -> bool:
+    """Merge ``b`` (next to it) into ``a`` if they are one run; returns whether it did."""
+    if a.same_run(b):
+        a.last = b.last
+        return True
+    if not (_held(a) or _held(b)):
+        return False
+    ka, kb = _settled_kind(a), _settled_kind(b)
+    if ka is None or kb is None:
+        return False
+    waiting_only = (RecordState.AVAILABLE, 0)
+    if ka != kb and waiting_only not in (ka, kb):
+        return False
+    kind = kb if ka == waiting_only else ka
+    a.last = b.last
+    a.state, a.delivery_count = kind
+    a.deadline_ms = _PER_RECORD
+    a.delayed = True
+    return True
+
+
 def _batch_end(batch_ends: Sequence[int], offset: int) -> int:
     """The last offset of the batch holding ``offset`` (``offset`` itself when no batch is known)."""
     i = bisect_left(batch_ends, offset)
@@ -171,7 +226,10 @@ class SharePartition:
         """The group names a dead-letter topic: REJECT and the delivery-count limit lead to ARCHIVING."""
         self._ranges: list[InFlightRange] = []
         self._delayed = 0
-        """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count)."""
+        """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count): the waiting ones and
+        those due but not acquired yet."""
+        self._waiting = DelayedOffsets()
+        self._waiting.clear(start_offset)
         self.archiving = 0
         """Records in ARCHIVING (waiting for their dead-letter copies)."""
 
@@ -179,8 +237,11 @@ class SharePartition:
 
     @property
     def ranges(self) -> Sequence[InFlightRange]:
-        """The window's ranges in offset order (read only)."""
-        return self._ranges
+        """The window's ranges in offset order (read only; a view built for the call when records wait for a
+        deliver-at time)."""
+        if not any(_held(r) for r in self._ranges):
+            return self._ranges
+        return self._view(self._ranges, self._waiting.due_times())
 
     @property
     def in_flight(self) -> int:
@@ -191,7 +252,11 @@ class SharePartition:
         """The range holding ``offset``, None outside the window."""
         if not self.start_offset <= offset < self.end_offset:
             return None
-        return self._ranges[self._index(offset)]
+        r = self._ranges[self._index(offset)]
+        if not _held(r):
+            return r
+        view = self._view([r], self._waiting.due_times())
+        return view[bisect_right(view, offset, key=lambda v: v.first) - 1]
 
     def acquired(self) -> Iterator[InFlightRange]:
         """The ACQUIRED ranges (XPENDING's view)."""
@@ -199,10 +264,11 @@ class SharePartition:
 
     def next_acquirable(self, now_ms: int, fetchable_end: int) -> int | None:
         """The lowest offset an acquisition at ``now_ms`` would take, None if there is none."""
+        self._promote(now_ms)
         for r in self._ranges:
             if r.first >= fetchable_end:
                 return None
-            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms and not _held(r):
                 return r.first
         if self.end_offset < fetchable_end and self.in_flight < self.max_record_locks:
             return self.end_offset
@@ -215,6 +281,9 @@ class SharePartition:
             for r in self._ranges
             if r.state is RecordState.ACQUIRED or (r.state is RecordState.AVAILABLE and r.deadline_ms > 0)
         ]
+        due = self._waiting.next_due()
+        if due is not None and due > 0:
+            deadlines.append(due)
         return min(deadlines, default=None)
 
     # -- acquiring ---------------------------------------------------------------------------------------
@@ -254,7 +323,7 @@ class SharePartition:
             r = self._ranges[i]
             if r.first >= fetchable_end:
                 break
-            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms and not _held(r):
                 allowed = remaining if remaining > 0 else soft_end - r.first + 1
                 take = min(allowed, r.size, fetchable_end - r.first)
                 if take < r.size:
@@ -286,7 +355,13 @@ class SharePartition:
             if d < len(pending) and pending[d][0] == self.end_offset:
                 offset, due = pending[d]
                 d += 1
-                self._ranges.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due, True))
+                self._waiting.add(offset, due)
+                if self._ranges and _held(self._ranges[-1]):
+                    self._ranges[-1].last = offset
+                else:
+                    self._ranges.append(
+                        InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, _PER_RECORD, True)
+                    )
                 self._delayed += 1
                 self.end_offset += 1
                 continue
@@ -370,7 +445,8 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> list[ArchivedRange]:
         """Release every acquisition whose lock deadline is ``<= now_ms``; returns what the delivery-count
-        limit archived."""
+        limit archived; records whose deliver-at time has come become acquirable."""
+        self._promote(now_ms)
         archived: list[ArchivedRange] = []
         expired = False
         for r in self._ranges:
@@ -429,15 +505,18 @@ class SharePartition:
     def defer(self, offset: int, deliver_at_ms: int) -> None:
         """A never-delivered AVAILABLE record of the window waits for its delivery time (after a load: the
         persisted state does not keep delivery times, the records' headers do)."""
-        r = self.state_of(offset)
-        if r is None or r.state is not RecordState.AVAILABLE or r.delivery_count != 0 or r.delayed:
+        if not self.start_offset <= offset < self.end_offset:
+            return
+        r = self._ranges[self._index(offset)]
+        if _held(r) or r.state is not RecordState.AVAILABLE or r.delivery_count != 0 or r.delayed:
             return
         i = self._split_at(offset)
         if offset < self._ranges[i].last:
             self._split(i, offset + 1)
         r = self._ranges[i]
-        r.deadline_ms = deliver_at_ms
+        r.deadline_ms = _PER_RECORD
         r.delayed = True
+        self._waiting.add(offset, deliver_at_ms)
         self._delayed += 1
         self._coalesce_all()
 
@@ -449,12 +528,14 @@ class SharePartition:
         if offset >= self.end_offset:
             self._ranges = []
             self._delayed = 0
+            self._waiting.clear(offset)
             self.archiving = 0
             self.start_offset = self.end_offset = offset
             return
         i = self._split_at(offset)
         dropped = self._ranges[:i]
-        self._delayed -= sum(r.size for r in dropped if r.delayed)
+        self._delayed -= sum(r.size for r in dropped if r.delayed and not _held(r))
+        self._delayed -= self._waiting.drop_below(offset)
         self.archiving -= sum(r.size for r in dropped if r.state is RecordState.ARCHIVING)
         del self._ranges[:i]
         self.start_offset = offset
@@ -467,6 +548,7 @@ class SharePartition:
         ARCHIVING loads as ARCHIVING, its dead-letter copies perhaps written)."""
         self._ranges = []
         self._delayed = 0
+        self._waiting.clear(start_offset)
         self.archiving = 0
         self.start_offset = start_offset
         self.end_offset = start_offset
@@ -490,20 +572,95 @@ class SharePartition:
         the never-delivered records that leaves at the end of the window are left out. So acquiring never
         changes what is persisted; acknowledging, releasing and archiving do."""
         out: list[tuple[int, int, int, int]] = []
-        for r in self._ranges:
-            if r.state is RecordState.ACQUIRED:
-                state, count = int(RecordState.AVAILABLE), r.delivery_count - 1
+        for first, last, state, count in self._persisted_runs():
+            if out and out[-1][1] + 1 == first and out[-1][2] == state and out[-1][3] == count:
+                out[-1] = (out[-1][0], last, state, count)
             else:
-                state, count = int(r.state), r.delivery_count
-            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == count:
-                out[-1] = (out[-1][0], r.last, state, count)
-            else:
-                out.append((r.first, r.last, state, count))
+                out.append((first, last, state, count))
         while out and out[-1][2] == RecordState.AVAILABLE and out[-1][3] == 0:
             out.pop()
         return out
 
     # -- internals ---------------------------------------------------------------------------------------
+
+    def _persisted_runs(self) -> Iterator[tuple[int, int, int, int]]:
+        """The ranges as persisted (a waiting record is AVAILABLE, never delivered), not yet merged."""
+        for r in self._ranges:
+            if r.state is RecordState.ACQUIRED:
+                yield r.first, r.last, int(RecordState.AVAILABLE), r.delivery_count - 1
+            elif not _held(r):
+                yield r.first, r.last, int(r.state), r.delivery_count
+            elif r.state is RecordState.AVAILABLE:  # waiting records only
+                yield r.first, r.last, int(RecordState.AVAILABLE), 0
+            else:
+                for first, last, waiting in self._waiting.runs(r.first, r.last):
+                    if waiting:
+                        yield first, last, int(RecordState.AVAILABLE), 0
+                    else:
+                        yield first, last, int(r.state), r.delivery_count
+
+    def _view(self, ranges: Sequence[InFlightRange], due: dict[int, int]) -> list[InFlightRange]:
+        """``ranges`` with their held ranges shown as ranges of settled and waiting records."""
+        out: list[InFlightRange] = []
+
+        def put(r: InFlightRange) -> None:
+            if out and out[-1].same_run(r):
+                out[-1].last = r.last
+            else:
+                out.append(r)
+
+        for r in ranges:
+            if not _held(r):
+                put(
+                    InFlightRange(
+                        r.first,
+                        r.last,
+                        r.state,
+                        r.delivery_count,
+                        r.member_id,
+                        r.deadline_ms,
+                        r.delayed,
+                        r.rejected,
+                    )
+                )
+                continue
+            for first, last, waiting in self._waiting.runs(r.first, r.last):
+                if not waiting:
+                    put(InFlightRange(first, last, r.state, r.delivery_count))
+                    continue
+                for offset in range(first, last + 1):
+                    put(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due[offset], True))
+        return out
+
+    def _promote(self, now_ms: int) -> None:
+        """The records whose deliver-at time is ``<= now_ms`` leave their held ranges: AVAILABLE ranges of
+        their own (still ``delayed`` until acquired, as before they were due)."""
+        due = self._waiting.pop_due(now_ms)
+        if not due:
+            return
+        due.sort()
+        out: list[InFlightRange] = []
+        k = 0
+        for r in self._ranges:
+            while k < len(due) and due[k][0] < r.first:
+                k += 1  # cannot happen: a waiting offset lies in a held range
+            if not _held(r) or k >= len(due) or due[k][0] > r.last:
+                out.append(r)
+                continue
+            pos = r.first
+            while k < len(due) and due[k][0] <= r.last:
+                offset, at = due[k]
+                k += 1
+                if offset > pos:
+                    out.append(
+                        InFlightRange(pos, offset - 1, r.state, r.delivery_count, None, _PER_RECORD, True)
+                    )
+                out.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, at, True))
+                pos = offset + 1
+            if pos <= r.last:
+                out.append(InFlightRange(pos, r.last, r.state, r.delivery_count, None, _PER_RECORD, True))
+        self._ranges = out
+        self._coalesce_all()
 
     def _release(self, r: InFlightRange, now_ms: int) -> bool:
         """An ACQUIRED range goes back: AVAILABLE (after the backoff), or ARCHIVED at the delivery-count
@@ -560,19 +717,27 @@ class SharePartition:
     def _coalesce_all(self) -> None:
         merged: list[InFlightRange] = []
         for r in self._ranges:
-            if merged and merged[-1].same_run(r):
-                merged[-1].last = r.last
-            else:
+            if not (merged and _absorb(merged[-1], r)):
                 merged.append(r)
         self._ranges = merged
 
     def _advance_start(self) -> None:
         drop = 0
         for r in self._ranges:
+            if _held(r):
+                first = self._waiting.first_waiting(r.first, r.last)
+                if first is None:  # settled records only (the waiting ones were due)
+                    drop += 1
+                    continue
+                r.first = first  # the settled records before the first waiting one leave
+                break
             if r.state is RecordState.ACKNOWLEDGED or r.state is RecordState.ARCHIVED:
                 drop += 1
             else:
                 break
         if drop:
             del self._ranges[:drop]
-            self.start_offset = self._ranges[0].first if self._ranges else self.end_offset
+        start = self._ranges[0].first if self._ranges else self.end_offset
+        if start != self.start_offset:
+            self.start_offset = start
+            self._waiting.drop_below(start)  # nothing waits below the start: lets the bitmap shrink
