@@ -114,6 +114,25 @@ class DelayedOffsets:
                 return lo + (bits & -bits).bit_length() - 1
         return None
 
+    def settled_behind(self, first: int, last: int) -> int:
+        """Among ``first..last``: the offsets not waiting after the first waiting one, less one for each
+        run of them (what is not counted of the records settled behind delayed ones)."""
+        start = self.first_waiting(first, last)
+        if start is None:
+            return 0
+        out = 0
+        carry = 0
+        """1 if the offset before the chunk is not waiting."""
+        for lo in range(start, last + 1, _CHUNK * 64):
+            hi = min(lo + _CHUNK * 64 - 1, last)
+            n = hi - lo + 1
+            mask = (1 << n) - 1
+            settled = ~self._window(lo, hi) & mask
+            run_starts = settled & ~((settled << 1) | carry)
+            out += settled.bit_count() - run_starts.bit_count()
+            carry = settled >> (n - 1) & 1
+        return out
+
     def runs(self, first: int, last: int) -> Iterator[tuple[int, int, bool]]:
         """``first..last`` as maximal runs ``(first, last, waiting)``, in offset order."""
         run_first, run_waiting = first, first in self

@@ -11,7 +11,11 @@ Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a p
 
 - Records beyond ``end_offset`` have never been delivered; acquiring them extends the window, never past
   the offset the caller can serve (``fetchable_end``) and never to more than ``max_record_locks`` records in
-  flight (``end_offset - start_offset``, less the records waiting for a deliver-at time, see below).
+  flight (``end_offset - start_offset``, less the records waiting for a deliver-at time, see below; a
+  run of ACKNOWLEDGED or ARCHIVED records of one delivery count held in the window only by waiting records
+  before it counts once: records settled behind delayed ones never fill the limit while those wait, and
+  the persisted state, a batch per run, stays bounded by the limit). Without waiting records, in flight
+  is the whole window, as in Kafka.
 - Each acquisition raises the record's delivery count by one and locks it to one member until
   ``now_ms + lock_ms``; acquisition takes the lowest acquirable offsets first, up to ``max_records``
   (KIP-1206's ``record_limit``), or, given the record batches' last offsets (``batch_optimized``, Kafka's
@@ -245,8 +249,14 @@ class SharePartition:
 
     @property
     def in_flight(self) -> int:
-        """Records counted against ``max_record_locks``."""
-        return self.end_offset - self.start_offset - self._delayed
+        """Records counted against ``max_record_locks`` (a run of records settled behind a waiting one
+        counts once)."""
+        behind = sum(
+            self._waiting.settled_behind(r.first, r.last)
+            for r in self._ranges
+            if _held(r) and r.state is not RecordState.AVAILABLE
+        )
+        return self.end_offset - self.start_offset - self._delayed - behind
 
     def state_of(self, offset: int) -> InFlightRange | None:
         """The range holding ``offset``, None outside the window."""
@@ -344,12 +354,14 @@ class SharePartition:
         pending = [(o, t) for o, t in delays if self.end_offset <= o < fetchable_end and t > now_ms]
         skipped = [(max(f, self.end_offset), last) for f, last in skip if last >= self.end_offset]
         d = k = 0
+        in_flight = self.in_flight
         while self.end_offset < fetchable_end:
             while k < len(skipped) and skipped[k][1] < self.end_offset:
                 k += 1
             if k < len(skipped) and skipped[k][0] <= self.end_offset:
                 last = min(skipped[k][1], fetchable_end - 1)
                 self._ranges.append(InFlightRange(self.end_offset, last, RecordState.ARCHIVED, 0))
+                in_flight += last + 1 - self.end_offset
                 self.end_offset = last + 1
                 continue
             if d < len(pending) and pending[d][0] == self.end_offset:
@@ -369,7 +381,7 @@ class SharePartition:
                 pending[d][0] if d < len(pending) else fetchable_end,
                 skipped[k][0] if k < len(skipped) else fetchable_end,
             )
-            budget = min(remaining, self.max_record_locks - self.in_flight)
+            budget = min(remaining, self.max_record_locks - in_flight)
             new = min(budget if budget > 0 else soft_end - self.end_offset + 1, stop - self.end_offset)
             if new <= 0:
                 break
@@ -378,6 +390,7 @@ class SharePartition:
             )
             self._ranges.append(r)
             self.end_offset += new
+            in_flight += new
             remaining -= new
             taken.append(r)
             if new >= budget:
