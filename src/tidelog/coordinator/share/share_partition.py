@@ -42,16 +42,18 @@ them in *held* ranges (``deadline_ms == _PER_RECORD``) that an acquisition skips
 offsets are the waiting ones and, between them, ACKNOWLEDGED or ARCHIVED records of one delivery count (its
 ``state`` and ``delivery_count``; AVAILABLE when it holds only waiting records), so records settled between
 delayed ones merge into one range too. When its due time passes (at the next call given ``now_ms``), a
-record leaves its held range as a range of its own, AVAILABLE with ``delayed`` set and its due time as
-``deadline_ms``, as it is shown all along: :attr:`SharePartition.ranges`, :meth:`SharePartition.state_of`
-and :meth:`SharePartition.state_batches` show every waiting record as such a range (a view built for the
-call), so held ranges are never seen outside.
+record leaves its held range for a *due* range (``deadline_ms == _DUE``), AVAILABLE with ``delayed`` set
+until acquired, its due time kept aside (so due records next to each other are one range, whatever their
+times); it is shown as a range of its own with its due time as ``deadline_ms``, as all along: :attr:`SharePartition.ranges`, :meth:`SharePartition.state_of`
+and :meth:`SharePartition.state_batches` show every waiting or due record as such a range (a view built for
+the call), so held and due ranges are never seen outside.
 
 Nothing here reads a clock: every operation that depends on time takes ``now_ms``.
 """
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -168,8 +170,17 @@ _PER_RECORD = -(1 << 63)
 _SETTLED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
+_DUE = -(1 << 62)
+"""The ``deadline_ms`` of a due range: delayed records whose time has come (in ``SharePartition._due_at``)."""
+
+
 def _held(r: InFlightRange) -> bool:
     return r.deadline_ms == _PER_RECORD
+
+
+def _compact(r: InFlightRange) -> bool:
+    """A held or due range: its records' times are kept aside, the view shows them one by one."""
+    return r.deadline_ms in (_PER_RECORD, _DUE)
 
 
 def _settled_kind(r: InFlightRange) -> tuple[RecordState, int] | None:
@@ -234,6 +245,10 @@ class SharePartition:
         those due but not acquired yet."""
         self._waiting = DelayedOffsets()
         self._waiting.clear(start_offset)
+        self._due_at: dict[int, int] = {}
+        """offset → deliver-at time of the records in due ranges."""
+        self._due_heap: list[int] = []
+        """``due << 64 | offset`` of those (and of records since acquired or dropped: skipped at the top)."""
         self.archiving = 0
         """Records in ARCHIVING (waiting for their dead-letter copies)."""
 
@@ -243,9 +258,9 @@ class SharePartition:
     def ranges(self) -> Sequence[InFlightRange]:
         """The window's ranges in offset order (read only; a view built for the call when records wait for a
         deliver-at time)."""
-        if not any(_held(r) for r in self._ranges):
+        if not any(_compact(r) for r in self._ranges):
             return self._ranges
-        return self._view(self._ranges, self._waiting.due_times())
+        return self._view(self._ranges, self._waiting.due_times() if self._waiting.live else {})
 
     @property
     def in_flight(self) -> int:
@@ -263,9 +278,9 @@ class SharePartition:
         if not self.start_offset <= offset < self.end_offset:
             return None
         r = self._ranges[self._index(offset)]
-        if not _held(r):
+        if not _compact(r):
             return r
-        view = self._view([r], self._waiting.due_times())
+        view = self._view([r], self._waiting.due_times() if _held(r) else {})
         return view[bisect_right(view, offset, key=lambda v: v.first) - 1]
 
     def acquired(self) -> Iterator[InFlightRange]:
@@ -291,9 +306,9 @@ class SharePartition:
             for r in self._ranges
             if r.state is RecordState.ACQUIRED or (r.state is RecordState.AVAILABLE and r.deadline_ms > 0)
         ]
-        due = self._waiting.next_due()
-        if due is not None and due > 0:
-            deadlines.append(due)
+        deadlines.extend(
+            due for due in (self._waiting.next_due(), self._next_due_at()) if due is not None and due > 0
+        )
         return min(deadlines, default=None)
 
     # -- acquiring ---------------------------------------------------------------------------------------
@@ -341,6 +356,9 @@ class SharePartition:
                     r = self._ranges[i]
                 if r.delayed:
                     self._delayed -= r.size
+                if r.deadline_ms == _DUE:
+                    for offset in range(r.first, r.last + 1):
+                        del self._due_at[offset]
                 r.state = RecordState.ACQUIRED
                 r.delivery_count += 1
                 r.member_id = member_id
@@ -542,12 +560,17 @@ class SharePartition:
             self._ranges = []
             self._delayed = 0
             self._waiting.clear(offset)
+            self._due_at, self._due_heap = {}, []
             self.archiving = 0
             self.start_offset = self.end_offset = offset
             return
         i = self._split_at(offset)
         dropped = self._ranges[:i]
         self._delayed -= sum(r.size for r in dropped if r.delayed and not _held(r))
+        for r in dropped:
+            if r.deadline_ms == _DUE:
+                for o in range(r.first, r.last + 1):
+                    del self._due_at[o]
         self._delayed -= self._waiting.drop_below(offset)
         self.archiving -= sum(r.size for r in dropped if r.state is RecordState.ARCHIVING)
         del self._ranges[:i]
@@ -562,6 +585,7 @@ class SharePartition:
         self._ranges = []
         self._delayed = 0
         self._waiting.clear(start_offset)
+        self._due_at, self._due_heap = {}, []
         self.archiving = 0
         self.start_offset = start_offset
         self.end_offset = start_offset
@@ -623,6 +647,14 @@ class SharePartition:
                 out.append(r)
 
         for r in ranges:
+            if r.deadline_ms == _DUE:
+                for offset in range(r.first, r.last + 1):
+                    put(
+                        InFlightRange(
+                            offset, offset, RecordState.AVAILABLE, 0, None, self._due_at[offset], True
+                        )
+                    )
+                continue
             if not _held(r):
                 put(
                     InFlightRange(
@@ -646,12 +678,15 @@ class SharePartition:
         return out
 
     def _promote(self, now_ms: int) -> None:
-        """The records whose deliver-at time is ``<= now_ms`` leave their held ranges: AVAILABLE ranges of
-        their own (still ``delayed`` until acquired, as before they were due)."""
+        """The records whose deliver-at time is ``<= now_ms`` leave their held ranges for due ranges
+        (AVAILABLE, still ``delayed`` until acquired, as before they were due)."""
         due = self._waiting.pop_due(now_ms)
         if not due:
             return
         due.sort()
+        for offset, at in due:
+            self._due_at[offset] = at
+            heapq.heappush(self._due_heap, (at << 64) | offset)
         out: list[InFlightRange] = []
         k = 0
         for r in self._ranges:
@@ -668,12 +703,22 @@ class SharePartition:
                     out.append(
                         InFlightRange(pos, offset - 1, r.state, r.delivery_count, None, _PER_RECORD, True)
                     )
-                out.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, at, True))
+                out.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, _DUE, True))
                 pos = offset + 1
             if pos <= r.last:
                 out.append(InFlightRange(pos, r.last, r.state, r.delivery_count, None, _PER_RECORD, True))
         self._ranges = out
         self._coalesce_all()
+
+    def _next_due_at(self) -> int | None:
+        """The earliest deliver-at time of a record in a due range, None if none."""
+        heap, mask = self._due_heap, (1 << 64) - 1
+        while heap and self._due_at.get(heap[0] & mask) != heap[0] >> 64:
+            heapq.heappop(heap)
+        if len(heap) > 2 * len(self._due_at) + 1024:
+            self._due_heap = [e for e in heap if self._due_at.get(e & mask) == e >> 64]
+            heapq.heapify(self._due_heap)
+        return heap[0] >> 64 if heap else None
 
     def _release(self, r: InFlightRange, now_ms: int) -> bool:
         """An ACQUIRED range goes back: AVAILABLE (after the backoff), or ARCHIVED at the delivery-count
