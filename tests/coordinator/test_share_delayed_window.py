@@ -109,3 +109,29 @@ def test_waiting_records_survive_a_reload_through_defer_and_leave_with_the_log_s
     assert (loaded.start_offset, loaded.in_flight, loaded.next_deadline()) == (5, 3, 900)
     assert loaded.acquire("n", 10, 10, 899, LOCK_MS) == []
     assert loaded.acquire("n", 10, 10, 900, LOCK_MS) == [AcquiredRange(7, 7, 1)]
+
+
+def test_records_due_at_once_are_acquired_in_offset_order_and_shown_with_their_times() -> None:
+    sp = SharePartition(0, max_record_locks=2000)
+    for base in range(0, 20_000, CHUNK):
+        sp.acquire(
+            "m", CHUNK, base + CHUNK, 0, LOCK_MS, [(o, HOUR_MS + o) for o in range(base, base + CHUNK)]
+        )
+    later = HOUR_MS + 30_000  # every record is due
+    assert sp.next_acquirable(later, 20_000) == 0
+    assert sp.acquire("m", CHUNK, 20_000, later, LOCK_MS) == [AcquiredRange(0, CHUNK - 1, 1)]
+    assert sp.acquire("n", CHUNK, 20_000, later, LOCK_MS) == [AcquiredRange(CHUNK, 2 * CHUNK - 1, 1)]
+    due = sp.state_of(5000)
+    assert due is not None
+    assert (due.first, due.last, due.state, due.deadline_ms, due.delayed) == (
+        5000,
+        5000,
+        RecordState.AVAILABLE,
+        HOUR_MS + 5000,
+        True,
+    )
+    assert (
+        sp.next_deadline() == HOUR_MS + 2 * CHUNK
+    )  # the earliest time of a record still waiting to be taken
+    assert sp.in_flight == 2 * CHUNK
+    assert sp.state_batches() == []
