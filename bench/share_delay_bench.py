@@ -3,7 +3,7 @@
 ``N`` records delayed by an hour (distinct due times) join a share-partition's window in chunks of 1,000
 (one fetch's worth, as ShareFetch admits them), then 1,000 ordinary records; measured: the admission in
 total, one later acquire (the ordinary records) and one ``next_deadline`` (each the mean of a few), and the
-memory the window holds (tracemalloc). Run: ``.venv/bin/python bench/share_delay_bench.py 1000000 [--interleaved] [--memory]``.
+memory the window holds (tracemalloc). Run: ``.venv/bin/python bench/share_delay_bench.py 1000000 [--interleaved] [--memory] [--due]`` (``--due``: the acquires come after every delivery time).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ HOUR_MS = 3_600_000
 CHUNK = 1000
 
 
-def main(n: int, interleaved: bool, memory: bool) -> None:
+def main(n: int, interleaved: bool, memory: bool, due: bool) -> None:
     if memory:
         tracemalloc.start()  # slows the admission: its time is then not comparable
     sp = SharePartition(0, max_record_locks=2000)
@@ -40,10 +40,15 @@ def main(n: int, interleaved: bool, memory: bool) -> None:
     admit = time.perf_counter() - t0
     held = tracemalloc.get_traced_memory()[0] if memory else 0
     tracemalloc.stop()
+    if due:  # the clock passes every delivery time: the first acquire takes the records due
+        now += HOUR_MS + n
+        end = 0
     t0 = time.perf_counter()
     got = sp.acquire("m", CHUNK, end + CHUNK, now, 30_000)
     first = time.perf_counter() - t0
-    if not interleaved:  # interleaved: the acknowledged records behind the delayed ones fill the lock limit
+    if (
+        not interleaved and not due
+    ):  # interleaved: the acknowledged records behind the delayed ones fill the lock limit
         assert [(r.first_offset, r.last_offset) for r in got] == [(end, end + CHUNK - 1)], got
     reps = 5
     t0 = time.perf_counter()
@@ -58,7 +63,7 @@ def main(n: int, interleaved: bool, memory: bool) -> None:
     batches = sp.state_batches()
     persist = time.perf_counter() - t0
     print(
-        f"{'interleaved ' if interleaved else ''}delayed={n}: admission {admit:.2f} s, acquire {first * 1000:.2f} ms"
+        f"{'interleaved ' if interleaved else ''}{'all due ' if due else ''}delayed={n}: admission {admit:.2f} s, acquire {first * 1000:.2f} ms"
         f" (then {acquire * 1000:.2f} ms), next_deadline {deadline * 1000:.2f} ms, state_batches {persist * 1000:.1f} ms"
         f" ({len(batches)} batches), {len(sp._ranges)} ranges"
         + (f", window memory {held / 2**20:.0f} MiB ({held / n:.0f} B/delayed record)" if memory else "")
@@ -67,4 +72,5 @@ def main(n: int, interleaved: bool, memory: bool) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(int(args[0]) if args else 100_000, "--interleaved" in sys.argv, "--memory" in sys.argv)
+    flags = set(sys.argv)
+    main(int(args[0]) if args else 100_000, "--interleaved" in flags, "--memory" in flags, "--due" in flags)
