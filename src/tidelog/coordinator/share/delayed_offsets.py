@@ -32,6 +32,8 @@ class DelayedOffsets:
         """The offset of bit 0 (a multiple of 8)."""
         self._floor = 0
         self._heap: list[int] = []
+        self._max_due = -(1 << 63)
+        """No offset waits for a later time."""
         self.live = 0
         """Offsets waiting."""
 
@@ -40,6 +42,7 @@ class DelayedOffsets:
         self._base = floor - floor % 8
         self._floor = floor
         self._heap = []
+        self._max_due = -(1 << 63)
         self.live = 0
 
     def add(self, offset: int, due_ms: int) -> None:
@@ -50,6 +53,7 @@ class DelayedOffsets:
             self._bits.extend(bytes(byte + 1 - len(self._bits) + (len(self._bits) >> 3)))
         self._bits[byte] |= 1 << (i & 7)
         heapq.heappush(self._heap, (due_ms << 64) | offset)
+        self._max_due = max(self._max_due, due_ms)
         self.live += 1
 
     def __contains__(self, offset: int) -> bool:
@@ -64,17 +68,25 @@ class DelayedOffsets:
         self._bits[i >> 3] &= ~(1 << (i & 7)) & 0xFF
         self.live -= 1
 
-    def pop_due(self, now_ms: int) -> list[tuple[int, int]]:
-        """The ``(offset, due_ms)`` due at ``now_ms`` (no longer waiting), in no particular order."""
-        out: list[tuple[int, int]] = []
+    def pop_due(self, now_ms: int) -> list[int]:
+        """The entries ``due_ms << 64 | offset`` due at ``now_ms`` (no longer waiting), in no particular
+        order (ascending unless every waiting offset is due)."""
         heap = self._heap
         limit = (now_ms + 1) << 64
+        if not heap or heap[0] >= limit:
+            return []
+        if self._max_due <= now_ms:  # all of them: no heap pops (a million records due at once)
+            floor = self._floor
+            out = [e for e in heap if e & _MASK >= floor]
+            self.clear(self._floor)
+            return out
+        out = []
         while heap and heap[0] < limit:
             entry = heapq.heappop(heap)
             offset = entry & _MASK
             if offset in self:
                 self._discard(offset)
-                out.append((offset, entry >> 64))
+                out.append(entry)
         return out
 
     def next_due(self) -> int | None:

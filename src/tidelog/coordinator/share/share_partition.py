@@ -171,7 +171,10 @@ _SETTLED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
 _DUE = -(1 << 62)
-"""The ``deadline_ms`` of a due range: delayed records whose time has come (in ``SharePartition._due_at``)."""
+"""The ``deadline_ms`` of a due range: delayed records whose time has come (in ``SharePartition._due_heap``)."""
+
+
+_OFFSET_MASK = (1 << 64) - 1
 
 
 def _held(r: InFlightRange) -> bool:
@@ -245,8 +248,8 @@ class SharePartition:
         those due but not acquired yet."""
         self._waiting = DelayedOffsets()
         self._waiting.clear(start_offset)
-        self._due_at: dict[int, int] = {}
-        """offset → deliver-at time of the records in due ranges."""
+        self._due_count = 0
+        """Records in due ranges."""
         self._due_heap: list[int] = []
         """``due << 64 | offset`` of those (and of records since acquired or dropped: skipped at the top)."""
         self.archiving = 0
@@ -260,7 +263,7 @@ class SharePartition:
         deliver-at time)."""
         if not any(_compact(r) for r in self._ranges):
             return self._ranges
-        return self._view(self._ranges, self._waiting.due_times() if self._waiting.live else {})
+        return self._view(self._ranges, self._times())
 
     @property
     def in_flight(self) -> int:
@@ -280,7 +283,7 @@ class SharePartition:
         r = self._ranges[self._index(offset)]
         if not _compact(r):
             return r
-        view = self._view([r], self._waiting.due_times() if _held(r) else {})
+        view = self._view([r], self._times())
         return view[bisect_right(view, offset, key=lambda v: v.first) - 1]
 
     def acquired(self) -> Iterator[InFlightRange]:
@@ -357,8 +360,7 @@ class SharePartition:
                 if r.delayed:
                     self._delayed -= r.size
                 if r.deadline_ms == _DUE:
-                    for offset in range(r.first, r.last + 1):
-                        del self._due_at[offset]
+                    self._due_count -= r.size
                 r.state = RecordState.ACQUIRED
                 r.delivery_count += 1
                 r.member_id = member_id
@@ -560,17 +562,14 @@ class SharePartition:
             self._ranges = []
             self._delayed = 0
             self._waiting.clear(offset)
-            self._due_at, self._due_heap = {}, []
+            self._due_count, self._due_heap = 0, []
             self.archiving = 0
             self.start_offset = self.end_offset = offset
             return
         i = self._split_at(offset)
         dropped = self._ranges[:i]
         self._delayed -= sum(r.size for r in dropped if r.delayed and not _held(r))
-        for r in dropped:
-            if r.deadline_ms == _DUE:
-                for o in range(r.first, r.last + 1):
-                    del self._due_at[o]
+        self._due_count -= sum(r.size for r in dropped if r.deadline_ms == _DUE)
         self._delayed -= self._waiting.drop_below(offset)
         self.archiving -= sum(r.size for r in dropped if r.state is RecordState.ARCHIVING)
         del self._ranges[:i]
@@ -585,7 +584,7 @@ class SharePartition:
         self._ranges = []
         self._delayed = 0
         self._waiting.clear(start_offset)
-        self._due_at, self._due_heap = {}, []
+        self._due_count, self._due_heap = 0, []
         self.archiving = 0
         self.start_offset = start_offset
         self.end_offset = start_offset
@@ -649,11 +648,7 @@ class SharePartition:
         for r in ranges:
             if r.deadline_ms == _DUE:
                 for offset in range(r.first, r.last + 1):
-                    put(
-                        InFlightRange(
-                            offset, offset, RecordState.AVAILABLE, 0, None, self._due_at[offset], True
-                        )
-                    )
+                    put(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due[offset], True))
                 continue
             if not _held(r):
                 put(
@@ -677,34 +672,58 @@ class SharePartition:
                     put(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due[offset], True))
         return out
 
+    def _times(self) -> dict[int, int]:
+        """offset → deliver-at time of the waiting and due records (a scan: for views)."""
+        times = self._waiting.due_times() if self._waiting.live else {}
+        times.update((e & _OFFSET_MASK, e >> 64) for e in self._due_heap)  # stale entries: never looked up
+        return times
+
+    def _is_due(self, offset: int) -> bool:
+        return (
+            self.start_offset <= offset < self.end_offset
+            and self._ranges[self._index(offset)].deadline_ms == _DUE
+        )
+
     def _promote(self, now_ms: int) -> None:
         """The records whose deliver-at time is ``<= now_ms`` leave their held ranges for due ranges
         (AVAILABLE, still ``delayed`` until acquired, as before they were due)."""
-        due = self._waiting.pop_due(now_ms)
-        if not due:
+        entries = self._waiting.pop_due(now_ms)
+        if not entries:
             return
-        due.sort()
-        for offset, at in due:
-            self._due_at[offset] = at
-            heapq.heappush(self._due_heap, (at << 64) | offset)
+        if self._due_heap and len(entries) < len(self._due_heap) // 8:
+            for e in entries:
+                heapq.heappush(self._due_heap, e)
+        else:
+            self._due_heap.extend(entries)
+            heapq.heapify(self._due_heap)
+        self._due_count += len(entries)
+        due = sorted(e & _OFFSET_MASK for e in entries)
         out: list[InFlightRange] = []
         k = 0
         for r in self._ranges:
-            while k < len(due) and due[k][0] < r.first:
+            while k < len(due) and due[k] < r.first:
                 k += 1  # cannot happen: a waiting offset lies in a held range
-            if not _held(r) or k >= len(due) or due[k][0] > r.last:
+            if not _held(r) or k >= len(due) or due[k] > r.last:
                 out.append(r)
                 continue
+            inside = bisect_right(due, r.last, lo=k) - k
+            if inside == r.size:  # every record of the range is due
+                out.append(InFlightRange(r.first, r.last, RecordState.AVAILABLE, 0, None, _DUE, True))
+                k += inside
+                continue
             pos = r.first
-            while k < len(due) and due[k][0] <= r.last:
-                offset, at = due[k]
+            while k < len(due) and due[k] <= r.last:
+                first = last = due[k]
                 k += 1
-                if offset > pos:
+                while k < len(due) and due[k] == last + 1 and last < r.last:
+                    last = due[k]
+                    k += 1
+                if first > pos:
                     out.append(
-                        InFlightRange(pos, offset - 1, r.state, r.delivery_count, None, _PER_RECORD, True)
+                        InFlightRange(pos, first - 1, r.state, r.delivery_count, None, _PER_RECORD, True)
                     )
-                out.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, _DUE, True))
-                pos = offset + 1
+                out.append(InFlightRange(first, last, RecordState.AVAILABLE, 0, None, _DUE, True))
+                pos = last + 1
             if pos <= r.last:
                 out.append(InFlightRange(pos, r.last, r.state, r.delivery_count, None, _PER_RECORD, True))
         self._ranges = out
@@ -712,12 +731,12 @@ class SharePartition:
 
     def _next_due_at(self) -> int | None:
         """The earliest deliver-at time of a record in a due range, None if none."""
-        heap, mask = self._due_heap, (1 << 64) - 1
-        while heap and self._due_at.get(heap[0] & mask) != heap[0] >> 64:
+        heap = self._due_heap
+        while heap and not self._is_due(heap[0] & _OFFSET_MASK):
             heapq.heappop(heap)
-        if len(heap) > 2 * len(self._due_at) + 1024:
-            self._due_heap = [e for e in heap if self._due_at.get(e & mask) == e >> 64]
-            heapq.heapify(self._due_heap)
+        if len(heap) > 2 * self._due_count + 1024:
+            self._due_heap = heap = [e for e in heap if self._is_due(e & _OFFSET_MASK)]
+            heapq.heapify(heap)
         return heap[0] >> 64 if heap else None
 
     def _release(self, r: InFlightRange, now_ms: int) -> bool:
