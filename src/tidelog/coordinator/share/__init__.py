@@ -6,6 +6,8 @@
   partition of its topics).
 - :mod:`.config`: the settings a share group runs with (its group configs over the broker's defaults).
 - :mod:`.delivery_time`: tidelog's delayed delivery headers.
+- :mod:`.delayed_offsets`: the records of a window waiting for their delivery time (a bit and a heap entry
+  each).
 - :mod:`.dead_letter`: KIP-1191's dead-letter copies (records, context headers, partition, crash recovery).
 - :mod:`.state_coordinator`: the share coordinator over ``__share_group_state`` (ShareSnapshot records).
 

@@ -11,7 +11,11 @@ Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a p
 
 - Records beyond ``end_offset`` have never been delivered; acquiring them extends the window, never past
   the offset the caller can serve (``fetchable_end``) and never to more than ``max_record_locks`` records in
-  flight (``end_offset - start_offset``, less the records waiting for a deliver-at time, see below).
+  flight (``end_offset - start_offset``, less the records waiting for a deliver-at time, see below; a
+  run of ACKNOWLEDGED or ARCHIVED records of one delivery count held in the window only by waiting records
+  before it counts once: records settled behind delayed ones never fill the limit while those wait, and
+  the persisted state, a batch per run, stays bounded by the limit). Without waiting records, in flight
+  is the whole window, as in Kafka.
 - Each acquisition raises the record's delivery count by one and locks it to one member until
   ``now_ms + lock_ms``; acquisition takes the lowest acquirable offsets first, up to ``max_records``
   (KIP-1206's ``record_limit``), or, given the record batches' last offsets (``batch_optimized``, Kafka's
@@ -32,17 +36,32 @@ Invariants (checked by ``tests/coordinator/test_share_partition.py`` against a p
   neither counts against ``max_record_locks`` nor holds back the acquisition of records after it.
 - Whenever the window starts with ACKNOWLEDGED or ARCHIVED records, ``start_offset`` moves past them.
 
+Records waiting for a deliver-at time are not ranges of their own (a million of them would make every fetch
+scan a million ranges): each is a bit and a heap entry in :class:`.DelayedOffsets`, and the window holds
+them in *held* ranges (``deadline_ms == _PER_RECORD``) that an acquisition skips whole. A held range's
+offsets are the waiting ones and, between them, ACKNOWLEDGED or ARCHIVED records of one delivery count (its
+``state`` and ``delivery_count``; AVAILABLE when it holds only waiting records), so records settled between
+delayed ones merge into one range too. When its due time passes (at the next call given ``now_ms``), a
+record leaves its held range for a *due* range (``deadline_ms == _DUE``), AVAILABLE with ``delayed`` set
+until acquired, its due time kept aside (so due records next to each other are one range, whatever their
+times); it is shown as a range of its own with its due time as ``deadline_ms``, as all along: :attr:`SharePartition.ranges`, :meth:`SharePartition.state_of`
+and :meth:`SharePartition.state_batches` show every waiting or due record as such a range (a view built for
+the call), so held and due ranges are never seen outside.
+
 Nothing here reads a clock: every operation that depends on time takes ``now_ms``.
 """
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from tidelog.protocol.errors import ErrorCode
+
+from .delayed_offsets import DelayedOffsets
 
 __all__ = [
     "AcknowledgeType",
@@ -145,6 +164,60 @@ def _no_backoff(_delivery_count: int) -> int:
     return 0
 
 
+_PER_RECORD = -(1 << 63)
+"""The ``deadline_ms`` of a held range: its records' due times are in the :class:`.DelayedOffsets`."""
+
+_SETTLED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+_DUE = -(1 << 62)
+"""The ``deadline_ms`` of a due range: delayed records whose time has come (in ``SharePartition._due_heap``)."""
+
+
+_OFFSET_MASK = (1 << 64) - 1
+
+
+def _held(r: InFlightRange) -> bool:
+    return r.deadline_ms == _PER_RECORD
+
+
+def _compact(r: InFlightRange) -> bool:
+    """A held or due range: its records' times are kept aside, the view shows them one by one."""
+    return r.deadline_ms in (_PER_RECORD, _DUE)
+
+
+def _settled_kind(r: InFlightRange) -> tuple[RecordState, int] | None:
+    """What a held range may absorb ``r`` as (or ``r`` absorb a held range as): ``(state, delivery_count)``
+    of its settled records; ``(AVAILABLE, 0)`` for a held range of waiting records only (absorbs any
+    settled kind); None if ``r`` cannot join a held range."""
+    if _held(r):
+        return r.state, r.delivery_count
+    if r.state in _SETTLED and r.member_id is None and r.rejected is None:
+        return r.state, r.delivery_count
+    return None
+
+
+def _absorb(a: InFlightRange, b: InFlightRange) -> bool:
+    """Merge ``b`` (next to it) into ``a`` if they are one run; returns whether it did."""
+    if a.same_run(b):
+        a.last = b.last
+        return True
+    if not (_held(a) or _held(b)):
+        return False
+    ka, kb = _settled_kind(a), _settled_kind(b)
+    if ka is None or kb is None:
+        return False
+    waiting_only = (RecordState.AVAILABLE, 0)
+    if ka != kb and waiting_only not in (ka, kb):
+        return False
+    kind = kb if ka == waiting_only else ka
+    a.last = b.last
+    a.state, a.delivery_count = kind
+    a.deadline_ms = _PER_RECORD
+    a.delayed = True
+    return True
+
+
 def _batch_end(batch_ends: Sequence[int], offset: int) -> int:
     """The last offset of the batch holding ``offset`` (``offset`` itself when no batch is known)."""
     i = bisect_left(batch_ends, offset)
@@ -171,7 +244,14 @@ class SharePartition:
         """The group names a dead-letter topic: REJECT and the delivery-count limit lead to ARCHIVING."""
         self._ranges: list[InFlightRange] = []
         self._delayed = 0
-        """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count)."""
+        """Records AVAILABLE with ``delayed`` set (kept out of the record-lock count): the waiting ones and
+        those due but not acquired yet."""
+        self._waiting = DelayedOffsets()
+        self._waiting.clear(start_offset)
+        self._due_count = 0
+        """Records in due ranges."""
+        self._due_heap: list[int] = []
+        """``due << 64 | offset`` of those (and of records since acquired or dropped: skipped at the top)."""
         self.archiving = 0
         """Records in ARCHIVING (waiting for their dead-letter copies)."""
 
@@ -179,19 +259,32 @@ class SharePartition:
 
     @property
     def ranges(self) -> Sequence[InFlightRange]:
-        """The window's ranges in offset order (read only)."""
-        return self._ranges
+        """The window's ranges in offset order (read only; a view built for the call when records wait for a
+        deliver-at time)."""
+        if not any(_compact(r) for r in self._ranges):
+            return self._ranges
+        return self._view(self._ranges, self._times())
 
     @property
     def in_flight(self) -> int:
-        """Records counted against ``max_record_locks``."""
-        return self.end_offset - self.start_offset - self._delayed
+        """Records counted against ``max_record_locks`` (a run of records settled behind a waiting one
+        counts once)."""
+        behind = sum(
+            self._waiting.settled_behind(r.first, r.last)
+            for r in self._ranges
+            if _held(r) and r.state is not RecordState.AVAILABLE
+        )
+        return self.end_offset - self.start_offset - self._delayed - behind
 
     def state_of(self, offset: int) -> InFlightRange | None:
         """The range holding ``offset``, None outside the window."""
         if not self.start_offset <= offset < self.end_offset:
             return None
-        return self._ranges[self._index(offset)]
+        r = self._ranges[self._index(offset)]
+        if not _compact(r):
+            return r
+        view = self._view([r], self._times())
+        return view[bisect_right(view, offset, key=lambda v: v.first) - 1]
 
     def acquired(self) -> Iterator[InFlightRange]:
         """The ACQUIRED ranges (XPENDING's view)."""
@@ -199,10 +292,11 @@ class SharePartition:
 
     def next_acquirable(self, now_ms: int, fetchable_end: int) -> int | None:
         """The lowest offset an acquisition at ``now_ms`` would take, None if there is none."""
+        self._promote(now_ms)
         for r in self._ranges:
             if r.first >= fetchable_end:
                 return None
-            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms and not _held(r):
                 return r.first
         if self.end_offset < fetchable_end and self.in_flight < self.max_record_locks:
             return self.end_offset
@@ -215,6 +309,9 @@ class SharePartition:
             for r in self._ranges
             if r.state is RecordState.ACQUIRED or (r.state is RecordState.AVAILABLE and r.deadline_ms > 0)
         ]
+        deadlines.extend(
+            due for due in (self._waiting.next_due(), self._next_due_at()) if due is not None and due > 0
+        )
         return min(deadlines, default=None)
 
     # -- acquiring ---------------------------------------------------------------------------------------
@@ -254,7 +351,7 @@ class SharePartition:
             r = self._ranges[i]
             if r.first >= fetchable_end:
                 break
-            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms:
+            if r.state is RecordState.AVAILABLE and r.deadline_ms <= now_ms and not _held(r):
                 allowed = remaining if remaining > 0 else soft_end - r.first + 1
                 take = min(allowed, r.size, fetchable_end - r.first)
                 if take < r.size:
@@ -262,6 +359,8 @@ class SharePartition:
                     r = self._ranges[i]
                 if r.delayed:
                     self._delayed -= r.size
+                if r.deadline_ms == _DUE:
+                    self._due_count -= r.size
                 r.state = RecordState.ACQUIRED
                 r.delivery_count += 1
                 r.member_id = member_id
@@ -275,18 +374,26 @@ class SharePartition:
         pending = [(o, t) for o, t in delays if self.end_offset <= o < fetchable_end and t > now_ms]
         skipped = [(max(f, self.end_offset), last) for f, last in skip if last >= self.end_offset]
         d = k = 0
+        in_flight = self.in_flight
         while self.end_offset < fetchable_end:
             while k < len(skipped) and skipped[k][1] < self.end_offset:
                 k += 1
             if k < len(skipped) and skipped[k][0] <= self.end_offset:
                 last = min(skipped[k][1], fetchable_end - 1)
                 self._ranges.append(InFlightRange(self.end_offset, last, RecordState.ARCHIVED, 0))
+                in_flight += last + 1 - self.end_offset
                 self.end_offset = last + 1
                 continue
             if d < len(pending) and pending[d][0] == self.end_offset:
                 offset, due = pending[d]
                 d += 1
-                self._ranges.append(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due, True))
+                self._waiting.add(offset, due)
+                if self._ranges and _held(self._ranges[-1]):
+                    self._ranges[-1].last = offset
+                else:
+                    self._ranges.append(
+                        InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, _PER_RECORD, True)
+                    )
                 self._delayed += 1
                 self.end_offset += 1
                 continue
@@ -294,7 +401,7 @@ class SharePartition:
                 pending[d][0] if d < len(pending) else fetchable_end,
                 skipped[k][0] if k < len(skipped) else fetchable_end,
             )
-            budget = min(remaining, self.max_record_locks - self.in_flight)
+            budget = min(remaining, self.max_record_locks - in_flight)
             new = min(budget if budget > 0 else soft_end - self.end_offset + 1, stop - self.end_offset)
             if new <= 0:
                 break
@@ -303,6 +410,7 @@ class SharePartition:
             )
             self._ranges.append(r)
             self.end_offset += new
+            in_flight += new
             remaining -= new
             taken.append(r)
             if new >= budget:
@@ -370,7 +478,8 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> list[ArchivedRange]:
         """Release every acquisition whose lock deadline is ``<= now_ms``; returns what the delivery-count
-        limit archived."""
+        limit archived; records whose deliver-at time has come become acquirable."""
+        self._promote(now_ms)
         archived: list[ArchivedRange] = []
         expired = False
         for r in self._ranges:
@@ -429,15 +538,18 @@ class SharePartition:
     def defer(self, offset: int, deliver_at_ms: int) -> None:
         """A never-delivered AVAILABLE record of the window waits for its delivery time (after a load: the
         persisted state does not keep delivery times, the records' headers do)."""
-        r = self.state_of(offset)
-        if r is None or r.state is not RecordState.AVAILABLE or r.delivery_count != 0 or r.delayed:
+        if not self.start_offset <= offset < self.end_offset:
+            return
+        r = self._ranges[self._index(offset)]
+        if _held(r) or r.state is not RecordState.AVAILABLE or r.delivery_count != 0 or r.delayed:
             return
         i = self._split_at(offset)
         if offset < self._ranges[i].last:
             self._split(i, offset + 1)
         r = self._ranges[i]
-        r.deadline_ms = deliver_at_ms
+        r.deadline_ms = _PER_RECORD
         r.delayed = True
+        self._waiting.add(offset, deliver_at_ms)
         self._delayed += 1
         self._coalesce_all()
 
@@ -449,12 +561,16 @@ class SharePartition:
         if offset >= self.end_offset:
             self._ranges = []
             self._delayed = 0
+            self._waiting.clear(offset)
+            self._due_count, self._due_heap = 0, []
             self.archiving = 0
             self.start_offset = self.end_offset = offset
             return
         i = self._split_at(offset)
         dropped = self._ranges[:i]
-        self._delayed -= sum(r.size for r in dropped if r.delayed)
+        self._delayed -= sum(r.size for r in dropped if r.delayed and not _held(r))
+        self._due_count -= sum(r.size for r in dropped if r.deadline_ms == _DUE)
+        self._delayed -= self._waiting.drop_below(offset)
         self.archiving -= sum(r.size for r in dropped if r.state is RecordState.ARCHIVING)
         del self._ranges[:i]
         self.start_offset = offset
@@ -467,6 +583,8 @@ class SharePartition:
         ARCHIVING loads as ARCHIVING, its dead-letter copies perhaps written)."""
         self._ranges = []
         self._delayed = 0
+        self._waiting.clear(start_offset)
+        self._due_count, self._due_heap = 0, []
         self.archiving = 0
         self.start_offset = start_offset
         self.end_offset = start_offset
@@ -490,20 +608,136 @@ class SharePartition:
         the never-delivered records that leaves at the end of the window are left out. So acquiring never
         changes what is persisted; acknowledging, releasing and archiving do."""
         out: list[tuple[int, int, int, int]] = []
-        for r in self._ranges:
-            if r.state is RecordState.ACQUIRED:
-                state, count = int(RecordState.AVAILABLE), r.delivery_count - 1
+        for first, last, state, count in self._persisted_runs():
+            if out and out[-1][1] + 1 == first and out[-1][2] == state and out[-1][3] == count:
+                out[-1] = (out[-1][0], last, state, count)
             else:
-                state, count = int(r.state), r.delivery_count
-            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == count:
-                out[-1] = (out[-1][0], r.last, state, count)
-            else:
-                out.append((r.first, r.last, state, count))
+                out.append((first, last, state, count))
         while out and out[-1][2] == RecordState.AVAILABLE and out[-1][3] == 0:
             out.pop()
         return out
 
     # -- internals ---------------------------------------------------------------------------------------
+
+    def _persisted_runs(self) -> Iterator[tuple[int, int, int, int]]:
+        """The ranges as persisted (a waiting record is AVAILABLE, never delivered), not yet merged."""
+        for r in self._ranges:
+            if r.state is RecordState.ACQUIRED:
+                yield r.first, r.last, int(RecordState.AVAILABLE), r.delivery_count - 1
+            elif not _held(r):
+                yield r.first, r.last, int(r.state), r.delivery_count
+            elif r.state is RecordState.AVAILABLE:  # waiting records only
+                yield r.first, r.last, int(RecordState.AVAILABLE), 0
+            else:
+                for first, last, waiting in self._waiting.runs(r.first, r.last):
+                    if waiting:
+                        yield first, last, int(RecordState.AVAILABLE), 0
+                    else:
+                        yield first, last, int(r.state), r.delivery_count
+
+    def _view(self, ranges: Sequence[InFlightRange], due: dict[int, int]) -> list[InFlightRange]:
+        """``ranges`` with their held ranges shown as ranges of settled and waiting records."""
+        out: list[InFlightRange] = []
+
+        def put(r: InFlightRange) -> None:
+            if out and out[-1].same_run(r):
+                out[-1].last = r.last
+            else:
+                out.append(r)
+
+        for r in ranges:
+            if r.deadline_ms == _DUE:
+                for offset in range(r.first, r.last + 1):
+                    put(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due[offset], True))
+                continue
+            if not _held(r):
+                put(
+                    InFlightRange(
+                        r.first,
+                        r.last,
+                        r.state,
+                        r.delivery_count,
+                        r.member_id,
+                        r.deadline_ms,
+                        r.delayed,
+                        r.rejected,
+                    )
+                )
+                continue
+            for first, last, waiting in self._waiting.runs(r.first, r.last):
+                if not waiting:
+                    put(InFlightRange(first, last, r.state, r.delivery_count))
+                    continue
+                for offset in range(first, last + 1):
+                    put(InFlightRange(offset, offset, RecordState.AVAILABLE, 0, None, due[offset], True))
+        return out
+
+    def _times(self) -> dict[int, int]:
+        """offset → deliver-at time of the waiting and due records (a scan: for views)."""
+        times = self._waiting.due_times() if self._waiting.live else {}
+        times.update((e & _OFFSET_MASK, e >> 64) for e in self._due_heap)  # stale entries: never looked up
+        return times
+
+    def _is_due(self, offset: int) -> bool:
+        return (
+            self.start_offset <= offset < self.end_offset
+            and self._ranges[self._index(offset)].deadline_ms == _DUE
+        )
+
+    def _promote(self, now_ms: int) -> None:
+        """The records whose deliver-at time is ``<= now_ms`` leave their held ranges for due ranges
+        (AVAILABLE, still ``delayed`` until acquired, as before they were due)."""
+        entries = self._waiting.pop_due(now_ms)
+        if not entries:
+            return
+        if self._due_heap and len(entries) < len(self._due_heap) // 8:
+            for e in entries:
+                heapq.heappush(self._due_heap, e)
+        else:
+            self._due_heap.extend(entries)
+            heapq.heapify(self._due_heap)
+        self._due_count += len(entries)
+        due = sorted(e & _OFFSET_MASK for e in entries)
+        out: list[InFlightRange] = []
+        k = 0
+        for r in self._ranges:
+            while k < len(due) and due[k] < r.first:
+                k += 1  # cannot happen: a waiting offset lies in a held range
+            if not _held(r) or k >= len(due) or due[k] > r.last:
+                out.append(r)
+                continue
+            inside = bisect_right(due, r.last, lo=k) - k
+            if inside == r.size:  # every record of the range is due
+                out.append(InFlightRange(r.first, r.last, RecordState.AVAILABLE, 0, None, _DUE, True))
+                k += inside
+                continue
+            pos = r.first
+            while k < len(due) and due[k] <= r.last:
+                first = last = due[k]
+                k += 1
+                while k < len(due) and due[k] == last + 1 and last < r.last:
+                    last = due[k]
+                    k += 1
+                if first > pos:
+                    out.append(
+                        InFlightRange(pos, first - 1, r.state, r.delivery_count, None, _PER_RECORD, True)
+                    )
+                out.append(InFlightRange(first, last, RecordState.AVAILABLE, 0, None, _DUE, True))
+                pos = last + 1
+            if pos <= r.last:
+                out.append(InFlightRange(pos, r.last, r.state, r.delivery_count, None, _PER_RECORD, True))
+        self._ranges = out
+        self._coalesce_all()
+
+    def _next_due_at(self) -> int | None:
+        """The earliest deliver-at time of a record in a due range, None if none."""
+        heap = self._due_heap
+        while heap and not self._is_due(heap[0] & _OFFSET_MASK):
+            heapq.heappop(heap)
+        if len(heap) > 2 * self._due_count + 1024:
+            self._due_heap = heap = [e for e in heap if self._is_due(e & _OFFSET_MASK)]
+            heapq.heapify(heap)
+        return heap[0] >> 64 if heap else None
 
     def _release(self, r: InFlightRange, now_ms: int) -> bool:
         """An ACQUIRED range goes back: AVAILABLE (after the backoff), or ARCHIVED at the delivery-count
@@ -560,19 +794,27 @@ class SharePartition:
     def _coalesce_all(self) -> None:
         merged: list[InFlightRange] = []
         for r in self._ranges:
-            if merged and merged[-1].same_run(r):
-                merged[-1].last = r.last
-            else:
+            if not (merged and _absorb(merged[-1], r)):
                 merged.append(r)
         self._ranges = merged
 
     def _advance_start(self) -> None:
         drop = 0
         for r in self._ranges:
+            if _held(r):
+                first = self._waiting.first_waiting(r.first, r.last)
+                if first is None:  # settled records only (the waiting ones were due)
+                    drop += 1
+                    continue
+                r.first = first  # the settled records before the first waiting one leave
+                break
             if r.state is RecordState.ACKNOWLEDGED or r.state is RecordState.ARCHIVED:
                 drop += 1
             else:
                 break
         if drop:
             del self._ranges[:drop]
-            self.start_offset = self._ranges[0].first if self._ranges else self.end_offset
+        start = self._ranges[0].first if self._ranges else self.end_offset
+        if start != self.start_offset:
+            self.start_offset = start
+            self._waiting.drop_below(start)  # nothing waits below the start: lets the bitmap shrink
