@@ -68,13 +68,7 @@ class TidelogDataSource(DataSource):
         self._check_schema(schema)
         options = parse_reader_options(self.options, streaming=True)
         _warn(options.warnings)
-        if options.max_offsets_per_trigger is None:
-            log.warning(
-                "the streaming read of %s has no maxOffsetsPerTrigger: its first micro-batch reads every "
-                "offset available (the whole backlog at once); set maxOffsetsPerTrigger to bound it",
-                options.subscription,
-            )
-        return StreamReader(options)
+        return StreamReader(options)  # it warns once per query run when maxOffsetsPerTrigger is unset
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         if overwrite:
