@@ -7,7 +7,8 @@ Invariants:
   time with an :class:`~tidelog.spark.options.OptionError` naming it.
 - The schema is fixed (Spark's Kafka source row); a user-given schema is refused.
 - ``deliveryGuarantee=exactly-once`` (streaming writes only) is checked at plan time: the broker must hand
-  out a transactional producer id, else :class:`~tidelog.spark.exactly_once.ExactlyOnceUnavailableError`.
+  out a transactional producer id, else :class:`~tidelog.spark.exactly_once.ExactlyOnceUnavailableError`;
+  open transactions a killed run of the query left are fenced then (:mod:`tidelog.spark.fencing`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tidelog.spark.fencing import checkpoint_query_id, fence_leftovers
 from tidelog.spark.options import OptionError, parse_reader_options, parse_writer_options
 from tidelog.spark.reader import BatchReader, StreamReader
 from tidelog.spark.schema import arrow_schema, ddl
@@ -90,5 +92,10 @@ class TidelogDataSource(DataSource):
         if options.exactly_once:
             probe_transactions(options)
             ensure_progress_topic(options)
-            return TransactionalStreamWriter(options)
+            # Spark builds the writer when the query (re)starts and again for each commit / abort, always
+            # with no task of the query writing: transactions a killed run left open are fenced here.
+            query_id = checkpoint_query_id(options.checkpoint_location)
+            if query_id is not None:
+                fence_leftovers(options, query_id)
+            return TransactionalStreamWriter(options, fenced_query=query_id)
         return StreamWriter(options)

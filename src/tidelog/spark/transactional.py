@@ -9,6 +9,8 @@ The design and its limits are in :mod:`tidelog.spark.exactly_once`. Invariants o
 - Rows and the progress mark ``b + 1`` commit in one transaction; any failure before the commit aborts
   the transaction and fails the task (Spark retries it; the retry writes everything again, once).
 - A task whose mark already says ``> b`` writes nothing and reports ``skipped``.
+- ``commit`` and ``abort`` fence the query's leftover open transactions (:mod:`tidelog.spark.fencing`)
+  unless building the writer already did.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
+from tidelog.spark.fencing import fence_leftovers, query_of, transactional_id
 from tidelog.spark.options import WriterOptions
 from tidelog.spark.writer import ProducerWriteError, failure_collector, produce_rows
 
@@ -126,12 +129,13 @@ def _group_metadata(options: WriterOptions, group: str) -> object:
 class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("tidelog").option("deliveryGuarantee", "exactly-once")``."""
 
-    def __init__(self, options: WriterOptions) -> None:
+    def __init__(self, options: WriterOptions, fenced_query: str | None = None) -> None:
         self.options = options
+        self.fenced_query = fenced_query  # the query whose leftover transactions were fenced building this
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommit:
         query_id, batch_id, partition = _task_identity()
-        name = f"tidelog-spark-{query_id}-{partition}"
+        name = transactional_id(query_id, partition)
         failures, on_delivery = failure_collector()
         config: dict[str, object] = dict(self.options.producer_config())
         config.update({"transactional.id": name, "on_delivery": on_delivery})
@@ -164,10 +168,23 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             raise
         return TransactionalCommit(rows, False, name)
 
+    def _fence_leftovers(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Fence the query's leftover transactions unless that was done when this writer was built (the
+        query id is then taken from the tasks' reports)."""
+        if self.fenced_query is not None:
+            return
+        queries = {query_of(m.transactional_id) for m in messages if isinstance(m, TransactionalCommit)} - {
+            None
+        }
+        for query_id in sorted(q for q in queries if q is not None):
+            fence_leftovers(self.options, query_id)
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         missing = sum(1 for m in messages if not isinstance(m, TransactionalCommit))
         if missing:
             raise RuntimeError(f"micro-batch {batchId}: {missing} tasks reported no transaction")
+        self._fence_leftovers(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Open transactions of failed attempts are aborted by the retry's fencing or the broker's timeout."""
+        """Open transactions of the failed attempts are fenced (here, or when Spark built this writer)."""
+        self._fence_leftovers(messages)
