@@ -28,7 +28,12 @@ from tidelog.spark.fencing import checkpoint_query_id, fence_leftovers
 from tidelog.spark.options import OptionError, parse_reader_options, parse_writer_options
 from tidelog.spark.reader import BatchReader, StreamReader
 from tidelog.spark.schema import arrow_schema, ddl
-from tidelog.spark.transactional import TransactionalStreamWriter, ensure_progress_topic, probe_transactions
+from tidelog.spark.transactional import (
+    TransactionalStreamWriter,
+    ensure_progress_topic,
+    probe_transactions,
+    read_batch_shape,
+)
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
@@ -97,5 +102,6 @@ class TidelogDataSource(DataSource):
             query_id = checkpoint_query_id(options.checkpoint_location)
             if query_id is not None:
                 fence_leftovers(options, query_id)
-            return TransactionalStreamWriter(options, fenced_query=query_id)
+            shape = None if query_id is None else read_batch_shape(options, query_id)
+            return TransactionalStreamWriter(options, fenced_query=query_id, shape=shape)
         return StreamWriter(options)
