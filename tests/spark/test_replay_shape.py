@@ -1,12 +1,22 @@
-"""The shape of an exactly-once micro-batch and the checks of its replay (pure: Arrow batches, no Spark)."""
+"""The shape of an exactly-once micro-batch and the checks of its replay: pure tests on Arrow batches, and
+one query whose replayed batch differs from the committed one (it fails, naming the batch, and writes
+nothing)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.errors import StreamingQueryException
+from tests.spark.conftest import Kafka
 
+from tidelog.spark import pipeline
+from tidelog.spark.fencing import transactional_id
 from tidelog.spark.replay_shape import (
     BatchShape,
     ReplayChangedError,
@@ -16,6 +26,8 @@ from tidelog.spark.replay_shape import (
     check_replayed_task,
     check_unrecorded_task,
 )
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _batch(values: list[bytes], **extra: list[object]) -> pa.RecordBatch:
@@ -108,3 +120,79 @@ def test_the_driver_compares_the_partition_count_of_a_recorded_batch() -> None:
         "micro-batch 5 was committed by 4 write partitions; its replay has 2: keep the number of partitions "
         "of the write the same across a restart (minPartitions, repartition)"
     )
+
+
+# ---- against Spark: a replay whose rows differ from what was committed fails, writing nothing ----------
+
+
+@pytest.mark.clients
+def test_a_replay_with_other_rows_fails_naming_the_batch(
+    spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any, tmp_path: Path
+) -> None:
+    source, sink = topic_name("in"), topic_name("out")
+    kafka.create(source, 2)
+    kafka.create(sink, 1)
+    kafka.produce(source, [{"value": b"v%d" % i, "partition": i % 2} for i in range(50)])
+    checkpoint = tmp_path / "cp"
+    checkpoint.mkdir()
+    query_id = str(uuid.uuid4())
+    (checkpoint / "metadata").write_text(f'{{"id":"{query_id}"}}')  # Spark takes the query id from it
+    args = [
+        str(EXAMPLES / "transform.py"),
+        *("--bootstrap-server", bootstrap, "--checkpoint", str(checkpoint)),
+        *("--source", source, "--sink", sink, "--exactly-once", "--available-now"),
+    ]
+    module, parsed = pipeline.parse_args(args)
+    query = pipeline.start(module, parsed, spark)
+    query.awaitTermination(180)
+    assert query.exception() is None
+    expected = sorted(b"V%d" % i for i in range(50))
+    assert sorted(_read_committed(bootstrap, sink)) == expected
+
+    # As if batch 0 had been written with other rows in partition 0 (a nondeterministic plan), and the
+    # driver died before Spark recorded it: Spark replays batch 0.
+    (checkpoint / "commits" / "0").unlink()
+    (checkpoint / "commits" / ".0.crc").unlink(missing_ok=True)
+    name = transactional_id(query_id, 0)
+    producer: Any = Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    other = TaskMark(batch=0, partition=0, rows=25, digest="0" * 64).to_metadata()
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": name}).consumer_group_metadata()
+    producer.send_offsets_to_transaction(
+        [TopicPartition("__tidelog_spark_sinks", 0, 1, metadata=other)], group, 30
+    )
+    producer.commit_transaction(30)
+
+    query = pipeline.start(module, parsed, spark)
+    with pytest.raises(StreamingQueryException) as raised:
+        query.awaitTermination(180)
+    assert "micro-batch 0 was replayed with different rows in write partition 0: 25 rows (digest " in str(
+        raised.value
+    )
+    assert sorted(_read_committed(bootstrap, sink)) == expected  # nothing written a second time
+
+
+def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    """Every record of partition 0 up to its last stable offset, read_committed."""
+    consumer: Any = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "replay-check",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    values = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while True:
+            m = consumer.poll(15)
+            assert m is not None, "timed out reading the sink topic"
+            if m.error():
+                break  # partition EOF, at the last stable offset
+            values.append(m.value())
+    finally:
+        consumer.close()
+    return values
