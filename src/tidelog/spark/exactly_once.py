@@ -49,8 +49,9 @@ So each *task* commits its own transaction, and the commit carries a durable "th
    the same offsets and restores state of that batch version; round-robin ``repartition`` is made
    deterministic by Spark's sort before repartition). A replay that does not is refused, before it writes
    (:mod:`tidelog.spark.replay_shape`: each mark carries its partition's row digest, the driver records
-   each batch's partition count); only if the driver died between the tasks' commits and that record can
-   a replay on more partitions write the extra partitions' rows before its ``commit`` fails. Speculative execution is harmless (the attempts
+   each batch's partition count). One case goes undetected: if the driver died between the tasks' commits
+   and that record, a replay on more partitions writes the rows of the partitions the batch did not have
+   (the tasks cannot tell them from tasks the killed run never finished). Speculative execution is harmless (the attempts
    fence each other, one commits). Readers of the output topic must use ``read_committed``.
 
 Broker features this needs: ``InitProducerId`` with a transactional id, ``AddPartitionsToTxn``,

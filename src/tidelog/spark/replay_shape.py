@@ -51,19 +51,21 @@ class ReplayChangedError(RuntimeError):
 
 
 class RowsDigest:
-    """An order-independent digest of a multiset of rows: the sum of each row's SHA-256, mod 2**256."""
+    """An order-independent digest of a multiset of rows: the sum of each row's BLAKE2b-256, mod 2**256."""
 
     def __init__(self) -> None:
         self.rows = 0
         self._sum = 0
 
     def update(self, batch: pa.RecordBatch) -> None:
-        names = [name for name in WRITTEN_COLUMNS if batch.schema.get_field_index(name) >= 0]
+        names = tuple(name for name in WRITTEN_COLUMNS if batch.schema.get_field_index(name) >= 0)
         columns = [batch.column(batch.schema.get_field_index(name)).to_pylist() for name in names]
+        # Each row's hash is keyed by the column names, so the same values in other columns differ.
+        key = hashlib.sha256(repr(names).encode()).digest()
+        blake2b, from_bytes = hashlib.blake2b, int.from_bytes
         total = self._sum
         for values in zip(*columns, strict=True):
-            row = repr(tuple(zip(names, values, strict=True))).encode()
-            total += int.from_bytes(hashlib.sha256(row).digest(), "big")
+            total += from_bytes(blake2b(repr(values).encode(), digest_size=32, key=key).digest(), "big")
         self._sum = total % _MODULUS
         self.rows += batch.num_rows
 
