@@ -38,15 +38,20 @@ So each *task* commits its own transaction, and the commit carries a durable "th
    (same batch) either finds the mark and skips, or finds nothing and writes everything again, while the
    previous attempt's open transaction was aborted by step 2's fencing.
 
-4. The driver. ``commit(messages, batchId)`` only checks that every task reported; ``abort`` does
-   nothing (open transactions of failed attempts are aborted by the next attempt's fencing or by the
-   broker's ``transaction.timeout.ms``). The sink creates ``__tidelog_spark_sinks`` (one partition) when
+4. The driver. ``commit(messages, batchId)`` checks that every task reported and records the batch's
+   partition count; open transactions of failed attempts are aborted by the next attempt's fencing, and
+   those no attempt will fence (a restart on fewer partitions) when the query restarts and in ``commit`` /
+   ``abort`` (:mod:`tidelog.spark.fencing`). The sink creates ``__tidelog_spark_sinks`` (one partition) when
    the query starts.
 
 5. Limits. Rows are exactly once; a batch becomes visible task by task, not all at once. The replay of a
    batch must put the same rows in the same Spark partitions (true for deterministic plans: Spark replays
    the same offsets and restores state of that batch version; round-robin ``repartition`` is made
-   deterministic by Spark's sort before repartition). Speculative execution is harmless (the attempts
+   deterministic by Spark's sort before repartition). A replay that does not is refused, before it writes
+   (:mod:`tidelog.spark.replay_shape`: each mark carries its partition's row digest, the driver records
+   each batch's partition count). One case goes undetected: if the driver died between the tasks' commits
+   and that record, a replay on more partitions writes the rows of the partitions the batch did not have
+   (the tasks cannot tell them from tasks the killed run never finished). Speculative execution is harmless (the attempts
    fence each other, one commits). Readers of the output topic must use ``read_committed``.
 
 Broker features this needs: ``InitProducerId`` with a transactional id, ``AddPartitionsToTxn``,

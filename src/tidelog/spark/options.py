@@ -160,6 +160,7 @@ class WriterOptions:
     exactly_once: bool
     client_config: Mapping[str, str]
     warnings: tuple[str, ...] = ()
+    checkpoint_location: str | None = None  # the query's, when given as an option (finds its id)
 
     def producer_config(self) -> dict[str, str | bool | int]:
         config: dict[str, str | bool | int] = {
@@ -433,4 +434,5 @@ def parse_writer_options(raw: Mapping[str, str]) -> WriterOptions:
         exactly_once=guarantee == "exactly-once",
         client_config=client.config,
         warnings=tuple(client.warnings),
+        checkpoint_location=options.get("checkpointlocation") or None,
     )

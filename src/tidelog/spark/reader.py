@@ -18,6 +18,8 @@ Invariants:
   until that many offsets are available or ``maxTriggerDelay`` (default 15m) passed since the last one;
   the first micro-batch of a run is never held, as in Spark.
   After ``prepareForTriggerAvailableNow`` no end passes the latest offsets of that moment.
+  Without ``maxOffsetsPerTrigger`` the reader logs one warning per query run naming the option
+  (``getDefaultReadLimit``, which Spark asks once per run).
 - Data loss, as Spark's Kafka source reports it (raised as :class:`~tidelog.spark.fetch.DataLossError`
   with ``failOnDataLoss=true``, logged and skipped with ``false``):
   a partition of the start position missing from the broker's metadata (its topic deleted) is reported
@@ -57,9 +59,18 @@ from tidelog.spark.offsets import (
 )
 from tidelog.spark.options import ReaderOptions
 
-__all__ = ["BatchReader", "RangePartition", "StreamReader"]
+__all__ = ["BatchReader", "RangePartition", "StreamReader", "unbounded_read_warning"]
 
 log = logging.getLogger("tidelog.spark")
+
+
+def unbounded_read_warning(options: ReaderOptions) -> str:
+    """What a streaming read without ``maxOffsetsPerTrigger`` is warned (once per query run)."""
+    return (
+        f"the streaming read of {options.subscription} has no maxOffsetsPerTrigger: a micro-batch reads every "
+        "offset available (after a pause or at the first start, the whole backlog at once); set "
+        "maxOffsetsPerTrigger to bound it"
+    )
 
 
 def _report_data_loss(options: ReaderOptions, message: str) -> None:
@@ -122,6 +133,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: Position | None = None
         self._last_trigger: float | None = None  # monotonic time of the last admitted micro-batch
         self._reported: Position | None = None  # the latest offsets fetched by this trigger
+        self._warned_unbounded = False  # the missing maxOffsetsPerTrigger was reported in this run
 
     def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_cluster": None, "_reported": None}
@@ -160,6 +172,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return position_to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # Spark asks this once per query run, in the process that plans every micro-batch of that run
+        # (streamReader() itself also runs in the processes that plan reads, so it cannot warn once).
+        if self.options.max_offsets_per_trigger is None and not self._warned_unbounded:
+            self._warned_unbounded = True
+            log.warning("%s", unbounded_read_warning(self.options))
         # PySpark has no composite limit: with both options set, the maximum is Spark's limit and the
         # minimum is applied here (latestOffset), as Spark's Kafka source does with its CompositeReadLimit.
         if self.options.max_offsets_per_trigger is not None:

@@ -7,7 +7,8 @@ Invariants:
   time with an :class:`~tidelog.spark.options.OptionError` naming it.
 - The schema is fixed (Spark's Kafka source row); a user-given schema is refused.
 - ``deliveryGuarantee=exactly-once`` (streaming writes only) is checked at plan time: the broker must hand
-  out a transactional producer id, else :class:`~tidelog.spark.exactly_once.ExactlyOnceUnavailableError`.
+  out a transactional producer id, else :class:`~tidelog.spark.exactly_once.ExactlyOnceUnavailableError`;
+  open transactions a killed run of the query left are fenced then (:mod:`tidelog.spark.fencing`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,16 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tidelog.spark.fencing import checkpoint_query_id, fence_leftovers
 from tidelog.spark.options import OptionError, parse_reader_options, parse_writer_options
 from tidelog.spark.reader import BatchReader, StreamReader
 from tidelog.spark.schema import arrow_schema, ddl
-from tidelog.spark.transactional import TransactionalStreamWriter, ensure_progress_topic, probe_transactions
+from tidelog.spark.transactional import (
+    TransactionalStreamWriter,
+    ensure_progress_topic,
+    probe_transactions,
+    read_batch_shape,
+)
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
@@ -68,13 +75,7 @@ class TidelogDataSource(DataSource):
         self._check_schema(schema)
         options = parse_reader_options(self.options, streaming=True)
         _warn(options.warnings)
-        if options.max_offsets_per_trigger is None:
-            log.warning(
-                "the streaming read of %s has no maxOffsetsPerTrigger: its first micro-batch reads every "
-                "offset available (the whole backlog at once); set maxOffsetsPerTrigger to bound it",
-                options.subscription,
-            )
-        return StreamReader(options)
+        return StreamReader(options)  # it warns once per query run when maxOffsetsPerTrigger is unset
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         if overwrite:
@@ -96,5 +97,11 @@ class TidelogDataSource(DataSource):
         if options.exactly_once:
             probe_transactions(options)
             ensure_progress_topic(options)
-            return TransactionalStreamWriter(options)
+            # Spark builds the writer when the query (re)starts and again for each commit / abort, always
+            # with no task of the query writing: transactions a killed run left open are fenced here.
+            query_id = checkpoint_query_id(options.checkpoint_location)
+            if query_id is not None:
+                fence_leftovers(options, query_id)
+            shape = None if query_id is None else read_batch_shape(options, query_id)
+            return TransactionalStreamWriter(options, fenced_query=query_id, shape=shape)
         return StreamWriter(options)

@@ -9,6 +9,14 @@ The design and its limits are in :mod:`tidelog.spark.exactly_once`. Invariants o
 - Rows and the progress mark ``b + 1`` commit in one transaction; any failure before the commit aborts
   the transaction and fails the task (Spark retries it; the retry writes everything again, once).
 - A task whose mark already says ``> b`` writes nothing and reports ``skipped``.
+- Each progress mark carries the task's :class:`~tidelog.spark.replay_shape.TaskMark` (rows, digest);
+  ``commit`` records the batch's :class:`~tidelog.spark.replay_shape.BatchShape` (partition count) in
+  the query's ``tidelog-spark-{q}-batches`` group before Spark records the batch. A replay whose rows
+  or partitions differ raises :class:`~tidelog.spark.replay_shape.ReplayChangedError` before writing
+  (the partition count is checked in the tasks against the shape read when the writer was built, and
+  again in ``commit``).
+- ``commit`` and ``abort`` fence the query's leftover open transactions (:mod:`tidelog.spark.fencing`)
+  unless building the writer already did.
 """
 
 from __future__ import annotations
@@ -24,7 +32,16 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
+from tidelog.spark.fencing import fence_leftovers, query_of, transactional_id
 from tidelog.spark.options import WriterOptions
+from tidelog.spark.replay_shape import (
+    BatchShape,
+    RowsDigest,
+    TaskMark,
+    check_partition_count,
+    check_replayed_task,
+    check_unrecorded_task,
+)
 from tidelog.spark.writer import ProducerWriteError, failure_collector, produce_rows
 
 __all__ = [
@@ -33,6 +50,8 @@ __all__ = [
     "TransactionalStreamWriter",
     "ensure_progress_topic",
     "probe_transactions",
+    "read_batch_shape",
+    "record_batch_shape",
 ]
 
 PROGRESS_TOPIC = "__tidelog_spark_sinks"
@@ -96,8 +115,9 @@ def _task_identity() -> tuple[str, int, int]:
     return query_id, int(batch_id), context.partitionId()
 
 
-def _committed_batches(options: WriterOptions, group: str) -> int:
-    """The progress mark of ``group``: the number of batches this task slot has committed (0 if none)."""
+def _committed_mark(options: WriterOptions, group: str) -> tuple[int, str | None]:
+    """The progress mark of ``group`` on ``__tidelog_spark_sinks-0`` and its metadata: for a task's group
+    the number of batches its slot committed (0 if none) and its :class:`TaskMark`."""
     consumer = Consumer(
         {
             **options.client_config,
@@ -109,9 +129,44 @@ def _committed_batches(options: WriterOptions, group: str) -> int:
     )
     try:
         [committed] = consumer.committed([TopicPartition(PROGRESS_TOPIC, 0)], timeout=_TIMEOUT_S)
-        return max(0, int(committed.offset))
+        return max(0, int(committed.offset)), committed.metadata
     finally:
         consumer.close()
+
+
+def _shape_group(query_id: str) -> str:
+    return f"tidelog-spark-{query_id}-batches"
+
+
+def read_batch_shape(options: WriterOptions, query_id: str) -> BatchShape | None:
+    """The :class:`BatchShape` the driver last recorded for query ``query_id`` (None if none)."""
+    _, metadata = _committed_mark(options, _shape_group(query_id))
+    return BatchShape.from_metadata(metadata)
+
+
+def record_batch_shape(options: WriterOptions, query_id: str, shape: BatchShape) -> None:
+    """Record ``shape`` (a plain offset commit of the query's batches group; read by the next run)."""
+    consumer = Consumer(
+        {
+            **options.client_config,
+            "bootstrap.servers": options.bootstrap_servers,
+            "group.id": _shape_group(query_id),
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(PROGRESS_TOPIC, 0, shape.batch + 1, metadata=shape.to_metadata())],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+
+def _digesting(batches: Iterator[pa.RecordBatch], digest: RowsDigest) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        digest.update(batch)
+        yield batch
 
 
 def _group_metadata(options: WriterOptions, group: str) -> object:
@@ -126,12 +181,16 @@ def _group_metadata(options: WriterOptions, group: str) -> object:
 class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("tidelog").option("deliveryGuarantee", "exactly-once")``."""
 
-    def __init__(self, options: WriterOptions) -> None:
+    def __init__(
+        self, options: WriterOptions, fenced_query: str | None = None, shape: BatchShape | None = None
+    ) -> None:
         self.options = options
+        self.fenced_query = fenced_query  # the query whose leftover transactions were fenced building this
+        self.shape = shape  # the last batch shape recorded for fenced_query when this was built
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommit:
         query_id, batch_id, partition = _task_identity()
-        name = f"tidelog-spark-{query_id}-{partition}"
+        name = transactional_id(query_id, partition)
         failures, on_delivery = failure_collector()
         config: dict[str, object] = dict(self.options.producer_config())
         config.update({"transactional.id": name, "on_delivery": on_delivery})
@@ -142,17 +201,25 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             producer.init_transactions(_TIMEOUT_S)
         except KafkaException as exc:
             raise ExactlyOnceUnavailableError(f"broker transactions (InitProducerId failed: {exc})") from exc
-        if _committed_batches(self.options, name) > batch_id:
+        committed, metadata = _committed_mark(self.options, name)
+        if committed > batch_id:  # an earlier run committed this task: its replay must be the same rows
+            replay = RowsDigest()
+            for batch in iterator:
+                replay.update(batch)
+            check_replayed_task(batch_id, partition, TaskMark.from_metadata(metadata), replay)
             return TransactionalCommit(0, True, name)
+        check_unrecorded_task(batch_id, partition, self.shape)
+        digest = RowsDigest()
         producer.begin_transaction()
         try:
-            rows = produce_rows(producer, self.options, iterator, failures)
+            rows = produce_rows(producer, self.options, _digesting(iterator, digest), failures)
             if producer.flush(600) or failures:
                 raise ProducerWriteError(
                     f"{len(failures)} rows were not written; first: {failures[0] if failures else 'timeout'}"
                 )
+            mark = TaskMark(batch_id, partition, digest.rows, digest.hexdigest())
             producer.send_offsets_to_transaction(
-                [TopicPartition(PROGRESS_TOPIC, 0, batch_id + 1)],
+                [TopicPartition(PROGRESS_TOPIC, 0, batch_id + 1, metadata=mark.to_metadata())],
                 _group_metadata(self.options, name),
                 _TIMEOUT_S,
             )
@@ -164,10 +231,26 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             raise
         return TransactionalCommit(rows, False, name)
 
+    def _queries(self, messages: list[WriterCommitMessage | None]) -> list[str]:
+        """The query of this writer: the one it was built for, else the one the tasks report."""
+        if self.fenced_query is not None:
+            return [self.fenced_query]
+        queries = {query_of(m.transactional_id) for m in messages if isinstance(m, TransactionalCommit)}
+        return sorted(q for q in queries if q is not None)
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         missing = sum(1 for m in messages if not isinstance(m, TransactionalCommit))
         if missing:
             raise RuntimeError(f"micro-batch {batchId}: {missing} tasks reported no transaction")
+        for query_id in self._queries(messages):
+            if self.fenced_query is None:
+                fence_leftovers(self.options, query_id)
+            shape = self.shape if self.fenced_query is not None else read_batch_shape(self.options, query_id)
+            check_partition_count(batchId, len(messages), shape)
+            record_batch_shape(self.options, query_id, BatchShape(batchId, len(messages)))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Open transactions of failed attempts are aborted by the retry's fencing or the broker's timeout."""
+        """Open transactions of the failed attempts are fenced (here, or when Spark built this writer)."""
+        if self.fenced_query is None:
+            for query_id in self._queries(messages):
+                fence_leftovers(self.options, query_id)
