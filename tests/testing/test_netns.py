@@ -126,6 +126,17 @@ def test_close_removes_everything_and_stale_networks_are_removed_at_start() -> N
     )
     sleeper = subprocess.Popen(["ip", "netns", "exec", stale, "sleep", "600"])
     try:
+        # The sleeper is left behind only once it runs inside the namespace (``ip netns exec`` enters it,
+        # then execs): before that, the clean-up below would not see it there.
+        deadline = time.monotonic() + 10
+        while (
+            str(sleeper.pid)
+            not in subprocess.run(
+                ["ip", "netns", "pids", stale], capture_output=True, text=True, check=True
+            ).stdout.split()
+        ):
+            assert time.monotonic() < deadline, "the sleeper never entered its namespace"
+            time.sleep(0.01)
         with Network(["a"]) as network:  # start() removes what the dead run left
             names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
             assert stale not in names
