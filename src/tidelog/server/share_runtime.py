@@ -114,6 +114,11 @@ class _Session:
     """The epoch the next request must carry."""
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)
     """The session's partitions, in the order they were named."""
+    left_at_ms: int | None = None
+    """When its member left the group (a leave heartbeat) while the session was open: the session stays
+    for the client's final ShareAcknowledge / ShareFetch (epoch -1), whose acknowledgements apply before the
+    rest of its records are released; a session not closed within the group's session timeout is closed
+    (and its records released) by the next heartbeat of the group."""
 
 
 @dataclass(slots=True)
@@ -265,9 +270,28 @@ class ShareRuntime:
             self._purgatory.on_append(key)
 
     def _expire_members(self, group: ShareGroup) -> None:
-        for member_id in group.expire(self._clock.now_ms(), self.settings(group.group_id).session_timeout_ms):
+        now = self._clock.now_ms()
+        timeout = self.settings(group.group_id).session_timeout_ms
+        for member_id in group.expire(now, timeout):
             self._sessions.pop((group.group_id, member_id), None)
             self._release_member(group.group_id, member_id)
+        for (group_id, member_id), session in list(self._sessions.items()):
+            if (
+                group_id == group.group_id
+                and session.left_at_ms is not None
+                and now - session.left_at_ms > timeout
+            ):
+                self._close_session(group_id, member_id)
+
+    def _member_left(self, group_id: str, member_id: str) -> None:
+        """A leave heartbeat. Kafka's share-partition leaders release a member's records when its share
+        session closes, not when it leaves the group: librdkafka may leave first and then send its final
+        acknowledgements (epoch -1), which must still find the session and the records it holds."""
+        session = self._sessions.get((group_id, member_id))
+        if session is None:
+            self._release_member(group_id, member_id)
+        elif session.left_at_ms is None:
+            session.left_at_ms = self._clock.now_ms()
 
     def expired_group(self, group_id: str) -> ShareGroup | None:
         """``group_id``'s share group after fencing the members whose session ran out (None: no such group)."""
@@ -448,8 +472,7 @@ class ShareRuntime:
             max_size=self.defaults.max_size,
         )
         if result.left is not None:
-            self._sessions.pop((group.group_id, result.left), None)
-            self._release_member(group.group_id, result.left)
+            self._member_left(group.group_id, result.left)
             return ShareGroupHeartbeatResponse(member_id=result.left, member_epoch=-1)
         member = result.member
         if result.error != ErrorCode.NONE or member is None:
