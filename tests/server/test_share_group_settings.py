@@ -156,3 +156,31 @@ def test_by_duration_starts_at_the_first_record_no_older_than_the_duration(
     member = _join(b).member_id
     assert member is not None
     assert _fetch(b, topic.topic_id, member, 0) == [(2, 3, 1)]  # the last hour: offsets 2 and 3
+
+
+def _leave(b: Broker, member: str) -> None:
+    answer = b.shares.heartbeat(
+        _context(),
+        ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=-1),
+    )
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.NONE, -1)
+
+
+def test_a_left_members_records_wait_for_its_session_to_close_or_time_out(
+    broker: tuple[Broker, ManualClock],
+) -> None:
+    b, clock = broker
+    assert isinstance(b.admin, AdminManager)
+    topic = b.admin.create_topic_now("t", 1, 1, {})
+    records = [SimpleRecord(value=b"%d" % i, timestamp=clock.now_ms()) for i in range(20)]
+    assert b.replicas.append("t", 0, encode_batch(records), now_ms=clock.now_ms())[0] == ErrorCode.NONE
+    first, second = _join(b).member_id, _join(b).member_id
+    assert first is not None
+    assert second is not None
+    assert _fetch(b, topic.topic_id, first, 0) == [(0, 19, 1)]
+    _leave(b, first)  # its share session is still open: its final acknowledgements may follow
+    assert _fetch(b, topic.topic_id, second, 0) == []
+    clock.advance(5001)  # past the group's session timeout: the next heartbeat closes the left session
+    third = _join(b).member_id  # (the silent second member is gone too)
+    assert third is not None
+    assert _fetch(b, topic.topic_id, third, 0) == [(0, 19, 2)]
