@@ -129,7 +129,9 @@ class Kafka:
                     assert m is not None, f"timed out reading {topic}:{p}"
                     if m.error():
                         continue
-                    if m.offset() >= last:
+                    offset = m.offset()
+                    assert offset is not None
+                    if offset >= last:
                         break
                     kind, ts = m.timestamp()
                     headers = m.headers()
@@ -176,3 +178,30 @@ def spark_rows(rows: list[Any]) -> list[tuple[Any, ...]]:
             )
         )
     return sorted(result, key=lambda t: (t[2], t[3], t[4]))
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
+    """Every record of ``topic``'s first ``partitions`` partitions up to their last stable offsets, read
+    read_committed, partition by partition in offset order."""
+    consumer: Any = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "read-committed-check",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    values = []
+    try:
+        for p in range(partitions):
+            consumer.assign([TopicPartition(topic, p, 0)])
+            while True:
+                m = consumer.poll(15)
+                assert m is not None, "timed out reading the sink topic"
+                if m.error():
+                    break  # partition EOF (at the last stable offset)
+                values.append(m.value())
+    finally:
+        consumer.close()
+    return values

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
-from tests.spark.conftest import Kafka
+from tests.spark.conftest import Kafka, read_committed
 
 from tidelog.spark import pipeline
 from tidelog.testing import Broker
@@ -32,31 +32,6 @@ from tidelog.testing import Broker
 pytestmark = pytest.mark.clients
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def _read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
-    consumer: Any = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "eos-check",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    values = []
-    try:
-        for p in range(partitions):
-            consumer.assign([TopicPartition(topic, p, 0)])
-            while True:
-                m = consumer.poll(15)
-                assert m is not None, "timed out reading the sink topic"
-                if m.error():
-                    break  # partition EOF (at the last stable offset)
-                values.append(m.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def _stable_end(bootstrap: str, topic: str) -> int:
@@ -108,7 +83,7 @@ def test_transform_exactly_once_and_a_replayed_batch_writes_nothing_again(
     query = _run(spark, args)
     assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [200, 200, 100]
     expected = sorted(b"V%d" % i for i in range(500))
-    assert sorted(_read_committed(bootstrap, sink, 2)) == expected
+    assert sorted(read_committed(bootstrap, sink, 2)) == expected
 
     # The driver "dies" after the sink committed batch 2 but before Spark recorded it: Spark replays batch 2.
     last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
@@ -119,7 +94,7 @@ def test_transform_exactly_once_and_a_replayed_batch_writes_nothing_again(
         source, [{"key": b"k%d" % i, "value": b"v%d" % i, "partition": i % 2} for i in range(500, 600)]
     )
     _run(spark, args)
-    assert sorted(_read_committed(bootstrap, sink, 2)) == sorted(b"V%d" % i for i in range(600))
+    assert sorted(read_committed(bootstrap, sink, 2)) == sorted(b"V%d" % i for i in range(600))
 
 
 def _command(bootstrap: str, checkpoint: Path, *extra: str) -> list[str]:
@@ -175,7 +150,7 @@ def test_sigkilled_query_restarted_from_its_checkpoint_writes_each_record_once(
                 killed += 1
             process.wait(30)
         assert killed == kills
-        committed_before_final = len(_read_committed(broker.bootstrap_servers, "eos-out"))
+        committed_before_final = len(read_committed(broker.bootstrap_servers, "eos-out"))
         assert 0 < committed_before_final < n  # the kills landed mid-stream
         final = subprocess.run(
             _command(broker.bootstrap_servers, checkpoint, "--available-now"),
@@ -185,7 +160,7 @@ def test_sigkilled_query_restarted_from_its_checkpoint_writes_each_record_once(
             check=False,
         )
         assert final.returncode == 0, final.stderr[-3000:]
-        got = _read_committed(broker.bootstrap_servers, "eos-out")
+        got = read_committed(broker.bootstrap_servers, "eos-out")
         assert sorted(got) == sorted(b"RECORD %d" % i for i in range(n))
     finally:
         broker.close()
@@ -218,7 +193,7 @@ def test_broker_sigkilled_under_an_exactly_once_query(spark: Any, tmp_path: Path
         with contextlib.suppress(StreamingQueryException):
             query.awaitTermination(1)
         _run(spark, [*args, "--available-now"])
-        got = _read_committed(broker.bootstrap_servers, "crash-out")
+        got = read_committed(broker.bootstrap_servers, "crash-out")
         assert sorted(got) == sorted(b"R%d" % i for i in range(2000))
     finally:
         broker.close()

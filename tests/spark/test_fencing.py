@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from tests.spark.conftest import Kafka
+from confluent_kafka import Producer
+from tests.spark.conftest import Kafka, read_committed
 
 from tidelog.spark import pipeline
 from tidelog.spark.fencing import checkpoint_query_id, leftover_ids, query_of, transactional_id
@@ -61,31 +61,6 @@ def test_the_query_id_is_read_from_a_local_checkpoint(tmp_path: Path) -> None:
     assert checkpoint_query_id(None) is None
     (tmp_path / "metadata").write_text("not json")
     assert checkpoint_query_id(str(tmp_path)) is None
-
-
-def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
-    """Every record of partition 0 up to its last stable offset, read_committed."""
-    consumer: Any = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "fence-check",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    values = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while True:
-            m = consumer.poll(15)
-            assert m is not None, "timed out reading the sink topic"
-            if m.error():
-                break  # partition EOF, at the last stable offset
-            values.append(m.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def _run(spark: Any, bootstrap: str, checkpoint: Path, source: str, sink: str) -> Any:
@@ -135,10 +110,10 @@ def test_a_restart_on_fewer_partitions_fences_the_killed_run_s_open_transactions
         producer.produce(sink, b"half-written by partition %d" % p)
         assert producer.flush(60) == 0  # a bound: returns once the broker has the record
         killed.append(producer)
-    assert _read_committed(bootstrap, sink) == []  # the open transactions hold every reader back
+    assert read_committed(bootstrap, sink) == []  # the open transactions hold every reader back
 
     query = _run(spark, bootstrap, checkpoint, source, sink)  # 2 write partitions (2 source partitions)
     assert query.id == query_id
     assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [100]
     # Partitions 0 and 1 would have fenced their own ids; 2 and 3 were fenced when the query restarted.
-    assert sorted(_read_committed(bootstrap, sink)) == sorted(b"V%d" % i for i in range(100))
+    assert sorted(read_committed(bootstrap, sink)) == sorted(b"V%d" % i for i in range(100))

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.errors import StreamingQueryException
-from tests.spark.conftest import Kafka
+from tests.spark.conftest import Kafka, read_committed
 
 from tidelog.spark import pipeline
 from tidelog.spark.fencing import transactional_id
@@ -147,7 +147,7 @@ def test_a_replay_with_other_rows_fails_naming_the_batch(
     query.awaitTermination(180)
     assert query.exception() is None
     expected = sorted(b"V%d" % i for i in range(50))
-    assert sorted(_read_committed(bootstrap, sink)) == expected
+    assert sorted(read_committed(bootstrap, sink)) == expected
 
     # As if batch 0 had been written with other rows in partition 0 (a nondeterministic plan), and the
     # driver died before Spark recorded it: Spark replays batch 0.
@@ -170,29 +170,4 @@ def test_a_replay_with_other_rows_fails_naming_the_batch(
     assert "micro-batch 0 was replayed with different rows in write partition 0: 25 rows (digest " in str(
         raised.value
     )
-    assert sorted(_read_committed(bootstrap, sink)) == expected  # nothing written a second time
-
-
-def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
-    """Every record of partition 0 up to its last stable offset, read_committed."""
-    consumer: Any = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "replay-check",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    values = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while True:
-            m = consumer.poll(15)
-            assert m is not None, "timed out reading the sink topic"
-            if m.error():
-                break  # partition EOF, at the last stable offset
-            values.append(m.value())
-    finally:
-        consumer.close()
-    return values
+    assert sorted(read_committed(bootstrap, sink)) == expected  # nothing written a second time
