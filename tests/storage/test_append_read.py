@@ -445,3 +445,39 @@ def test_regions_go_out_with_sendfile(tmp_path: Path) -> None:
                 remaining -= sent
     assert out_path.read_bytes() == b"".join(written[1:])
     log.close()
+
+
+def test_a_full_disk_during_a_roll_refuses_the_batch_and_the_log_carries_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roll's producer snapshot meets ENOSPC (the disk filled between the segment files and the
+    snapshot): the batch is refused with the OSError, nothing of it is in the log, no temp file is left
+    behind, and once there is space the same batch is appended at the offset it would have had."""
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=100)
+    log = open_log(tmp_path / "t-0", config)
+    written = fill(log, 4)
+    per_segment = 1000 // len(written[0])
+    written += fill(log, per_segment - 4, start_seq=4)  # the active segment is full: the next append rolls
+    end = log.log_end_offset
+    real_write = os.write
+
+    def full_disk(fd: int, data: object) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".snapshot.tmp"):
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        log.append(bytearray(batch(100)), leader_epoch=7, now_ms=0)
+    assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".tmp")] == []
+    assert log.log_end_offset == end
+    assert read_everything(log) == b"".join(written)
+    monkeypatch.undo()
+    again = bytearray(batch(100))
+    info = log.append(again, leader_epoch=7, now_ms=0)
+    assert (info.first_offset, log.log_end_offset) == (end, end + 3)
+    assert read_everything(log) == b"".join(written) + bytes(again)
+    log.close()
+    reopened = open_log(tmp_path / "t-0", config)
+    assert read_everything(reopened) == b"".join(written) + bytes(again)
+    reopened.close()

@@ -190,6 +190,16 @@ class ReplicaManager:
             self.log_dir_failed(log_dir, f"{topic}-{index}", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
 
+    def _write_failed(self, what: str, topic: str, index: int, exc: OSError) -> AppendResult:
+        """A write that raised ``exc`` outside the segment's own error handling (a roll's new files, the
+        producer snapshot): a full disk is an operating condition (one line, no traceback), anything else
+        is logged with its traceback; KAFKA_STORAGE_ERROR either way."""
+        if takes_dir_offline(exc):
+            log.error("%s %s-%s failed", what, topic, index, exc_info=exc)
+        else:
+            log.warning("%s %s-%s failed: the disk is full (%s)", what, topic, index, exc)
+        return self.io_failed(topic, index, exc), None, "the broker could not write to its log"
+
     def log_dir_failed(self, log_dir: Path, what: str, exc: BaseException) -> None:
         """An I/O error on ``what`` (a partition, a file) in ``log_dir``: offline unless the disk is full."""
         if takes_dir_offline(exc) and self.log_dir_failures.fail(log_dir, str(exc)):
@@ -436,8 +446,7 @@ class ReplicaManager:
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
         except OSError as exc:
-            log.exception("append to %s-%s failed", topic, index)
-            return self.io_failed(topic, index, exc), None, "the broker could not write to its log"
+            return self._write_failed("append to", topic, index, exc)
         self._after_leader_append(partition, high_watermark, info)
         if self.topic_metrics is not None and origin is AppendOrigin.CLIENT:
             self.topic_metrics.appended(topic, info.last_offset - info.first_offset + 1, len(records))
@@ -479,8 +488,7 @@ class ReplicaManager:
         except KafkaProtocolError as exc:
             return exc.error_code, None, str(exc)
         except OSError as exc:
-            log.exception("transaction marker to %s-%s failed", topic, index)
-            return self.io_failed(topic, index, exc), None, "the broker could not write to its log"
+            return self._write_failed("transaction marker to", topic, index, exc)
         self._after_leader_append(partition, high_watermark, info)
         return ErrorCode.NONE, info, None
 

@@ -68,13 +68,18 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         os.unlink(tmp)  # a leftover temp file keeps its mode through O_CREAT: start from a fresh one
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # a half-written temp file only takes space (on a full disk, the space it needs)
+        raise
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
