@@ -18,11 +18,12 @@ import contextlib
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Message, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaException, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.cluster.harness import Scenario
 from tests.server.test_share_groups_admin import _squashed
+from tests.support.dead_letters import header_map, read_topic, set_group_configs
 from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.clients, pytest.mark.timeout(180)]
@@ -244,3 +245,82 @@ def test_share_group_admin_at_a_broker_that_is_not_the_coordinator(scenario: Sce
     assert failed(tidelog_cli("share-groups", "describe", group, *b)) == (
         f"Error: share group not found: {group} (GROUP_ID_NOT_FOUND)"
     )
+
+
+DLQ = "jobs.dlq"
+
+
+def _reject_all(consumer: ShareConsumer, producer: Producer, prefix: bytes, deadline: float) -> set[int]:
+    """Produce 20 records and an end marker; REJECT the 20 as they come: their offsets."""
+    end = prefix + b"-end"
+    for i in range(20):
+        producer.produce(TOPIC, prefix + b"-%02d" % i)
+    producer.produce(TOPIC, end)
+    producer.flush(10)
+    rejected: set[int] = set()
+    done = False
+    while not done:
+        assert time.monotonic() < deadline, f"{end!r} never came"
+        for message in consumer.poll(0.5):
+            if message.error() is not None:
+                continue
+            value = value_of(message)
+            bad = value.startswith(prefix) and value != end
+            consumer.acknowledge(message, AcknowledgeType.REJECT if bad else AcknowledgeType.ACCEPT)
+            if bad:
+                rejected.add(message.offset() or 0)
+            done = done or value == end
+        consumer.commit_sync()
+    assert len(rejected) == 20
+    return rejected
+
+
+def _copied_offsets(scenario: Scenario, count: int, deadline: float) -> list[int]:
+    copies = read_topic(scenario.bootstrap, DLQ, count, deadline)
+    return [int(header_map(m)["__dlq.errors.offset"]) for m in copies]  # type: ignore[call-overload]
+
+
+def test_dead_letter_copies_go_to_another_brokers_leader_and_follow_its_failover(scenario: Scenario) -> None:
+    """The dead-letter partition is led by a broker that does not lead the share-partition: the copies are
+    produced to it (acks=all, idempotent) and each REJECTed record is there exactly once; its leader is
+    killed, and the next REJECTs are copied to the new leader, again exactly once each."""
+    coordinator, leader, third = _start(scenario)
+    admin = AdminClient({"bootstrap.servers": scenario.bootstrap, "log_level": 3})
+    (future,) = admin.create_topics(
+        [NewTopic(DLQ, num_partitions=1, replica_assignment=[[third, coordinator, leader]])]
+    ).values()
+    future.result(60)
+    scenario.wait_for(lambda: scenario.full_isr(DLQ, 0), f"{DLQ}: led with its full ISR")
+    scenario.wait_metadata(DLQ, 1)
+    assert scenario.leader(DLQ, 0) == third
+    group = "dlq-workers"
+    set_group_configs(
+        scenario.bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": DLQ},
+    )
+    deadline = time.monotonic() + 120
+    producer = Producer({"bootstrap.servers": scenario.bootstrap, "acks": "all", "log_level": 3})
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": scenario.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    try:
+        first = _reject_all(consumer, producer, b"a", deadline)
+        assert sorted(_copied_offsets(scenario, 20, deadline)) == sorted(first)
+
+        old = scenario.state(DLQ, 0)
+        scenario.c.kill(third)
+        scenario.event(f"dead-letter partition leader {third} killed")
+        assert scenario.wait_new_leader(DLQ, 0, old).leader == coordinator
+        second = _reject_all(consumer, producer, b"b", deadline)
+        assert sorted(_copied_offsets(scenario, 40, deadline)) == sorted(first | second)
+    finally:
+        with contextlib.suppress(KafkaException):
+            consumer.close()

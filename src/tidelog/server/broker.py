@@ -217,6 +217,7 @@ class Broker:
             state=self.share_states,
         )
         self.shares.dead_letters.admin = self.admin  # KIP-1191: auto-creates dead-letter topics if enabled
+        self.shares.dead_letters.producer.producer_ids = self.producer_ids  # idempotent dead-letter copies
         self.share_routing: ShareRouting | None = None
         if self.cluster is not None:  # issue 13 cluster hook: coordinators and share-partition leaders
             persister = SharePersister(
@@ -226,6 +227,7 @@ class Broker:
                 client=self.cluster.client,
             )
             self.shares.set_state_store(persister)
+            self.shares.dead_letters.producer.client = self.cluster.client  # copies to other brokers' leaders
             self.share_routing = ShareRouting(
                 runtime=self.shares,
                 groups=self.groups,

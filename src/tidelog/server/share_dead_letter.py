@@ -8,19 +8,24 @@ per share-partition at a time drains its ARCHIVING records:
 1. the share-partition state is written to ``__share_group_state`` (ARCHIVING is persisted, state 3) and its
    commit awaited, then written again (nothing new: no-op) so that whatever changed during the wait is on
    disk too before any copy;
-2. the first drain of a share-partition object (after a load, a restart) reads the dead-letter partition's
-   tail and archives the pending records already copied there (a crash between 3 and 4);
-3. the copies are appended to the dead-letter partition (``source partition % its partitions``), in
-   chunks of at most ``_CHUNK_BYTES`` (and half the topic's ``max.message.bytes``), each chunk's records
-   archived once appended; a chunk the topic refuses as too large is written with the context headers
-   alone (a pointer to the source record);
-4. the state is written, in the same synchronous step as 3 (nothing else can append to the dead-letter
-   partition between the copies and this write), and its commit awaited.
+2. the first drain of a share-partition object (after a load, a restart, a leadership change, or an append
+   whose outcome stayed unknown) reads the dead-letter partition's committed tail and archives the pending
+   records already copied there (a crash between 3 and 4);
+3. the copies are appended to the dead-letter partition (``source partition % its partitions``) at its
+   leader, this broker or another (:class:`~tidelog.server.share_dead_letter_producer.DeadLetterProducer`:
+   acks=all in a cluster, idempotent, retried with the same sequence), in chunks of at most
+   ``_CHUNK_BYTES`` (and half the topic's ``max.message.bytes``), each chunk's records archived once it is
+   committed; a chunk the topic refuses as too large is written with the context headers alone (a pointer
+   to the source record);
+4. the state is written and its commit awaited.
 
-So kill -9 between any two steps leaves either no copy of a pending record, or its copy as the last of the
-share-partition's copies in the dead-letter partition (found by step 2): every dead-lettered record is
-copied exactly once, provided fewer than ``_RECOVERY_SLACK`` other records reach that dead-letter partition
-after a restart before the share-partition's first drain (its first request).
+So kill -9 between any two steps leaves either no copy of a pending record, or its copy among the
+share-partition's last copies in the dead-letter partition (found by step 2; copies of other
+share-partitions in between are skipped): every dead-lettered record is copied exactly once, provided fewer
+than ``_RECOVERY_SLACK`` other records reach that dead-letter partition after the copy before the
+share-partition's next first drain. Not covered: a share-partition leader that lost its leadership while a
+copy of it was in flight to another broker, if that copy lands after the new leader's tail check (the old
+leader's state writes are fenced, its produce is not).
 
 A missing dead-letter topic is an error, as in KIP-1191, unless the broker's
 ``errors.deadletterqueue.auto.create.topics.enable`` is true and its name starts with
@@ -47,17 +52,14 @@ from tidelog.coordinator.share.dead_letter import (
     dead_letter_record,
 )
 from tidelog.coordinator.share.share_partition import PendingDeadLetter, SharePartition
-from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
-from tidelog.protocol.records import Record, SimpleRecord, encode_batch
-from tidelog.protocol.records_codec import decode_batch
-from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
-from tidelog.replication.partition import FetchIsolation, Partition
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.records import Record, SimpleRecord
 from tidelog.server.admin_errors import AdminError
 from tidelog.server.admin_manager import TopicAdmin
 from tidelog.server.clock import Clock
-from tidelog.server.metadata_cache import MetadataCache, TopicInfo
+from tidelog.server.metadata_cache import NO_LEADER, MetadataCache, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
-from tidelog.storage.producer_state import AppendOrigin
+from tidelog.server.share_dead_letter_producer import DeadLetterProducer, read_local
 
 __all__ = ["ShareDeadLetters"]
 
@@ -68,7 +70,7 @@ Persist = Callable[[ShareKey], list[Awaitable[Any]]]
 """Write a share-partition's state now (appended on return); the commits still to await."""
 
 _CHUNK_BYTES = 512 * 1024
-_READ_BYTES = 1 << 20
+_MESSAGE_MAX_BYTES = 1_048_588  # Kafka's message.max.bytes default
 _RECOVERY_SLACK = 10_000
 _CONTEXT_HEADERS = len(context_headers("", "", 0, 0, 0, True))
 
@@ -98,6 +100,9 @@ class ShareDeadLetters:
         """The share-partition objects whose dead-letter tail was checked (step 2) in this process."""
         self._warned: set[tuple[str, str]] = set()
         self._failed: set[tuple[str, int, ErrorCode]] = set()
+        self.producer = DeadLetterProducer(replicas=replicas, metadata=metadata, clock=clock)
+        """Writes the copies at the dead-letter partition's leader; the broker gives it its producer ids and,
+        in a cluster, the inter-broker client."""
         self.admin: TopicAdmin | None = None
         """Creates a missing dead-letter topic when ``errors.deadletterqueue.auto.create.topics.enable`` (set
         by the broker; None: never)."""
@@ -126,7 +131,7 @@ class ShareDeadLetters:
         try:
             while self._lookup(key) is sp and sp.pending_dead_letters():
                 await asyncio.gather(*self._persist(key))
-                if self._lookup(key) is not sp or not self._copy_pending(key, sp):
+                if self._lookup(key) is not sp or not await self._copy_pending(key, sp):
                     return
                 await asyncio.gather(*self._persist(key))
         except asyncio.CancelledError:
@@ -134,8 +139,8 @@ class ShareDeadLetters:
         except Exception:
             log.exception("dead-lettering the records of share-partition %s failed", key)
 
-    def _copy_pending(self, key: ShareKey, sp: SharePartition) -> bool:
-        """Steps 1 (again), 2, 3 and 4 in one synchronous step; False when nothing more can be done now."""
+    async def _copy_pending(self, key: ShareKey, sp: SharePartition) -> bool:
+        """Steps 1 (again), 2, 3 and 4; False when nothing more can be done now."""
         self._discard(self._persist(key))
         group_id, topic, index = key
         settings = self._settings(group_id)
@@ -149,18 +154,20 @@ class ShareDeadLetters:
         target = self._target(group_id, settings.dead_letter_topic, index)
         if target is None:
             return False
-        dlq_topic, dlq_index, dlq = target
+        dlq_topic, dlq_index, max_message_bytes = target
         if self._checked.get(key) is not sp:
             ranges = [(p.first_offset, p.last_offset) for p in pending]
             size = sum(last - first + 1 for first, last in ranges)
-            for offset in sorted(copied_offsets(self._tail(dlq, size), group_id, topic, index, ranges)):
+            tail = await self.producer.tail(dlq_topic, dlq_index, size + _RECOVERY_SLACK)
+            if tail is None or self._lookup(key) is not sp:
+                return False
+            for offset in sorted(copied_offsets(tail, group_id, topic, index, ranges)):
                 sp.archive_dead_letters(offset, offset)
             self._checked[key] = sp
             pending = sp.pending_dead_letters()
         now = self._clock.now_ms()
-        limit = min(_CHUNK_BYTES, dlq.config.max_message_bytes // 2)
-        chunk: list[SimpleRecord] = []
-        chunk_offsets: list[int] = []
+        limit = min(_CHUNK_BYTES, max_message_bytes // 2)
+        chunks: list[tuple[list[SimpleRecord], list[int]]] = [([], [])]
         chunk_bytes = 0
         for p in pending:
             for offset, source in self._sources(topic, index, p, settings.dead_letter_copy_record):
@@ -181,19 +188,27 @@ class ShareDeadLetters:
                     + len(copy.value or b"")
                     + sum(len(k) + len(v or b"") for k, v in copy.headers)
                 )
-                if chunk and chunk_bytes + size > limit:
-                    if not self._append(sp, dlq_topic, dlq_index, chunk, chunk_offsets, now):
-                        self._discard(self._persist(key))
-                        return False
-                    chunk, chunk_offsets, chunk_bytes = [], [], 0
-                chunk.append(copy)
-                chunk_offsets.append(offset)
+                if chunks[-1][0] and chunk_bytes + size > limit:
+                    chunks.append(([], []))
+                    chunk_bytes = 0
+                chunks[-1][0].append(copy)
+                chunks[-1][1].append(offset)
                 chunk_bytes += size
-        ok = not chunk or self._append(sp, dlq_topic, dlq_index, chunk, chunk_offsets, now)
+        ok = True
+        for records, offsets in chunks:
+            if not records:
+                continue
+            if not await self._append(key, sp, dlq_topic, dlq_index, records, offsets):
+                ok = False
+                break
+            if self._lookup(key) is not sp:
+                return False  # the share-partition was dropped (reset, deleted, leadership lost) meanwhile
         self._discard(self._persist(key))  # step 4
         return ok
 
-    def _target(self, group_id: str, dlq_topic: str, index: int) -> tuple[str, int, Partition] | None:
+    def _target(self, group_id: str, dlq_topic: str, index: int) -> tuple[str, int, int] | None:
+        """The dead-letter partition for source partition ``index`` and its topic's ``max.message.bytes``;
+        None while the topic does not exist or the partition has no leader."""
         info = self._metadata.topic(dlq_topic) or self._create(dlq_topic)
         if info is None:
             if (group_id, dlq_topic) not in self._warned:
@@ -207,21 +222,27 @@ class ShareDeadLetters:
                 )
             return None
         dlq_index = dead_letter_partition(index, info.num_partitions)
-        partition = self._replicas.leader_partition(dlq_topic, dlq_index)
-        if isinstance(partition, ErrorCode):
+        leader = info.partitions[dlq_index].leader
+        writable = leader != NO_LEADER and (
+            leader == self._metadata.node_id or self.producer.client is not None
+        )
+        if not writable:
             if (group_id, dlq_topic) not in self._warned:
                 self._warned.add((group_id, dlq_topic))
                 log.warning(
-                    "share group %s: dead-letter partition %s-%d is not writable here (%s): its records "
-                    "wait in ARCHIVING",
+                    "share group %s: dead-letter partition %s-%d has no leader: its records wait in ARCHIVING",
                     group_id,
                     dlq_topic,
                     dlq_index,
-                    partition.name,
                 )
             return None
         self._warned.discard((group_id, dlq_topic))
-        return dlq_topic, dlq_index, partition
+        default = self.admin.config.message_max_bytes if self.admin is not None else _MESSAGE_MAX_BYTES
+        try:
+            max_message_bytes = int(info.configs.get("max.message.bytes", default))
+        except ValueError:
+            max_message_bytes = default
+        return dlq_topic, dlq_index, max_message_bytes
 
     def _create(self, dlq_topic: str) -> TopicInfo | None:
         """The dead-letter topic, created as KIP-1191 allows; None when it may not be (or is not ready)."""
@@ -252,20 +273,16 @@ class ShareDeadLetters:
             return f"not created: its name lacks errors.deadletterqueue.topic.name.prefix {prefix!r}"
         return ""
 
-    def _append(
+    async def _append(
         self,
+        key: ShareKey,
         sp: SharePartition,
         dlq_topic: str,
         dlq_index: int,
         chunk: list[SimpleRecord],
         offsets: list[int],
-        now_ms: int,
     ) -> bool:
-        acks = -1 if self._replicas.cluster_mode else 1
-        batch = encode_batch(chunk)
-        error, _info, message = self._replicas.append(
-            dlq_topic, dlq_index, batch, now_ms=now_ms, origin=AppendOrigin.CLIENT, required_acks=acks
-        )
+        error = await self.producer.append(dlq_topic, dlq_index, chunk)
         if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
             # too large for the dead-letter topic with the records: their context headers alone
             log.warning(
@@ -276,25 +293,22 @@ class ShareDeadLetters:
                 ErrorCode(error).name,
             )
             bare = [SimpleRecord(None, None, r.headers[-_CONTEXT_HEADERS:], r.timestamp) for r in chunk]
-            error, _info, message = self._replicas.append(
-                dlq_topic,
-                dlq_index,
-                encode_batch(bare),
-                now_ms=now_ms,
-                origin=AppendOrigin.CLIENT,
-                required_acks=acks,
-            )
-        failure = (dlq_topic, dlq_index, ErrorCode(error))
+            error = await self.producer.append(dlq_topic, dlq_index, bare)
+        if (
+            error is None
+        ):  # the outcome is unknown: the copies may be there, read the tail before copying again
+            self._checked.pop(key, None)
+            return False
+        failure = (dlq_topic, dlq_index, error)
         if error is not ErrorCode.NONE:
             if failure not in self._failed:  # once until it succeeds: retried at every request
                 self._failed.add(failure)
                 log.warning(
-                    "writing %d dead-letter copies to %s-%d failed: %s %s (retried; the records wait)",
+                    "writing %d dead-letter copies to %s-%d failed: %s (retried; the records wait)",
                     len(chunk),
                     dlq_topic,
                     dlq_index,
-                    failure[2].name,
-                    message or "",
+                    error.name,
                 )
             return False
         self._failed = {f for f in self._failed if f[:2] != (dlq_topic, dlq_index)}
@@ -312,16 +326,10 @@ class ShareDeadLetters:
         if copy_record:
             partition = self._replicas.leader_partition(topic, index)
             if not isinstance(partition, ErrorCode):
-                for record in _read(partition, pending.first_offset, pending.last_offset + 1):
+                for record in read_local(partition, pending.first_offset, pending.last_offset + 1):
                     found[record.offset] = record
         for offset in range(pending.first_offset, pending.last_offset + 1):
             yield offset, found.get(offset)
-
-    def _tail(self, dlq: Partition, pending_records: int) -> list[Record]:
-        """The dead-letter partition's last ``pending_records + _RECOVERY_SLACK`` records (or fewer)."""
-        end = dlq.log_end_offset
-        start = max(dlq.log_start_offset, end - pending_records - _RECOVERY_SLACK)
-        return list(_read(dlq, start, end, FetchIsolation.LOG_END))
 
     @staticmethod
     def _discard(waits: list[Awaitable[Any]]) -> None:
@@ -336,31 +344,3 @@ class ShareDeadLetters:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-def _read(
-    partition: Partition, first: int, upto: int, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
-) -> Iterator[Record]:
-    """The records of ``partition`` at ``first .. upto - 1`` (what the log still has of them)."""
-    pos_offset = first
-    while pos_offset < upto:
-        try:
-            data = partition.read(pos_offset, _READ_BYTES, isolation=isolation, min_one_batch=True)
-        except KafkaProtocolError:
-            return
-        if not data.regions or data.next_offset <= pos_offset:
-            return
-        raw = data.read_bytes()
-        pos = 0
-        while pos + RECORD_BATCH_HEADER_SIZE <= len(raw):
-            header = read_batch_header(raw, pos)
-            size = header.batch_length + LOG_OVERHEAD
-            if pos + size > len(raw):
-                break
-            if not header.is_control:
-                _, records = decode_batch(raw, pos)
-                for record in records:
-                    if first <= record.offset < upto:
-                        yield record
-            pos += size
-        pos_offset = data.next_offset
