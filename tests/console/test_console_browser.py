@@ -12,6 +12,8 @@ One broker, two consoles (read-write and read-only) and one browser for the modu
 - create / alter config / delete topic go through a confirmation page;
 - an open transaction is listed (its id escaped), marked hanging once open longer than the threshold, and
   gone once aborted;
+- a share group is listed, and its page shows its member and assignment, its share-partition's start
+  offset, log end and backlog, and exactly the records its member holds; after the member leaves, none;
 - only loopback Host names are served (a DNS-rebinding page cannot read the console);
 - the read-only console refuses every write with 403 and says why; a write without the CSRF token is
   refused even with --allow-writes; the JSON-lines download is an ASCII attachment.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +44,7 @@ from tests.console.console_support import (
     visit,
     wait_for,
 )
+from tests.support.dead_letters import set_group_configs
 
 from tidelog.testing import Broker
 
@@ -142,6 +146,7 @@ def test_every_page_loads_with_its_content_and_no_js_error(browser: Any, console
         "messages": ("/topics/orders/messages", "#messages", "order-199"),
         "groups": ("/groups", "#groups", ""),
         "transactions": ("/transactions", "#transactions", "No open transactions."),
+        "share-groups": ("/share-groups", "#share-groups", ""),
         "users": ("/users", "#users", "No SCRAM users."),
         "acls-disabled": ("/acls", "#acls-disabled", "SECURITY_DISABLED"),
     }
@@ -401,6 +406,58 @@ def test_transactions_open_and_hanging(browser: Any, console: ConsoleServer, bro
         producer.abort_transaction(30)
     visit(browser, console.url + "/transactions?hanging_after=0")
     assert text(browser, "#open-count") == "0"
+    assert js_errors(browser) == []
+
+
+def test_share_group_page_shows_members_offsets_and_held_records(
+    browser: Any, console: ConsoleServer, broker: Broker, admin: AdminClient
+) -> None:
+    create_topic(admin, "queue", 1)
+    produce(broker, "queue", [{"value": b"job-%d" % i} for i in range(10)])
+    group = "<i>workers</i>"
+    set_group_configs(broker.bootstrap_servers, group, {"share.auto.offset.reset": "earliest"})
+    consumer = confluent_kafka.ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe(["queue"])
+    try:
+        got: list[confluent_kafka.Message] = []
+
+        def acquired() -> bool:
+            got.extend(m for m in consumer.poll(0.5) if m.error() is None)
+            return len(got) >= 4
+
+        wait_for(acquired, what="records for the share consumer")
+        assert [m.offset() for m in got] == list(range(len(got)))
+        for message in got[:3]:
+            consumer.acknowledge(message, confluent_kafka.AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        visit(browser, console.url + "/share-groups")
+        assert group in texts(browser, "#share-groups a")
+        visit(browser, f"{console.url}/share-group?id={urllib.parse.quote(group)}", screenshot="share-group")
+        assert text(browser, "#share-group-id") == group
+        assert text(browser, "#member-count") == "1"
+        assert texts(browser, "#share-members .chip") == ["queue/0"]
+        held = len(got) - 3
+        # topic, partition, start offset, log end, backlog, held
+        assert texts(browser, "#share-partitions td") == ["queue", "0", "3", "10", "7", str(held)]
+        assert text(browser, "#held-count") == str(held)
+        offsets = texts(browser, "#share-pending td.mono")[0]
+        assert offsets == ("3" if held == 1 else f"3-{len(got) - 1}")
+    finally:
+        consumer.close()
+
+    def released() -> bool:
+        visit(browser, f"{console.url}/share-group?id={urllib.parse.quote(group)}")
+        return (text(browser, "#member-count"), text(browser, "#held-count")) == ("0", "0")
+
+    wait_for(released, what="the member gone and its records released")
+    assert texts(browser, "#share-pending td") == ["No records held."]
     assert js_errors(browser) == []
 
 

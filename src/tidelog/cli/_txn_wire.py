@@ -81,35 +81,10 @@ def find_coordinator(
     wire: WireClient, transactional_id: str, *, key_type: int = _TRANSACTION_KEY_TYPE
 ) -> tuple[int, str]:
     """(node id, host:port) of the coordinator of ``transactional_id`` (a transactional id; a group id with
-    ``key_type=GROUP_KEY_TYPE``)."""
-    from tidelog.client.wire import WireError
-    from tidelog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+    ``key_type=GROUP_KEY_TYPE``): :func:`tidelog.client.lookup.find_coordinator`."""
+    from tidelog.client.lookup import find_coordinator as find
 
-    version = wire.version_for(FindCoordinatorRequest, 6)
-    if version < 1 and key_type != GROUP_KEY_TYPE:
-        raise WireError(f"broker at {wire.address} cannot look up transaction coordinators")
-    deadline = time.monotonic() + wire.timeout
-    while True:
-        if version >= 4:
-            found: FindCoordinatorResponse | FindCoordinatorResponse.Coordinator = wire.call(
-                FindCoordinatorRequest(key_type=key_type, coordinator_keys=[transactional_id]),
-                version,
-                expect=FindCoordinatorResponse,
-            ).coordinators[0]
-        else:
-            found = wire.call(
-                FindCoordinatorRequest(key=transactional_id, key_type=key_type),
-                version,
-                expect=FindCoordinatorResponse,
-            )
-        error = found.error_code
-        if error == ErrorCode.NONE:
-            return found.node_id, f"{found.host}:{found.port}"
-        if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-            raise WireError(
-                f"cannot find the coordinator of {transactional_id!r}: {ErrorCode.name_of(error)}"
-            )
-        time.sleep(0.1)
+    return find(wire, transactional_id, key_type=key_type)
 
 
 def describe_transaction(
@@ -139,16 +114,7 @@ def describe_transaction(
 def partition_leaders(
     wire: WireClient, topics: Iterable[str] | None
 ) -> tuple[dict[int, str], dict[str, MetadataResponse.MetadataResponseTopic]]:
-    """Metadata (never creating a topic): ``({node id: host:port}, {topic name: its metadata})`` for
-    ``topics``, or for every topic when None (internal ones included; callers filter ``is_internal``)."""
-    from tidelog.protocol.messages import MetadataRequest, MetadataResponse
+    """Metadata (never creating a topic): :func:`tidelog.client.lookup.partition_leaders`."""
+    from tidelog.client.lookup import partition_leaders as leaders
 
-    version = wire.version_for(MetadataRequest, 12)
-    requested = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-    if requested is None and version == 0:
-        requested = []  # v0 lists every topic with an empty array
-    metadata = wire.call(
-        MetadataRequest(topics=requested, allow_auto_topic_creation=False), version, expect=MetadataResponse
-    )
-    brokers = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
-    return brokers, {t.name: t for t in metadata.topics if t.name is not None}
+    return leaders(wire, topics)

@@ -32,16 +32,14 @@ import click
 from tidelog.cli._common import ClientOptions, client_options, fail, out_console
 from tidelog.cli._common import table as make_table
 from tidelog.cli._txn_wire import (
-    GROUP_KEY_TYPE,
-    find_coordinator,
     no_librdkafka_properties,
     open_wire,
     partition_leaders,
 )
 
 if TYPE_CHECKING:  # the codec loads the generated messages: imported when a command runs
+    from tidelog.client.share_groups import Connect
     from tidelog.client.wire import WireClient
-    from tidelog.protocol.messages import DescribeShareGroupOffsetsResponse
 
 __all__ = ["share_groups_group"]
 
@@ -51,60 +49,44 @@ def share_groups_group() -> None:
     """Share groups (KIP-932 queues): list, describe, pending records, reset offsets, delete."""
 
 
+def _connect(client: ClientOptions) -> Connect:
+    """Opens connections to other brokers as the command's bootstrap one (``fail`` when one cannot)."""
+
+    def connect(address: str) -> WireClient:
+        return open_wire(client, address)
+
+    return connect
+
+
 @share_groups_group.command("list")
 @client_options
 def list_command(client: ClientOptions) -> None:
     """The share groups' ids, one a line."""
-    from tidelog.protocol.errors import ErrorCode
-    from tidelog.protocol.messages import ListGroupsRequest, ListGroupsResponse
+    from tidelog.client.share_groups import list_share_groups
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     with open_wire(client) as wire:
         brokers, _topics = partition_leaders(wire, [])
-    found: set[str] = set()
-    for address in sorted(brokers.values()):  # ListGroups answers the groups each broker coordinates
-        with open_wire(client, address) as broker:
-            answer = broker.call(ListGroupsRequest(types_filter=["share"]), 5, expect=ListGroupsResponse)
-        if answer.error_code != ErrorCode.NONE:
-            fail(f"cannot list share groups at {address}: {ErrorCode.name_of(answer.error_code)}")
-        found.update(g.group_id for g in answer.groups if g.group_type == "share")
-    for group_id in sorted(found):
+    try:
+        found = list_share_groups(brokers.values(), _connect(client))
+    except WireError as exc:
+        fail(str(exc))
+    for group_id in found:
         click.echo(group_id)
 
 
 @contextmanager
 def _coordinator(client: ClientOptions, wire: WireClient, group: str) -> Iterator[WireClient]:
     """A connection to ``group``'s coordinator (``wire`` itself when it is the one)."""
+    from tidelog.client.share_groups import coordinator_of
     from tidelog.client.wire import WireError
 
     try:
-        _node, address = find_coordinator(wire, group, key_type=GROUP_KEY_TYPE)
+        with coordinator_of(wire, group, _connect(client)) as coordinator:
+            yield coordinator
     except WireError as exc:
         fail(str(exc))
-    if address == wire.address:
-        yield wire
-        return
-    with open_wire(client, address) as coordinator:
-        yield coordinator
-
-
-def _offsets(
-    wire: WireClient, group: str, *, topics: list[tuple[str, list[int]]] | None = None, pending: bool = False
-) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup:
-    from tidelog.protocol.messages import DescribeShareGroupOffsetsRequest as Req
-    from tidelog.protocol.messages import DescribeShareGroupOffsetsResponse
-    from tidelog.protocol.share_pending import PENDING_TAG
-
-    asked = Req.DescribeShareGroupOffsetsRequestGroup(
-        group_id=group,
-        topics=None
-        if topics is None
-        else [Req.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps) for t, ps in topics],
-    )
-    if pending:
-        asked.unknown_tagged_fields = {PENDING_TAG: b""}
-    answer = wire.call(Req(groups=[asked]), 0, expect=DescribeShareGroupOffsetsResponse)
-    return answer.groups[0]
 
 
 @share_groups_group.command("describe")
@@ -112,51 +94,44 @@ def _offsets(
 @client_options
 def describe_command(groups: tuple[str, ...], client: ClientOptions) -> None:
     """Members of share GROUPS, with their assigned partitions, and the share-partitions' start offsets."""
+    from tidelog.client.share_groups import ShareGroupNotFoundError, describe_share_group
+    from tidelog.client.wire import WireError
+    from tidelog.protocol.errors import ErrorCode
 
     no_librdkafka_properties(client)
     missing: list[str] = []
     for group_id in groups:
-        with open_wire(client) as bootstrap, _coordinator(client, bootstrap, group_id) as wire:
-            _describe_one(wire, group_id, missing)
-    if missing:
-        fail(f"share group not found: {', '.join(missing)}")
-
-
-def _describe_one(wire: WireClient, group_id: str, missing: list[str]) -> None:
-    from tidelog.protocol.errors import ErrorCode
-    from tidelog.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
-
-    answer = wire.call(ShareGroupDescribeRequest(group_ids=[group_id]), 0, expect=ShareGroupDescribeResponse)
-    for group in answer.groups:
-        if group.error_code != ErrorCode.NONE:
-            missing.append(f"{group.group_id} ({ErrorCode.name_of(group.error_code)})")
-            continue
+        with open_wire(client) as bootstrap:
+            try:
+                group = describe_share_group(bootstrap, group_id, _connect(client))
+            except ShareGroupNotFoundError as exc:
+                missing.append(f"{exc.group_id} ({ErrorCode.name_of(exc.error_code)})")
+                continue
+            except WireError as exc:
+                fail(str(exc))
         table = make_table(
             "member",
             "client id",
             "host",
             "epoch",
             "partitions",
-            title=f"share group {group.group_id}: {group.group_state}, epoch {group.group_epoch}",
+            title=f"share group {group.group_id}: {group.state}, epoch {group.epoch}",
         )
-        for member in sorted(group.members, key=lambda m: m.member_id):
-            assigned = ", ".join(
-                f"{t.topic_name}:{','.join(str(p) for p in t.partitions)}"
-                for t in member.assignment.topic_partitions
-            )
+        for member in group.members:
+            assigned = ", ".join(f"{t}:{','.join(str(p) for p in ps)}" for t, ps in member.assignment)
             table.add_row(
                 member.member_id, member.client_id, member.client_host, str(member.member_epoch), assigned
             )
         out_console.print(table)
-        offsets = _offsets(wire, group.group_id)
-        rows = [(t.topic_name, p) for t in offsets.topics for p in t.partitions]
-        if rows:
+        if group.start_offsets:
             starts = make_table(
                 "topic", "partition", "start offset", title=f"start offsets of {group.group_id}"
             )
-            for topic, p in sorted(rows, key=lambda r: (r[0], r[1].partition_index)):
-                starts.add_row(topic, str(p.partition_index), str(p.start_offset))
+            for topic, partition, start in group.start_offsets:
+                starts.add_row(topic, str(partition), str(start))
             out_console.print(starts)
+    if missing:
+        fail(f"share group not found: {', '.join(missing)}")
 
 
 @share_groups_group.command("pending")
@@ -165,31 +140,15 @@ def _describe_one(wire: WireClient, group_id: str, missing: list[str]) -> None:
 @client_options
 def pending_command(group: str, topic: str | None, client: ClientOptions) -> None:
     """Records of GROUP acquired by its members and not yet acknowledged (Redis's XPENDING)."""
-    from tidelog.protocol.errors import ErrorCode
-    from tidelog.protocol.share_pending import PENDING_TAG, decode_pending
+    from tidelog.client.share_groups import pending_records
+    from tidelog.client.wire import WireError
 
     no_librdkafka_properties(client)
     with open_wire(client) as bootstrap:
-        with _coordinator(client, bootstrap, group) as coordinator:
-            exists = _offsets(coordinator, group, topics=[])
-        if exists.error_code != ErrorCode.NONE:
-            fail(f"share group not found: {group} ({ErrorCode.name_of(exists.error_code)})")
-        brokers, metadata = partition_leaders(bootstrap, None if topic is None else [topic])
-    if topic is not None and (topic not in metadata or metadata[topic].error_code != ErrorCode.NONE):
-        fail(f"unknown topic {topic!r}")
-    led: dict[int, dict[str, list[int]]] = {}  # leader: {topic: partitions it leads}
-    for name, info in metadata.items():
-        if info.is_internal or info.error_code != ErrorCode.NONE:
-            continue
-        for part in info.partitions:
-            if part.leader_id in brokers:
-                led.setdefault(part.leader_id, {}).setdefault(name, []).append(part.partition_index)
-    answered: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = []
-    for leader, topics in sorted(led.items()):  # the acquisitions live on each share-partition's leader
-        with open_wire(client, brokers[leader]) as wire:
-            found = _offsets(wire, group, topics=sorted(topics.items()), pending=True)
-        if found.error_code == ErrorCode.NONE:
-            answered.extend(found.topics)
+        try:
+            found = pending_records(bootstrap, group, _connect(client), topic=topic)
+        except WireError as exc:
+            fail(str(exc))
     table = make_table(
         "topic",
         "partition",
@@ -199,25 +158,16 @@ def pending_command(group: str, topic: str | None, client: ClientOptions) -> Non
         "lock left",
         title=f"pending records of {group}",
     )
-    for t in sorted(answered, key=lambda t: t.topic_name):
-        for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            value = (p.unknown_tagged_fields or {}).get(PENDING_TAG)
-            if value is None:
-                continue
-            for r in decode_pending(value):
-                span = (
-                    str(r.first_offset)
-                    if r.first_offset == r.last_offset
-                    else f"{r.first_offset}-{r.last_offset}"
-                )
-                table.add_row(
-                    t.topic_name,
-                    str(p.partition_index),
-                    span,
-                    r.member_id,
-                    str(r.delivery_count),
-                    f"{r.lock_remaining_ms / 1000:.1f} s",
-                )
+    for r in found:
+        span = str(r.first_offset) if r.first_offset == r.last_offset else f"{r.first_offset}-{r.last_offset}"
+        table.add_row(
+            r.topic,
+            str(r.partition),
+            span,
+            r.member_id,
+            str(r.delivery_count),
+            f"{r.lock_remaining_ms / 1000:.1f} s",
+        )
     out_console.print(table)
 
 
@@ -425,6 +375,7 @@ def reset_offsets_command(
 @client_options
 def delete_command(groups: tuple[str, ...], client: ClientOptions) -> None:
     """Delete share groups that have no members, with their state."""
+    from tidelog.client.share_groups import share_group_offsets
     from tidelog.protocol.errors import ErrorCode
     from tidelog.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
@@ -433,7 +384,7 @@ def delete_command(groups: tuple[str, ...], client: ClientOptions) -> None:
     with open_wire(client) as bootstrap:
         for group in groups:
             with _coordinator(client, bootstrap, group) as wire:
-                found = _offsets(wire, group, topics=[])
+                found = share_group_offsets(wire, group, topics=[])
             if found.error_code != ErrorCode.NONE:
                 fail(f"share group not found: {group} ({ErrorCode.name_of(found.error_code)})")
         for group in groups:  # each at its coordinator

@@ -19,7 +19,14 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tidelog.console import views_groups, views_messages, views_security, views_topics, views_transactions
+from tidelog.console import (
+    views_groups,
+    views_messages,
+    views_security,
+    views_share_groups,
+    views_topics,
+    views_transactions,
+)
 from tidelog.console.kafka import BadRequestError, ConsoleError, KafkaGateway, NotFoundError
 from tidelog.console.sampler import Sampler
 from tidelog.console.web import ConsoleState, SecurityHeaders, WriteRefused, page
@@ -76,6 +83,8 @@ def create_app(console: ConsoleState, allowed_hosts: list[str] | None = None) ->
         Route("/group/reset", views_groups.reset_preview, methods=["GET"]),
         Route("/group/reset", views_groups.reset_execute, methods=["POST"]),
         Route("/api/group/lag", views_groups.lag_api),
+        Route("/share-groups", views_share_groups.share_groups),
+        Route("/share-group", views_share_groups.share_group_detail),
         Route("/transactions", views_transactions.transactions),
         Route("/users", views_security.users, methods=["GET"]),
         Route("/users", views_security.add_user, methods=["POST"]),
