@@ -10,11 +10,11 @@ roll (the tmpfs test in ``test_disk_full.py`` meets whichever write fills the di
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import pytest
 from tests.server.inprocess import make_broker
+from tests.support.small_fs import enospc_on_writes_to
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import SimpleRecord, encode_batch
@@ -40,14 +40,7 @@ def test_enospc_in_a_roll_is_a_storage_error_without_a_traceback(
             assert info is not None
             assert info.first_offset == seq
             seq += 1
-        real_write = os.write
-
-        def full_disk(fd: int, data: object) -> int:
-            if os.readlink(f"/proc/self/fd/{fd}").endswith(".snapshot.tmp"):
-                raise OSError(28, "No space left on device")
-            return real_write(fd, data)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(os, "write", full_disk)
+        enospc_on_writes_to(monkeypatch, ".snapshot.tmp")
         with caplog.at_level(logging.WARNING, logger="tidelog.replica_manager"):
             error, info, message = replicas.append("t", 0, one_batch(seq), now_ms=now)
         assert (error, info) == (ErrorCode.KAFKA_STORAGE_ERROR, None)

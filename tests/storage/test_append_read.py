@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from tests.storage.helpers import SMALL, batch, decode_all, headers, open_log, read_everything, record_tuples
+from tests.support.small_fs import enospc_on_writes_to
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import (
@@ -459,14 +460,7 @@ def test_a_full_disk_during_a_roll_refuses_the_batch_and_the_log_carries_on(
     per_segment = 1000 // len(written[0])
     written += fill(log, per_segment - 4, start_seq=4)  # the active segment is full: the next append rolls
     end = log.log_end_offset
-    real_write = os.write
-
-    def full_disk(fd: int, data: object) -> int:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(".snapshot.tmp"):
-            raise OSError(28, "No space left on device")
-        return real_write(fd, data)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "write", full_disk)
+    enospc_on_writes_to(monkeypatch, ".snapshot.tmp")
     with pytest.raises(OSError, match="No space left"):
         log.append(bytearray(batch(100)), leader_epoch=7, now_ms=0)
     assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".tmp")] == []

@@ -117,3 +117,16 @@ def shut_down_ext4(mount: Path) -> None:
         fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_NOLOGFLUSH))
     finally:
         os.close(fd)
+
+
+def enospc_on_writes_to(monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """``os.write`` to a file whose name ends with ``suffix`` fails with ENOSPC (a disk that filled just
+    there), every other write goes through; ``monkeypatch.undo()`` gives the space back."""
+    real_write = os.write
+
+    def full_disk(fd: int, data: object) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(suffix):
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "write", full_disk)
