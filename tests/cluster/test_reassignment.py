@@ -1,0 +1,201 @@
+"""Partition reassignment (KIP-455) on a real 4-broker cluster with ZooKeeper, one cluster for the module:
+
+- a partition moved from brokers 1,2,3 to 2,3,4 under continuous acks=all load (kafka-python's admin
+  AlterPartitionReassignments): the leader moves to a target replica, broker 4 copies the log by fetching,
+  broker 1's replica is deleted, and nothing acknowledged is lost (the checker's full verification);
+- a move whose new replica cannot catch up (its broker paused) is listed in progress with its adding and
+  removing replicas, then cancelled: the original assignment is back, nothing is listed;
+- the errors: INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS, and
+  NOT_CONTROLLER from a broker that is not the controller.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.cluster.harness import Scenario
+from tests.cluster.workload import ProducerSpec
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    seed = random.SystemRandom().randrange(1, 1_000_000)
+    print(f"reassignment cluster seed {seed}")
+    instance = Scenario(seed, tmp_path_factory.mktemp("reassign"), "reassignment")
+    try:
+        instance.start(brokers=4)
+        yield instance
+    finally:
+        instance.close()
+
+
+def create_topic(scenario: Scenario, name: str, replicas: list[int]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": scenario.bootstrap, "log_level": 3})
+    admin.create_topics(
+        [NewTopic(name, num_partitions=1, replica_assignment=[replicas])], operation_timeout=30
+    )[name].result(60)
+    scenario.topics[name] = 1
+    scenario.wait_for(lambda: scenario.full_isr(name, 0), f"{name}-0 led with its full ISR")
+    scenario.wait_metadata(name, 1)
+
+
+def admin_for(address: str) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=30_000)
+
+
+def topic_znode(scenario: Scenario, topic: str) -> dict[str, Any]:
+    import json
+
+    data, _stat = scenario.zk().get(f"/brokers/topics/{topic}")
+    document: dict[str, Any] = json.loads(data)
+    return document
+
+
+def has_log(scenario: Scenario, broker: int, topic: str) -> bool:
+    return (Path(scenario.c.broker(broker).data_dir) / f"{topic}-0").is_dir()
+
+
+def test_move_replicas_under_load(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    topic = "moving"
+    create_topic(scenario, topic, [1, 2, 3])
+    assert scenario.leader(topic, 0) == 1
+    before = scenario.state(topic, 0)
+    admin = admin_for(scenario.bootstrap)
+    producers = [ProducerSpec("idem"), ProducerSpec("plain", idempotent=False)]
+    with scenario.workload(topic, producers=producers) as load:
+        load.wait_acked(300, "before the move")
+        result = admin.alter_partition_reassignments({TopicPartition(topic, 0): [2, 3, 4]})
+        assert result == {TopicPartition(topic, 0): None}
+        scenario.event("reassignment of moving-0 to [2,3,4] accepted")
+        scenario.wait_for(
+            lambda: scenario.replicas(topic, 0) == [2, 3, 4] and scenario.full_isr(topic, 0),
+            "the move to [2,3,4] to complete",
+            90,
+        )
+        scenario.event("reassignment of moving-0 complete")
+        load.wait_acked(200, "after the move")
+    after = scenario.state(topic, 0)
+    assert after.leader == 2
+    assert after.leader_epoch > before.leader_epoch
+    assert sorted(after.isr) == [2, 3, 4]
+    znode = topic_znode(scenario, topic)
+    assert znode["partitions"] == {"0": [2, 3, 4]}
+    assert znode.get("adding_replicas", {}) == {}
+    assert znode.get("removing_replicas", {}) == {}
+    assert admin.list_partition_reassignments() == {}
+    scenario.wait_for(lambda: not has_log(scenario, 1, topic), "broker 1 to delete its replica of moving-0")
+    assert has_log(scenario, 4, topic)
+    assert scenario.history.failure_counts() == {}
+    scenario.verify([topic])
+    admin.close()
+
+
+def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    controller = scenario.controller()
+    stuck = max(b for b in scenario.c.brokers if b != controller)  # not the controller: it is paused
+    original = sorted(b for b in scenario.c.brokers if b != stuck)
+    target = [*original[1:], stuck]
+    topic = "cancelled"
+    create_topic(scenario, topic, original)
+    tp = TopicPartition(topic, 0)
+    admin = admin_for(scenario.c.broker(controller).bootstrap_servers)
+    assert admin.list_partition_reassignments() == {}  # connected to the controller before the pause
+    with scenario.c.paused(stuck):
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+        listed = admin.list_partition_reassignments()
+        assert listed == {
+            tp: {
+                "replicas": [*target, original[0]],
+                "adding_replicas": [stuck],
+                "removing_replicas": [original[0]],
+            }
+        }
+        assert admin.list_partition_reassignments([tp]) == listed
+        assert scenario.replicas(topic, 0) == [*target, original[0]]
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert admin.list_partition_reassignments() == {}
+        # Kafka's order: the original replicas as they stand in the move's list (target first)
+        assert scenario.replicas(topic, 0) == [*original[1:], original[0]]
+        assert topic_znode(scenario, topic).get("adding_replicas", {}) == {}
+        state = scenario.state(topic, 0)
+        assert state.leader in original
+        assert set(state.isr) <= set(original)
+    scenario.wait_for(lambda: scenario.full_isr(topic, 0), "the original replicas in the ISR")
+    scenario.wait_for(
+        lambda: not has_log(scenario, stuck, topic), f"no replica of {topic}-0 on broker {stuck}"
+    )
+    admin.close()
+
+
+def test_errors(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+
+    topic = "errors"
+    create_topic(scenario, topic, [1, 2, 3])
+    tp = TopicPartition(topic, 0)
+    admin = admin_for(scenario.bootstrap)
+    outcome = admin.alter_partition_reassignments(
+        {
+            tp: [1, 1, 2],
+            TopicPartition(topic, 5): [1, 2, 3],
+            TopicPartition("no-such-topic", 0): [1, 2, 3],
+        }
+    )
+    assert {k: v.errno for k, v in outcome.items() if v is not None} == {
+        tp: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        TopicPartition(topic, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        TopicPartition("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    outcome = admin.alter_partition_reassignments({tp: [1, 2, 9]})  # broker 9 is not alive
+    assert outcome[tp].errno == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    outcome = admin.alter_partition_reassignments({tp: None})
+    assert outcome[tp].errno == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert scenario.replicas(topic, 0) == [1, 2, 3]
+    admin.close()
+
+    other = next(b for b in scenario.c.brokers if b != scenario.controller())
+    with connect(scenario.c.broker(other).bootstrap_servers, timeout=10) as wire:
+        listed = wire.call(
+            ListPartitionReassignmentsRequest(topics=None), expect=ListPartitionReassignmentsResponse
+        )
+        assert listed.error_code == ErrorCode.NOT_CONTROLLER
+        altered = wire.call(
+            AlterPartitionReassignmentsRequest(
+                topics=[
+                    AlterPartitionReassignmentsRequest.ReassignableTopic(
+                        name=topic,
+                        partitions=[
+                            AlterPartitionReassignmentsRequest.ReassignablePartition(
+                                partition_index=0, replicas=[2, 3, 4]
+                            )
+                        ],
+                    )
+                ]
+            ),
+            expect=AlterPartitionReassignmentsResponse,
+        )
+        assert altered.error_code == ErrorCode.NOT_CONTROLLER
+        assert altered.responses[0].partitions[0].error_code == ErrorCode.NOT_CONTROLLER
