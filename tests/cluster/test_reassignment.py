@@ -5,12 +5,16 @@
   broker 1's replica is deleted, and nothing acknowledged is lost (the checker's full verification);
 - a move whose new replica cannot catch up (its broker paused) is listed in progress with its adding and
   removing replicas, then cancelled: the original assignment is back, nothing is listed;
+- ``tidelog reassign``: generate proposes a plan over a broker list, execute prints the rollback plan and
+  starts it, verify reports it in progress (with its adding replicas' ISR count) and then complete, cancel
+  cancels a move in progress;
 - the errors: INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS, and
   NOT_CONTROLLER from a broker that is not the controller.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,11 +58,23 @@ def admin_for(address: str) -> Any:
 
 
 def topic_znode(scenario: Scenario, topic: str) -> dict[str, Any]:
-    import json
-
     data, _stat = scenario.zk().get(f"/brokers/topics/{topic}")
     document: dict[str, Any] = json.loads(data)
     return document
+
+
+def run_cli(*args: str) -> str:
+    from click.testing import CliRunner
+
+    from tidelog.cli.main import cli
+
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def ids(values: list[int]) -> str:
+    return ",".join(map(str, values))
 
 
 def has_log(scenario: Scenario, broker: int, topic: str) -> bool:
@@ -102,7 +118,7 @@ def test_move_replicas_under_load(scenario: Scenario) -> None:
     admin.close()
 
 
-def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario) -> None:
+def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario, tmp_path: Path) -> None:
     from kafka import TopicPartition
 
     controller = scenario.controller()
@@ -126,7 +142,21 @@ def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario) -> None:
         }
         assert admin.list_partition_reassignments([tp]) == listed
         assert scenario.replicas(topic, 0) == [*target, original[0]]
-        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": target}]})
+        )
+        on_controller = ["--bootstrap-server", scenario.c.broker(controller).bootstrap_servers]
+        verified = run_cli("reassign", "verify", "--reassignment-json-file", str(plan), *on_controller)
+        assert verified.splitlines() == [
+            "Status of partition reassignment:",
+            (
+                f"Reassignment of partition {topic}-0 is still in progress: replicas {ids([*target, original[0]])}, "
+                f"adding {stuck} (0/1 in the ISR), removing {original[0]}."
+            ),
+        ]
+        cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *on_controller)
+        assert cancelled.splitlines() == [f"Successfully cancelled partition reassignments for: {topic}-0"]
         assert admin.list_partition_reassignments() == {}
         # Kafka's order: the original replicas as they stand in the move's list (target first)
         assert scenario.replicas(topic, 0) == [*original[1:], original[0]]
@@ -139,6 +169,51 @@ def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario) -> None:
         lambda: not has_log(scenario, stuck, topic), f"no replica of {topic}-0 on broker {stuck}"
     )
     admin.close()
+
+
+def test_cli_generate_execute_verify(scenario: Scenario, tmp_path: Path) -> None:
+    topic = "by-cli"
+    create_topic(scenario, topic, [1, 2, 3])
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    bootstrap = ["--bootstrap-server", scenario.bootstrap]
+    generated = run_cli(
+        "reassign",
+        "generate",
+        "--topics-to-move-json-file",
+        str(topics),
+        "--broker-list",
+        "2,3,4",
+        *bootstrap,
+    ).splitlines()
+    assert generated[0] == "Current partition replica assignment"
+    assert json.loads(generated[1]) == {
+        "version": 1,
+        "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 2, 3], "log_dirs": ["any"] * 3}],
+    }
+    assert generated[2:4] == ["", "Proposed partition reassignment configuration"]
+    (proposed,) = json.loads(generated[4])["partitions"]
+    assert sorted(proposed["replicas"]) == [2, 3, 4]
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(generated[4])
+    executed = run_cli("reassign", "execute", "--reassignment-json-file", str(plan), *bootstrap).splitlines()
+    assert executed[:3] == ["Current partition replica assignment", "", generated[1]]
+    assert executed[3:] == [
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        f"Successfully started partition reassignments for {topic}-0",
+    ]
+    scenario.wait_for(
+        lambda: (
+            run_cli("reassign", "verify", "--reassignment-json-file", str(plan), *bootstrap).splitlines()
+            == ["Status of partition reassignment:", f"Reassignment of partition {topic}-0 is completed."]
+        ),
+        "verify to report the move complete",
+    )
+    assert scenario.replicas(topic, 0) == proposed["replicas"]
+    cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *bootstrap)
+    assert cancelled.splitlines() == ["None of the specified partition reassignments are active."]
 
 
 def test_errors(scenario: Scenario) -> None:
