@@ -8,6 +8,8 @@
 - ``tidelog reassign``: generate proposes a plan over a broker list, execute prints the rollback plan and
   starts it, verify reports it in progress (with its adding replicas' ISR count) and then complete, cancel
   cancels a move in progress;
+- a move in progress (its new replica paused) carried on by the next controller after the controller's
+  ZooKeeper session expired;
 - the errors: INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS, and
   NOT_CONTROLLER from a broker that is not the controller.
 """
@@ -214,6 +216,66 @@ def test_cli_generate_execute_verify(scenario: Scenario, tmp_path: Path) -> None
     assert scenario.replicas(topic, 0) == proposed["replicas"]
     cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *bootstrap)
     assert cancelled.splitlines() == ["None of the specified partition reassignments are active."]
+
+
+def wire_listed(address: str) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    """ListPartitionReassignments sent to the broker at ``address``; raises unless it is the controller."""
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+
+    with connect(address, timeout=10) as wire:
+        listed = wire.call(
+            ListPartitionReassignmentsRequest(topics=None), expect=ListPartitionReassignmentsResponse
+        )
+    assert listed.error_code == ErrorCode.NONE, ErrorCode.name_of(listed.error_code)
+    return {
+        (t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+        for t in listed.topics
+        for p in t.partitions
+    }
+
+
+def test_a_move_survives_a_controller_failover(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    controller = scenario.controller()
+    stuck = max(b for b in scenario.c.brokers if b != controller)
+    original = sorted(b for b in scenario.c.brokers if b != stuck)
+    target = [*(b for b in original if b != controller), stuck]  # the controller's replica moves to `stuck`
+    topic = "failover"
+    create_topic(scenario, topic, original)
+    epoch = scenario.controller_epoch()
+    admin = admin_for(scenario.c.broker(controller).bootstrap_servers)
+    assert admin.list_partition_reassignments() == {}
+    with scenario.c.paused(stuck):
+        assert admin.alter_partition_reassignments({TopicPartition(topic, 0): target}) == {
+            TopicPartition(topic, 0): None
+        }
+        admin.close()
+        scenario.c.expire_session(controller)
+        scenario.event(f"controller {controller}'s session expired")
+        scenario.wait_for(
+            lambda: scenario.controller_epoch() > epoch and scenario.controller() > 0,
+            "a new controller epoch",
+        )
+        moving = {(topic, 0): ([*target, controller], [stuck], [controller])}
+        scenario.wait_for(
+            lambda: wire_listed(scenario.c.broker(scenario.controller()).bootstrap_servers) == moving,
+            "the new controller to list the move in progress",
+        )
+    scenario.wait_for(
+        lambda: scenario.replicas(topic, 0) == target and scenario.full_isr(topic, 0),
+        f"the move to {target} to complete under the new controller",
+        60,
+    )
+    assert topic_znode(scenario, topic).get("adding_replicas", {}) == {}
+    scenario.wait_for(
+        lambda: not has_log(scenario, controller, topic), f"broker {controller} to delete its replica"
+    )
 
 
 def test_errors(scenario: Scenario) -> None:
