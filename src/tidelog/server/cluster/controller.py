@@ -875,9 +875,13 @@ class Controller:
     async def _check_and_trigger_auto_leader_rebalance(self) -> None:
         if not self.is_active:
             return
-        candidates = self.context.preferred_replica_imbalance(
-            self.config.leader_imbalance_per_broker_percentage
-        )
+        candidates = [  # a partition being moved gets its leader when the move completes (as in Kafka)
+            tp
+            for tp in self.context.preferred_replica_imbalance(
+                self.config.leader_imbalance_per_broker_percentage
+            )
+            if tp not in self._reassignments.ongoing
+        ]
         if candidates:
             log.debug(
                 "[Controller id=%d] Automatic preferred replica leader election for %s",
