@@ -65,13 +65,13 @@ def topic_znode(scenario: Scenario, topic: str) -> dict[str, Any]:
     return document
 
 
-def run_cli(*args: str) -> str:
+def run_cli(*args: str, code: int = 0) -> str:
     from click.testing import CliRunner
 
     from tidelog.cli.main import cli
 
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == code, result.output
     return result.output
 
 
@@ -157,6 +157,10 @@ def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario, tmp_path: Path) 
                 f"adding {stuck} (0/1 in the ISR), removing {original[0]}."
             ),
         ]
+        refused = run_cli(
+            "reassign", "execute", "--reassignment-json-file", str(plan), *on_controller, code=1
+        )
+        assert "Cannot execute because there is an existing partition assignment" in refused
         cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *on_controller)
         assert cancelled.splitlines() == [f"Successfully cancelled partition reassignments for: {topic}-0"]
         assert admin.list_partition_reassignments() == {}

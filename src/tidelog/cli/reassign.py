@@ -5,7 +5,8 @@ with its option names and JSON files, over AlterPartitionReassignments / ListPar
   topics and a proposed one over the listed brokers (Kafka's placement, rack-aware when every listed
   broker has a rack); nothing is changed.
 - ``execute --reassignment-json-file F``: prints the current assignment of the plan's partitions (save
-  it: it is the rollback plan), then starts the moves.
+  it: it is the rollback plan), then starts the moves; refused while other moves are in progress unless
+  ``--additional``.
 - ``verify --reassignment-json-file F``: per partition, complete or still in progress (with the replicas
   being added and whether they are in the ISR yet), or not moving but with another replica list.
 - ``cancel --reassignment-json-file F``: cancels the plan's moves in progress; each partition goes back to
@@ -126,10 +127,18 @@ def generate_command(client: ClientOptions, topics_file: Path, broker_list: str)
 
 @reassign_group.command("execute")
 @_PLAN_FILE
+@click.option(
+    "--additional", is_flag=True, help="Start these moves although others are in progress (else refused)."
+)
 @client_options
-def execute_command(client: ClientOptions, plan_file: Path) -> None:
+def execute_command(client: ClientOptions, plan_file: Path, additional: bool) -> None:
     """Start the plan's moves; prints the current assignment first (the rollback plan)."""
     plan = _plan(plan_file)
+    if not additional and _list(client, None):
+        fail(
+            "Cannot execute because there is an existing partition assignment. Use --additional to override "
+            "this and create a new partition assignment in addition to the existing one."
+        )
     cluster = _describe(client, sorted({topic for topic, _p in plan}))
     current = cluster.assignment(plan)
     out_console.print("Current partition replica assignment")
@@ -332,20 +341,23 @@ def _alter(
 
 
 def _list(
-    client: ClientOptions, partitions: Iterable[tuple[str, int]]
+    client: ClientOptions, partitions: Iterable[tuple[str, int]] | None
 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
-    """ListPartitionReassignments of ``partitions``: (replicas, adding, removing) of those moving."""
+    """ListPartitionReassignments of ``partitions`` (None: all): (replicas, adding, removing) of those
+    moving."""
     from tidelog.protocol.messages import (
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
     )
 
     by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(partitions):
+    for topic, partition in sorted(partitions or ()):
         by_topic.setdefault(topic, []).append(partition)
     request = ListPartitionReassignmentsRequest(
         timeout_ms=int(client.timeout * 1000),
-        topics=[
+        topics=None
+        if partitions is None
+        else [
             ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=t, partition_indexes=p)
             for t, p in by_topic.items()
         ],
