@@ -173,3 +173,28 @@ def test_refused_moves(connect: str, zk_server: ZooKeeper) -> None:
             assert assignment.partitions[0] == ReplicaAssignment((1, 2, 3))
 
     run(scenario())
+
+
+def test_a_replica_dropped_by_a_new_target_leaves_the_isr_at_once(connect: str, zk_server: ZooKeeper) -> None:
+    async def scenario() -> None:
+        async with cluster(connect, zk_server) as c:
+            await c.start_brokers(1, 2, 3, 4, 5)
+            controller = await c.start_controller(9)
+            await c.create_topic("t", {0: [1, 2, 3]})
+            partition = tp("t", 0)
+            start = await c.wait_leader(partition, 1, [1, 2, 3])
+            await c.wait_live(controller, {1, 2, 3, 4, 5})
+            await controller.alter_partition_reassignments({partition: (1, 4, 5)})
+            joined = await c.brokers[1].update_isr(partition, start.with_isr((1, 2, 3, 4)))  # 5 still lags
+            assert not isinstance(joined, BadVersion)
+            await c.settle(controller)
+            assert await controller.list_partition_reassignments(None) != {}
+
+            await controller.alter_partition_reassignments({partition: (1, 2, 5)})
+            state = await c.state(partition)
+            assert brief(state) == (1, (1, 2, 3), start.leader_epoch + 1)
+            assignment = await c.admin.get_topic_assignment("t")
+            assert assignment is not None
+            assert assignment.partitions[0] == ReplicaAssignment((1, 2, 5, 3), (5,), (3,))
+
+    run(scenario())

@@ -41,7 +41,7 @@ from dataclasses import replace
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.replication.controller_context import ControllerContext
-from tidelog.replication.leader_and_isr import LeaderAndIsr, remove_replicas_from_isr
+from tidelog.replication.leader_and_isr import LeaderAndIsr
 from tidelog.replication.reassignment import PartitionReassignment, completed_state, invalid_target
 from tidelog.server.zk.client import ControllerEpoch, KafkaZkClient
 from tidelog.server.zk.session import Watch
@@ -173,11 +173,16 @@ class PartitionReassigner:
         )
         await self._write_assignment(tp, moved)
         dropped = [r for r in current.replicas if r not in moved.replicas]
-        if dropped:  # replicas added by the move this one replaces: out of the ISR at once
+        if dropped:  # replicas added by the move this one replaces: out of the ISR (and leadership) at once
+            live = self.context.live_broker_ids
+
+            def drop(_tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+                if state.leader not in dropped and not any(r in state.isr for r in dropped):
+                    return None
+                return completed_state(state, moved.replicas, live)
+
             await self.states.update(
-                [tp],
-                lambda _tp, state: remove_replicas_from_isr(state, dropped),
-                reason=f"replicas {ids(dropped)} no longer wanted by the reassignment of {tp}",
+                [tp], drop, reason=f"replicas {ids(dropped)} no longer wanted by the reassignment of {tp}"
             )
         self._watch(tp)
         await self.on_isr_change(tp)
