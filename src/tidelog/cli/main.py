@@ -1,6 +1,6 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
 ``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``, ``users``,
-``acls``, ``leader-election``.
+``acls``, ``leader-election``, ``reassign``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -22,6 +22,7 @@ from tidelog.cli.groups import groups_group
 from tidelog.cli.leader_election import leader_election_command
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
+from tidelog.cli.reassign import reassign_group
 from tidelog.cli.share_groups import share_groups_group
 from tidelog.cli.topics import topics_group
 from tidelog.cli.transactions import transactions_group
@@ -56,6 +57,7 @@ cli.add_command(users_group)
 cli.add_command(doctor_command)
 cli.add_command(console_command)
 cli.add_command(leader_election_command)
+cli.add_command(reassign_group)
 
 
 def main() -> None:

@@ -18,7 +18,9 @@ and handles, one event at a time (:mod:`.controller_events`):
   in one multi, then ``/config/topics/T``, then the marker last, so a controller elected midway finishes
   the job;
 - **controlled shutdown** requests, **preferred leader elections** (periodic when
-  ``auto.leader.rebalance.enable``) and **ElectLeaders**.
+  ``auto.leader.rebalance.enable``) and **ElectLeaders**;
+- **partition reassignments** (AlterPartitionReassignments / ListPartitionReassignments, KIP-455):
+  :mod:`.reassignments`.
 
 Invariants:
 
@@ -37,8 +39,8 @@ Invariants:
 - Every decision is logged at INFO in Kafka's words
   (``Partition t-0 elected leader 2 with ISR [2,3] at leader epoch 5 (offline partition election)``).
 
-Not done (Kafka's controller does them): partition reassignment (``/admin/reassign_partitions``;
-``adding_replicas`` / ``removing_replicas`` are carried, never acted on), log-directory failures,
+Not done (Kafka's controller does them): the pre-KIP-455 ``/admin/reassign_partitions`` znode (moves are
+made through the API only), log-directory failures,
 KIP-704's RECOVERING state after an unclean election (written as RECOVERED, as before Kafka 3.2), feature
 versioning. ``/isr_change_notification`` is read and cleared, but only to refresh the view: leaders need
 not write it, since the controller never decides on a cached ISR.
@@ -57,6 +59,7 @@ from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.replication.controller_context import ControllerContext
 from tidelog.replication.leader_and_isr import LeaderAndIsr
+from tidelog.replication.reassignment import PartitionReassignment
 from tidelog.server.clock import SYSTEM_CLOCK, Clock
 from tidelog.server.config import BrokerConfig
 from tidelog.server.zk import paths
@@ -66,6 +69,7 @@ from tidelog.server.zk.session import Watch, ZnodeStat
 from tidelog.server.zk.zk_data import TopicAssignment, ZkDataError, decode_topic_assignment
 
 from .controller_events import (
+    AlterPartitionReassignments,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerNotAvailableError,
@@ -77,8 +81,10 @@ from .controller_events import (
     ElectionType,
     Expire,
     IsrChangeNotification,
+    ListPartitionReassignments,
     NotControllerError,
     PartitionModifications,
+    PartitionReassignmentIsrChange,
     Reelect,
     ReplicaLeaderElection,
     Resign,
@@ -88,6 +94,7 @@ from .controller_events import (
     TopicDeletion,
 )
 from .partition_state_writer import PartitionStateWriter, StateChanges, ids
+from .reassignments import PartitionReassigner
 
 __all__ = [
     "UNKNOWN_BROKER_EPOCH",
@@ -151,6 +158,14 @@ class Controller:
         self.context = ControllerContext()
         self._states = PartitionStateWriter(zk, self.context, broker_id, self._writable)
         self._events = ControllerEventManager(self._process)
+        self._reassignments = PartitionReassigner(
+            zk,
+            self.context,
+            self._states,
+            broker_id,
+            self._writable,
+            lambda tp: self._events.put(PartitionReassignmentIsrChange(tp)),
+        )
         self._controller_epoch: ControllerEpoch | None = None
         self._session_id: int | None = None
         self._active_controller_id: int | None = None
@@ -243,6 +258,29 @@ class Controller:
         self._events.put(ReplicaLeaderElection(tuple(partitions), election_type, future))
         return await future
 
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, KafkaProtocolError | None]:
+        """AlterPartitionReassignments: start, replace or cancel (None) moves; per partition None or the
+        error (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS).
+        Raises :class:`NotControllerError`."""
+        future: asyncio.Future[dict[TopicPartition, KafkaProtocolError | None]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._events.put(AlterPartitionReassignments(dict(reassignments), future))
+        return await future
+
+    async def list_partition_reassignments(
+        self, partitions: Collection[TopicPartition] | None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments: the moves in progress (of ``partitions``; None: all). Raises
+        :class:`NotControllerError`."""
+        future: asyncio.Future[dict[TopicPartition, PartitionReassignment]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._events.put(ListPartitionReassignments(partitions, future))
+        return await future
+
     def update_config(self, config: ControllerConfig) -> None:
         """New (dynamic) broker configs: unclean election may now be allowed, the rebalance timer changes."""
         self.config = config
@@ -325,6 +363,20 @@ class Controller:
                 results = await self._process_replica_leader_election(partitions, kind)
                 if not future.done():
                     future.set_result(results)
+            case AlterPartitionReassignments(reassignments=reassignments, future=future):
+                if not self.is_active:
+                    raise NotControllerError(f"broker {self.broker_id} is not the controller")
+                altered = await self._reassignments.alter(reassignments)
+                if not future.done():
+                    future.set_result(altered)
+            case ListPartitionReassignments(partitions=partitions, future=future):
+                if not self.is_active:
+                    raise NotControllerError(f"broker {self.broker_id} is not the controller")
+                if not future.done():
+                    future.set_result(self._reassignments.in_progress(partitions))
+            case PartitionReassignmentIsrChange(tp=tp):
+                if self.is_active:
+                    await self._reassignments.on_isr_change(tp)
 
     # ---- election and resignation ----
 
@@ -400,6 +452,7 @@ class Controller:
         self._watches.clear()
         self._topic_watches.clear()
         self._broker_watches.clear()
+        self._reassignments.clear()
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
@@ -451,6 +504,7 @@ class Controller:
         )
         await self._trigger_online_partition_state_change()
         await self._process_topic_deletion()
+        await self._reassignments.resume()
         self._schedule_rebalance()
 
     def _schedule_rebalance(self) -> None:
@@ -541,6 +595,7 @@ class Controller:
             self.context.add_topic(
                 topic, assignment.topic_id, {p: a.replicas for p, a in assignment.partitions.items()}
             )
+            self._reassignments.track(assignment)
             loaded.append(topic)
         return loaded
 
@@ -820,9 +875,13 @@ class Controller:
     async def _check_and_trigger_auto_leader_rebalance(self) -> None:
         if not self.is_active:
             return
-        candidates = self.context.preferred_replica_imbalance(
-            self.config.leader_imbalance_per_broker_percentage
-        )
+        candidates = [  # a partition being moved gets its leader when the move completes (as in Kafka)
+            tp
+            for tp in self.context.preferred_replica_imbalance(
+                self.config.leader_imbalance_per_broker_percentage
+            )
+            if tp not in self._reassignments.ongoing
+        ]
         if candidates:
             log.debug(
                 "[Controller id=%d] Automatic preferred replica leader election for %s",

@@ -2,9 +2,9 @@
 ``ControllerEventManager``).
 
 Everything the controller does is an event: ZooKeeper watches, the session's expiry and renewal, timers
-and requests from the broker (controlled shutdown, leader elections) only *put* an event; one task takes
-them in order and runs each to its end before the next, so the controller's view is never changed by two
-handlers at once.
+and requests from the broker (controlled shutdown, leader elections, reassignments) only *put* an event;
+one task takes them in order and runs each to its end before the next, so the controller's view is never
+changed by two handlers at once.
 
 Invariants:
 
@@ -23,14 +23,16 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.replication.leader_and_isr import LeaderAndIsr
+from tidelog.replication.reassignment import PartitionReassignment
 
 __all__ = [
+    "AlterPartitionReassignments",
     "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "BrokerNotAvailableError",
@@ -42,7 +44,9 @@ __all__ = [
     "ElectionType",
     "Expire",
     "IsrChangeNotification",
+    "ListPartitionReassignments",
     "NotControllerError",
+    "PartitionReassignmentIsrChange",
     "PartitionModifications",
     "Reelect",
     "ReplicaLeaderElection",
@@ -163,6 +167,30 @@ class ReplicaLeaderElection:
     future: asyncio.Future[dict[TopicPartition, LeaderAndIsr | KafkaProtocolError]] = field(repr=False)
 
 
+@dataclass(frozen=True, eq=False)
+class AlterPartitionReassignments:
+    """AlterPartitionReassignments: per partition its target replicas (None: cancel); answered per
+    partition with None (accepted) or the error."""
+
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
+    future: asyncio.Future[dict[TopicPartition, KafkaProtocolError | None]] = field(repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class ListPartitionReassignments:
+    """ListPartitionReassignments: the partitions (None: all) being reassigned, with their replica sets."""
+
+    partitions: Collection[TopicPartition] | None
+    future: asyncio.Future[dict[TopicPartition, PartitionReassignment]] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PartitionReassignmentIsrChange:
+    """The state znode of a partition being reassigned changed: the move may be complete."""
+
+    tp: TopicPartition
+
+
 ControllerEvent = (
     Startup
     | ControllerChange
@@ -178,6 +206,9 @@ ControllerEvent = (
     | AutoPreferredReplicaLeaderElection
     | ControlledShutdown
     | ReplicaLeaderElection
+    | AlterPartitionReassignments
+    | ListPartitionReassignments
+    | PartitionReassignmentIsrChange
 )
 
 

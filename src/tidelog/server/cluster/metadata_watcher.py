@@ -15,6 +15,8 @@ Invariants:
   are applied in the order their watches delivered them, each a whole znode with its version.
 - A topic that disappears from ``/brokers/topics`` (deleted by the controller) is deleted here: its local
   replicas, its cache entry, and every group's committed offsets of it (the topics-deleted listeners).
+- A partition reassigned away from this broker (its replicas in ``/brokers/topics/T`` no longer name it)
+  has its local replica stopped and its log deleted; one reassigned to it is created and follows.
 - At start, after the first full read (:meth:`MetadataWatcher.start` returns only then), local logs of
   topics ZooKeeper does not have are deleted: the cluster id was checked against ``meta.properties``
   first, so this is the cluster's truth (a topic deleted while this broker was down).
@@ -298,7 +300,30 @@ class MetadataWatcher:
             return
         topic.assignment = assignment
         self._watch_states(name)
+        self._delete_reassigned_away(name)
         self._apply_topic(name)
+
+    def _delete_reassigned_away(self, name: str) -> None:
+        """Partition reassignment: a local replica of a partition whose replicas no longer include this
+        broker is stopped and its log deleted (Kafka's StopReplica with deletion, read from the topic
+        znode here)."""
+        assignment = self._topics[name].assignment
+        if assignment is None:
+            return
+        for partition in list(self._replicas):
+            index = partition.index
+            if (
+                partition.topic == name
+                and index in assignment.partitions
+                and self._node_id not in assignment.replicas(index)
+            ):
+                log.info(
+                    "%s-%d: reassigned to brokers %s: stopping and deleting the local replica",
+                    name,
+                    index,
+                    list(assignment.replicas(index)),
+                )
+                self._replicas.delete(name, index)
 
     def _on_state(self, name: str, index: int, state: LeaderAndIsr | None) -> None:
         topic = self._topics.get(name)

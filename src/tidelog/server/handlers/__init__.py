@@ -56,6 +56,7 @@ from .list_offsets import ListOffsetsHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
+from .reassignments import ReassignmentsHandler
 from .sasl import SaslHandler, ScramCredentialsHandler
 from .share import ShareHandler
 from .share_admin import ShareAdminHandler, ShareAwareGroups
@@ -178,12 +179,24 @@ def build_routes(
         Route(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersHandler(replicas, authz).handle),
         Route(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, ControlledShutdownHandler(controller, authz).handle),
         Route(ApiKey.ELECT_LEADERS, 0, 2, ElectLeadersHandler(controller, metadata, authz).handle),
+        *_reassignment_routes(controller, metadata, authz),
         Route(ApiKey.DESCRIBE_ACLS, 0, 3, acl_apis.describe_acls),
         Route(ApiKey.CREATE_ACLS, 0, 3, acl_apis.create_acls),
         Route(ApiKey.DELETE_ACLS, 0, 3, acl_apis.delete_acls),
         *_sasl_routes(entity_configs, authz),
         *_client_quota_routes(client_quotas, authz),
         *_share_routes(shares, share_admin, authz, share_routing, share_states),
+    ]
+
+
+def _reassignment_routes(
+    controller: Callable[[], Controller | None], metadata: MetadataCache, authz: Authz
+) -> list[Route]:
+    """Partition reassignment (KIP-455, issue 15): served by the controller."""
+    handler = ReassignmentsHandler(controller, metadata, authz)
+    return [
+        Route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, handler.alter),
+        Route(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, handler.list),
     ]
 
 

@@ -381,6 +381,33 @@ class KafkaZkClient:
         if failure is not None:
             raise ZkError(f"writing the assignment of topic {assignment.topic!r} failed: {failure!r}")
 
+    async def update_topic_assignment(
+        self,
+        topic: str,
+        change: Callable[[TopicAssignment], TopicAssignment],
+        controller: ControllerEpoch,
+    ) -> TopicAssignment | None:
+        """Read ``/brokers/topics/T``, apply ``change`` and write the result fenced and conditional on the
+        version read (a partition reassignment's writes): a concurrent CreatePartitions is re-read and
+        kept, never overwritten. Returns what was written, None if the topic does not exist."""
+        path = paths.topic_path(topic)
+        while True:
+            found = await self.session.get(path)
+            if found is None:
+                return None
+            updated = change(decode_topic_assignment(topic, found[0]))
+            data = encode_topic_assignment(updated)
+            version = int(found[1].version)
+
+            def build(tx: TransactionRequest, data: bytes = data, version: int = version) -> None:
+                tx.set_data(path, data, version)
+
+            failure = _failure(await self._fenced(controller, build))
+            if failure is None:
+                return updated
+            if not isinstance(failure, BadVersionError | NoNodeError):
+                raise ZkError(f"writing the assignment of topic {topic!r} failed: {failure!r}")
+
     async def add_topic_partitions(self, topic: str, added: Mapping[int, Sequence[int]]) -> TopicAssignment:
         """Add partitions to ``/brokers/topics/T`` (Kafka's ``AdminZkClient.addPartitions``: not a controller
         write), conditional on the version read: a concurrent change raises :class:`ZkError` instead of

@@ -1,0 +1,342 @@
+"""Partition reassignment (KIP-455) on a real 4-broker cluster with ZooKeeper, one cluster for the module:
+
+- a partition moved from brokers 1,2,3 to 2,3,4 under continuous acks=all load (kafka-python's admin
+  AlterPartitionReassignments): the leader moves to a target replica, broker 4 copies the log by fetching,
+  broker 1's replica is deleted, and nothing acknowledged is lost (the checker's full verification);
+- a move whose new replica cannot catch up (its broker paused) is listed in progress with its adding and
+  removing replicas, then cancelled: the original assignment is back, nothing is listed;
+- ``tidelog reassign``: generate proposes a plan over a broker list, execute prints the rollback plan and
+  starts it, verify reports it in progress (with its adding replicas' ISR count) and then complete, cancel
+  cancels a move in progress;
+- a move in progress (its new replica paused) carried on by the next controller after the controller's
+  ZooKeeper session expired;
+- the errors: INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS, and
+  NOT_CONTROLLER from a broker that is not the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.cluster.harness import Scenario
+from tests.cluster.workload import ProducerSpec
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    seed = random.SystemRandom().randrange(1, 1_000_000)
+    print(f"reassignment cluster seed {seed}")
+    instance = Scenario(seed, tmp_path_factory.mktemp("reassign"), "reassignment")
+    try:
+        instance.start(brokers=4)
+        yield instance
+    finally:
+        instance.close()
+
+
+def create_topic(scenario: Scenario, name: str, replicas: list[int]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": scenario.bootstrap, "log_level": 3})
+    admin.create_topics(
+        [NewTopic(name, num_partitions=1, replica_assignment=[replicas])], operation_timeout=30
+    )[name].result(60)
+    scenario.topics[name] = 1
+    scenario.wait_for(lambda: scenario.full_isr(name, 0), f"{name}-0 led with its full ISR")
+    scenario.wait_metadata(name, 1)
+
+
+def admin_for(address: str) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=30_000)
+
+
+def topic_znode(scenario: Scenario, topic: str) -> dict[str, Any]:
+    data, _stat = scenario.zk().get(f"/brokers/topics/{topic}")
+    document: dict[str, Any] = json.loads(data)
+    return document
+
+
+def run_cli(*args: str, code: int = 0) -> str:
+    from click.testing import CliRunner
+
+    from tidelog.cli.main import cli
+
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def ids(values: list[int]) -> str:
+    return ",".join(map(str, values))
+
+
+def has_log(scenario: Scenario, broker: int, topic: str) -> bool:
+    return (Path(scenario.c.broker(broker).data_dir) / f"{topic}-0").is_dir()
+
+
+def test_move_replicas_under_load(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    topic = "moving"
+    create_topic(scenario, topic, [1, 2, 3])
+    assert scenario.leader(topic, 0) == 1
+    before = scenario.state(topic, 0)
+    admin = admin_for(scenario.bootstrap)
+    producers = [ProducerSpec("idem"), ProducerSpec("plain", idempotent=False)]
+    with scenario.workload(topic, producers=producers) as load:
+        load.wait_acked(300, "before the move")
+        result = admin.alter_partition_reassignments({TopicPartition(topic, 0): [2, 3, 4]})
+        assert result == {TopicPartition(topic, 0): None}
+        scenario.event("reassignment of moving-0 to [2,3,4] accepted")
+        scenario.wait_for(
+            lambda: scenario.replicas(topic, 0) == [2, 3, 4] and scenario.full_isr(topic, 0),
+            "the move to [2,3,4] to complete",
+            90,
+        )
+        scenario.event("reassignment of moving-0 complete")
+        load.wait_acked(200, "after the move")
+    after = scenario.state(topic, 0)
+    assert after.leader == 2
+    assert after.leader_epoch > before.leader_epoch
+    assert sorted(after.isr) == [2, 3, 4]
+    znode = topic_znode(scenario, topic)
+    assert znode["partitions"] == {"0": [2, 3, 4]}
+    assert znode.get("adding_replicas", {}) == {}
+    assert znode.get("removing_replicas", {}) == {}
+    assert admin.list_partition_reassignments() == {}
+    scenario.wait_for(lambda: not has_log(scenario, 1, topic), "broker 1 to delete its replica of moving-0")
+    assert has_log(scenario, 4, topic)
+    assert scenario.history.failure_counts() == {}
+    scenario.verify([topic])
+    admin.close()
+
+
+def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario, tmp_path: Path) -> None:
+    from kafka import TopicPartition
+
+    controller = scenario.controller()
+    stuck = max(b for b in scenario.c.brokers if b != controller)  # not the controller: it is paused
+    original = sorted(b for b in scenario.c.brokers if b != stuck)
+    target = [*original[1:], stuck]
+    topic = "cancelled"
+    create_topic(scenario, topic, original)
+    tp = TopicPartition(topic, 0)
+    admin = admin_for(scenario.c.broker(controller).bootstrap_servers)
+    assert admin.list_partition_reassignments() == {}  # connected to the controller before the pause
+    with scenario.c.paused(stuck):
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+        listed = admin.list_partition_reassignments()
+        assert listed == {
+            tp: {
+                "replicas": [*target, original[0]],
+                "adding_replicas": [stuck],
+                "removing_replicas": [original[0]],
+            }
+        }
+        assert admin.list_partition_reassignments([tp]) == listed
+        assert scenario.replicas(topic, 0) == [*target, original[0]]
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": target}]})
+        )
+        on_controller = ["--bootstrap-server", scenario.c.broker(controller).bootstrap_servers]
+        verified = run_cli("reassign", "verify", "--reassignment-json-file", str(plan), *on_controller)
+        assert verified.splitlines() == [
+            "Status of partition reassignment:",
+            (
+                f"Reassignment of partition {topic}-0 is still in progress: replicas {ids([*target, original[0]])}, "
+                f"adding {stuck} (0/1 in the ISR), removing {original[0]}."
+            ),
+        ]
+        refused = run_cli(
+            "reassign", "execute", "--reassignment-json-file", str(plan), *on_controller, code=1
+        )
+        assert "Cannot execute because there is an existing partition assignment" in refused
+        cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *on_controller)
+        assert cancelled.splitlines() == [f"Successfully cancelled partition reassignments for: {topic}-0"]
+        assert admin.list_partition_reassignments() == {}
+        # Kafka's order: the original replicas as they stand in the move's list (target first)
+        assert scenario.replicas(topic, 0) == [*original[1:], original[0]]
+        assert topic_znode(scenario, topic).get("adding_replicas", {}) == {}
+        state = scenario.state(topic, 0)
+        assert state.leader in original
+        assert set(state.isr) <= set(original)
+    scenario.wait_for(lambda: scenario.full_isr(topic, 0), "the original replicas in the ISR")
+    scenario.wait_for(
+        lambda: not has_log(scenario, stuck, topic), f"no replica of {topic}-0 on broker {stuck}"
+    )
+    admin.close()
+
+
+def test_cli_generate_execute_verify(scenario: Scenario, tmp_path: Path) -> None:
+    topic = "by-cli"
+    create_topic(scenario, topic, [1, 2, 3])
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    bootstrap = ["--bootstrap-server", scenario.bootstrap]
+    generated = run_cli(
+        "reassign",
+        "generate",
+        "--topics-to-move-json-file",
+        str(topics),
+        "--broker-list",
+        "2,3,4",
+        *bootstrap,
+    ).splitlines()
+    assert generated[0] == "Current partition replica assignment"
+    assert json.loads(generated[1]) == {
+        "version": 1,
+        "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 2, 3], "log_dirs": ["any"] * 3}],
+    }
+    assert generated[2:4] == ["", "Proposed partition reassignment configuration"]
+    (proposed,) = json.loads(generated[4])["partitions"]
+    assert sorted(proposed["replicas"]) == [2, 3, 4]
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(generated[4])
+    executed = run_cli("reassign", "execute", "--reassignment-json-file", str(plan), *bootstrap).splitlines()
+    assert executed[:3] == ["Current partition replica assignment", "", generated[1]]
+    assert executed[3:] == [
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        f"Successfully started partition reassignments for {topic}-0",
+    ]
+    scenario.wait_for(
+        lambda: (
+            run_cli("reassign", "verify", "--reassignment-json-file", str(plan), *bootstrap).splitlines()
+            == ["Status of partition reassignment:", f"Reassignment of partition {topic}-0 is completed."]
+        ),
+        "verify to report the move complete",
+    )
+    assert scenario.replicas(topic, 0) == proposed["replicas"]
+    cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *bootstrap)
+    assert cancelled.splitlines() == ["None of the specified partition reassignments are active."]
+
+
+def wire_listed(address: str) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    """ListPartitionReassignments sent to the broker at ``address``; raises unless it is the controller."""
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+
+    with connect(address, timeout=10) as wire:
+        listed = wire.call(
+            ListPartitionReassignmentsRequest(topics=None), expect=ListPartitionReassignmentsResponse
+        )
+    assert listed.error_code == ErrorCode.NONE, ErrorCode.name_of(listed.error_code)
+    return {
+        (t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+        for t in listed.topics
+        for p in t.partitions
+    }
+
+
+def test_a_move_survives_a_controller_failover(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    controller = scenario.controller()
+    stuck = max(b for b in scenario.c.brokers if b != controller)
+    original = sorted(b for b in scenario.c.brokers if b != stuck)
+    target = [*(b for b in original if b != controller), stuck]  # the controller's replica moves to `stuck`
+    topic = "failover"
+    create_topic(scenario, topic, original)
+    epoch = scenario.controller_epoch()
+    admin = admin_for(scenario.c.broker(controller).bootstrap_servers)
+    assert admin.list_partition_reassignments() == {}
+    with scenario.c.paused(stuck):
+        assert admin.alter_partition_reassignments({TopicPartition(topic, 0): target}) == {
+            TopicPartition(topic, 0): None
+        }
+        admin.close()
+        scenario.c.expire_session(controller)
+        scenario.event(f"controller {controller}'s session expired")
+        scenario.wait_for(
+            lambda: scenario.controller_epoch() > epoch and scenario.controller() > 0,
+            "a new controller epoch",
+        )
+        moving = {(topic, 0): ([*target, controller], [stuck], [controller])}
+        scenario.wait_for(
+            lambda: wire_listed(scenario.c.broker(scenario.controller()).bootstrap_servers) == moving,
+            "the new controller to list the move in progress",
+        )
+    scenario.wait_for(
+        lambda: scenario.replicas(topic, 0) == target and scenario.full_isr(topic, 0),
+        f"the move to {target} to complete under the new controller",
+        60,
+    )
+    assert topic_znode(scenario, topic).get("adding_replicas", {}) == {}
+    scenario.wait_for(
+        lambda: not has_log(scenario, controller, topic), f"broker {controller} to delete its replica"
+    )
+
+
+def test_errors(scenario: Scenario) -> None:
+    from kafka import TopicPartition
+
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+
+    topic = "errors"
+    create_topic(scenario, topic, [1, 2, 3])
+    tp = TopicPartition(topic, 0)
+    admin = admin_for(scenario.bootstrap)
+    outcome = admin.alter_partition_reassignments(
+        {
+            tp: [1, 1, 2],
+            TopicPartition(topic, 5): [1, 2, 3],
+            TopicPartition("no-such-topic", 0): [1, 2, 3],
+        }
+    )
+    assert {k: v.errno for k, v in outcome.items() if v is not None} == {
+        tp: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        TopicPartition(topic, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        TopicPartition("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    outcome = admin.alter_partition_reassignments({tp: [1, 2, 9]})  # broker 9 is not alive
+    assert outcome[tp].errno == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    outcome = admin.alter_partition_reassignments({tp: None})
+    assert outcome[tp].errno == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert scenario.replicas(topic, 0) == [1, 2, 3]
+    admin.close()
+
+    other = next(b for b in scenario.c.brokers if b != scenario.controller())
+    with connect(scenario.c.broker(other).bootstrap_servers, timeout=10) as wire:
+        listed = wire.call(
+            ListPartitionReassignmentsRequest(topics=None), expect=ListPartitionReassignmentsResponse
+        )
+        assert listed.error_code == ErrorCode.NOT_CONTROLLER
+        altered = wire.call(
+            AlterPartitionReassignmentsRequest(
+                topics=[
+                    AlterPartitionReassignmentsRequest.ReassignableTopic(
+                        name=topic,
+                        partitions=[
+                            AlterPartitionReassignmentsRequest.ReassignablePartition(
+                                partition_index=0, replicas=[2, 3, 4]
+                            )
+                        ],
+                    )
+                ]
+            ),
+            expect=AlterPartitionReassignmentsResponse,
+        )
+        assert altered.error_code == ErrorCode.NOT_CONTROLLER
+        assert altered.responses[0].partitions[0].error_code == ErrorCode.NOT_CONTROLLER
