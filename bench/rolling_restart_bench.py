@@ -203,12 +203,15 @@ def measure(window: Window, load: Load, partitions: int) -> dict[str, Any]:
     for p, _sent, acked in load.acks:
         by_partition[p].append(acked)
     gaps: dict[int, float] = {}
+    gap_at: dict[int, float] = {}
     for p in range(partitions):
         times = sorted(by_partition[p])
         worst = 0.0
         for a, b in itertools.pairwise(times):
             if b >= window.start and a <= window.end:  # a gap overlapping the window
-                worst = max(worst, min(b, window.end) - max(a, window.start))
+                gap = min(b, window.end) - max(a, window.start)
+                if gap > worst:
+                    worst, gap_at[p] = gap, max(a, window.start) - window.start
         gaps[p] = worst
     latencies = [acked - sent for _p, sent, acked in load.acks if window.start <= sent <= window.end]
 
@@ -223,6 +226,7 @@ def measure(window: Window, load: Load, partitions: int) -> dict[str, Any]:
         "back_in_isr_s": window.back_s,
         "max_ack_gap_ms": round(gaps[worst_partition] * 1000),
         "max_ack_gap_partition": worst_partition,
+        "max_ack_gap_from_ms": round(gap_at.get(worst_partition, 0.0) * 1000),
         "max_ack_gap_led_ms": round(max((gaps[p] for p in window.led), default=0.0) * 1000),
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
