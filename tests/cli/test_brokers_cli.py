@@ -14,7 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 from tests.cli.cli_support import failed, ok, tidelog_cli
 
-from tidelog.testing import Cluster, cluster
+from tidelog.testing import Broker, Cluster, cluster
 
 pytestmark = pytest.mark.clients
 
@@ -219,3 +219,29 @@ def test_a_killed_broker_is_listed_not_alive_until_it_registers_again(
     assert again["alive"] is True
     assert again["broker_epoch"] > before["broker_epoch"]  # a new registration, a new epoch (KIP-380)
     assert again["endpoints"] == before["endpoints"]
+
+
+def test_a_single_broker_lists_itself_as_controller_leading_all_it_hosts(
+    tidelog_broker_session: Broker,
+) -> None:
+    bootstrap = tidelog_broker_session.bootstrap_servers
+    ok(
+        tidelog_cli(
+            "topics", "create", "brokers-list-single", "--partitions", "2", "--if-not-exists", "-b", bootstrap
+        )
+    )
+    listed = json.loads(ok(tidelog_cli("brokers", "list", "--json", "-b", bootstrap)))
+    host, port = bootstrap.rsplit(":", 1)
+    [broker] = listed["brokers"]
+    assert (broker["alive"], broker["controller"], listed["controller_id"]) == (True, True, broker["id"])
+    assert broker["endpoints"] == [
+        {"listener": None, "security_protocol": None, "host": host, "port": int(port)}
+    ]
+    assert {"brokers-list-single-0", "brokers-list-single-1"} <= set(broker["replica_partitions"])
+    assert broker["leader_partitions"] == broker["replica_partitions"]
+    assert broker["out_of_isr_partitions"] == []
+
+
+def test_an_unreachable_bootstrap_server_is_one_line() -> None:
+    message = failed(tidelog_cli("brokers", "list", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1"))
+    assert "cannot reach broker at 127.0.0.1:" in message
