@@ -101,6 +101,20 @@ def test_list_shows_every_broker_from_the_wire(running: Cluster, zk: KazooClient
 
 def test_list_with_zookeeper_adds_epochs_and_named_listeners(running: Cluster, zk: KazooClient) -> None:
     listed = _list(running, "--zookeeper", running.connect_string)
+    assert listed == json.loads(
+        ok(
+            tidelog_cli(
+                "brokers",
+                "list",
+                "-f",
+                "json",
+                "-b",
+                running.bootstrap_servers,
+                "--zookeeper",
+                running.connect_string,
+            )
+        )
+    )  # --json is short for --format json
     assert listed["source"] == "zookeeper"
     assert listed["controller_id"] == _controller(zk)
     assert listed["controller_epoch"] == int(zk.get("/controller_epoch")[0])

@@ -54,16 +54,19 @@ def brokers_group() -> None:
     help="The cluster's zookeeper.connect: adds broker epochs, every listener and the controller epoch, "
     "and takes who is alive from the registrations themselves.",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
+@click.option(
+    "--format", "-f", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option("--json", "as_json", is_flag=True, help="Short for --format json.")
 @client_options
-def list_command(client: ClientOptions, zookeeper: str | None, as_json: bool) -> None:
+def list_command(client: ClientOptions, zookeeper: str | None, fmt: str, as_json: bool) -> None:
     """Each broker: id, rack, endpoints, broker epoch, controller, partitions led and hosted, alive."""
     from tidelog.cli._brokers_view import build_view, view_json
 
     wire = _read_wire(client)
     zk = _read_zookeeper(zookeeper, client.timeout, client.verbose) if zookeeper else None
     view = build_view(wire, zk)
-    if as_json:
+    if as_json or fmt == "json":
         out_console.print_json(json.dumps(view_json(view)))
         return
     _print_table(view)
