@@ -4,6 +4,7 @@ killed during and right after a move (every acknowledged record is read back aft
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,3 +248,50 @@ def test_a_broker_killed_during_and_after_a_move_keeps_every_record(tmp_path: Pa
         assert not (target / f"{TOPIC}-0").exists()
         assert consume(broker.bootstrap_servers, TOPIC, 0, 4100) == list(enumerate(values + more))
         assert "Traceback" not in broker.log_path.read_text(), broker.log_tail()
+
+
+def test_cli_describe_and_move(broker: Broker, tmp_path: Path) -> None:
+    from tests.cli.cli_support import failed, ok, tidelog_cli
+
+    boot = ["--bootstrap-server", broker.bootstrap_servers]
+    described = json.loads(ok(tidelog_cli("log-dirs", "describe", "--topic-list", TOPIC, *boot)))
+    [only] = described["brokers"]
+    node = only["broker"]
+    d0, d1 = str(broker.data_dir.absolute()), str(broker.extra_log_dirs[0].absolute())
+    assert [d["logDir"] for d in only["logDirs"]] == [d0, d1]
+    assert all(d["error"] is None for d in only["logDirs"])
+    placed = {p["partition"]: d["logDir"] for d in only["logDirs"] for p in d["partitions"]}
+    assert set(placed) == {f"{TOPIC}-{p}" for p in range(PARTITIONS)}
+    assert {p["offsetLag"] for d in only["logDirs"] for p in d["partitions"]} == {0}
+    target = d0 if placed[f"{TOPIC}-2"] == d1 else d1
+    moved = ok(
+        tidelog_cli(
+            "log-dirs", "move", "--topic", TOPIC, "--partition", "2", "--dir", target, "--wait", *boot
+        )
+    )
+    assert f"{TOPIC}-2 on broker {node}: moving" in moved
+    assert "every replica is in its new log dir" in moved
+    back = placed[f"{TOPIC}-2"]
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": TOPIC, "partition": 2, "replicas": [node], "log_dirs": [back]},
+                    {"topic": TOPIC, "partition": 1, "replicas": [node], "log_dirs": ["any"]},
+                ],
+            }
+        )
+    )
+    ok(tidelog_cli("log-dirs", "move", "--reassignment-json-file", str(plan), "--wait", *boot))
+    client = admin(broker)
+    try:
+        assert list(where(client.describe_log_dirs(), TOPIC, 2)) == [(back, False)]
+    finally:
+        client.close()
+    refused = tidelog_cli(
+        "log-dirs", "move", "--topic", TOPIC, "--partition", "2", "--dir", "/nowhere", *boot
+    )
+    assert "some replicas were not moved" in failed(refused)
+    assert f"{TOPIC}-2 on broker {node}: LOG_DIR_NOT_FOUND" in refused.stdout.decode()
