@@ -42,6 +42,7 @@ __all__ = [
     "ElectionType",
     "Expire",
     "IsrChangeNotification",
+    "LogDirEventNotification",
     "NotControllerError",
     "PartitionModifications",
     "Reelect",
@@ -136,6 +137,11 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification:
+    """``/log_dir_event_notification`` has children: a broker's log dir failed (its replicas there go)."""
+
+
+@dataclass(frozen=True)
 class ConfigChange:
     """A config change notification: unclean leader election may have been enabled somewhere."""
 
@@ -174,6 +180,7 @@ ControllerEvent = (
     | PartitionModifications
     | TopicDeletion
     | IsrChangeNotification
+    | LogDirEventNotification
     | ConfigChange
     | AutoPreferredReplicaLeaderElection
     | ControlledShutdown
