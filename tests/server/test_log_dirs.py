@@ -280,18 +280,19 @@ def test_cli_describe_and_move(broker: Broker, tmp_path: Path) -> None:
                 "partitions": [
                     {"topic": TOPIC, "partition": 2, "replicas": [node], "log_dirs": [back]},
                     {"topic": TOPIC, "partition": 1, "replicas": [node], "log_dirs": ["any"]},
+                    {"topic": TOPIC, "partition": 0, "replicas": [node], "log_dirs": ["/nowhere"]},
                 ],
             }
         )
     )
-    ok(tidelog_cli("log-dirs", "move", "--reassignment-json-file", str(plan), "--wait", *boot))
+    refused = tidelog_cli("log-dirs", "move", "--reassignment-json-file", str(plan), "--wait", *boot)
+    assert "some replicas were not moved" in failed(refused)
+    printed = refused.stdout.decode()
+    assert f"{TOPIC}-0 on broker {node}: LOG_DIR_NOT_FOUND" in printed
+    assert f"{TOPIC}-2 on broker {node}: moving" in printed
+    assert f"{TOPIC}-1 " not in printed  # "any": not moved
     client = admin(broker)
     try:
-        assert list(where(client.describe_log_dirs(), TOPIC, 2)) == [(back, False)]
+        wait_moved(client, TOPIC, 2, back)
     finally:
         client.close()
-    refused = tidelog_cli(
-        "log-dirs", "move", "--topic", TOPIC, "--partition", "2", "--dir", "/nowhere", *boot
-    )
-    assert "some replicas were not moved" in failed(refused)
-    assert f"{TOPIC}-2 on broker {node}: LOG_DIR_NOT_FOUND" in refused.stdout.decode()
