@@ -129,7 +129,11 @@ class Broker:
         )
         self.fetch_purgatory = self.replicas.fetch_purgatory
         self.log_dir_moves = LogDirMoves(  # issue 15 hook: JBOD moves
-            self.replicas, self.logs, clock, chunk_bytes=config.replica_fetch_max_bytes
+            self.replicas,
+            self.logs,
+            clock,
+            chunk_bytes=config.replica_fetch_max_bytes,
+            rate=lambda: self.config.replica_alter_log_dirs_io_max_bytes_per_second,
         )
         # issue 14 hook: metrics (None when metrics.listener is unset: nothing counted, nothing bound)
         self.metrics = metrics_for(config)

@@ -17,6 +17,10 @@ Invariants:
 - Errors as Kafka answers them: LOG_DIR_NOT_FOUND for a path that is not one of ``log.dirs``,
   KAFKA_STORAGE_ERROR while any log dir is offline (no future log is created then) or for an offline
   replica, REPLICA_NOT_AVAILABLE for a partition this broker does not host.
+- All moves together copy at most ``rate()`` bytes per second on average (Kafka's
+  ``replica.alter.log.dirs.io.max.bytes.per.second``, read before each step so a dynamic change applies at
+  once): a :class:`Throttler` counts the bytes copied and the task sleeps (on the loop, never blocking it)
+  when a check period ran too fast.
 - An I/O error during a move takes the dir it happened in offline (:meth:`ReplicaManager.log_dir_failed`);
   a failed target dir ends the move, the replica stays where it was.
 - Offset lag as Kafka reports it: a current log's is ``max(high watermark - log end, 0)`` (0 here), a future
@@ -29,7 +33,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Collection, Mapping
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -43,6 +48,7 @@ from tidelog.storage.partition_log import PartitionLog
 
 from .clock import Clock
 from .replica_manager import ReplicaManager
+from .throttler import Throttler
 
 __all__ = ["LogDirDescription", "LogDirMoves", "ReplicaDescription"]
 
@@ -51,6 +57,10 @@ log = logging.getLogger("tidelog.log_dir_moves")
 DEFAULT_CHUNK_BYTES: Final = 1 << 20
 """Bytes copied per step of a move before the loop is yielded (the broker passes ``replica.fetch.max.bytes``,
 what Kafka's alter-log-dirs fetcher reads at a time)."""
+
+
+_UNLIMITED: Final = float(2**63 - 1)
+"""Kafka's default rate (Long.MaxValue): no throttle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +91,20 @@ class LogDirMoves:
         clock: Clock,
         *,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        rate: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
     ) -> None:
+        """``rate``: the bytes per second all moves may copy (None: unlimited); ``sleep`` and ``clock_ns``
+        are the throttle's (tests)."""
         self._replicas = replicas
         self._logs = logs
         self._clock = clock
         self.chunk_bytes = chunk_bytes
+        self._rate = rate
+        self._sleep = sleep
+        self._clock_ns = clock_ns
+        self._throttler: Throttler | None = None
         self._tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         self.moves_completed = 0
 
@@ -194,10 +213,23 @@ class LogDirMoves:
                 except (OSError, StorageError, ValueError) as exc:
                     self._failed(tp, current, future, exc)
                     return
-                await asyncio.sleep(0)
+                await self._throttle(copied)
         finally:
             if self._tasks.get(tp) is asyncio.current_task():
                 del self._tasks[tp]
+
+    async def _throttle(self, copied: int) -> None:
+        """Yield the loop; sleep if the moves copied faster than the rate allows."""
+        rate = self._rate() if self._rate is not None else None
+        if rate is None or rate >= _UNLIMITED:
+            self._throttler = None
+            await asyncio.sleep(0)
+            return
+        if self._throttler is None or self._throttler.desired_rate_per_sec != rate:
+            self._throttler = Throttler(rate, clock_ns=self._clock_ns)
+        pauses: list[float] = []
+        self._throttler.maybe_throttle(copied, pauses.append)
+        await (self._sleep(pauses[0]) if pauses else asyncio.sleep(0))
 
     def _swap(self, tp: TopicPartition) -> None:
         partition = self._replicas.get(tp.topic, tp.partition)
@@ -239,6 +271,10 @@ class LogDirMoves:
     def moving(self) -> set[TopicPartition]:
         """The partitions with a move under way."""
         return set(self._tasks)
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """The copy tasks under way (tests await them)."""
+        return list(self._tasks.values())
 
     def shutdown(self) -> None:
         """Broker stop: the copies stop where they are (their future logs are moved on after a restart)."""
