@@ -21,6 +21,7 @@ from tidelog.cli.consume import consume_command
 from tidelog.cli.doctor import doctor_command
 from tidelog.cli.groups import groups_group
 from tidelog.cli.leader_election import leader_election_command
+from tidelog.cli.log_dirs import log_dirs_group
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
 from tidelog.cli.reassign import reassign_group
@@ -60,6 +61,7 @@ cli.add_command(console_command)
 cli.add_command(leader_election_command)
 cli.add_command(reassign_group)
 cli.add_command(brokers_group)
+cli.add_command(log_dirs_group)  # issue 15 hook: JBOD
 
 
 def main() -> None:

@@ -57,6 +57,7 @@ from .client_errors import BrokerClientError
 from .controller import Controller, ControllerConfig
 from .fetcher_config import ReplicaFetcherConfig
 from .inter_broker import inter_broker_listener_name
+from .log_dir_events import announce_log_dir_failure
 from .membership import BrokerMembership
 from .metadata_watcher import MetadataWatcher
 from .replica_fetcher import ReplicaFetcherManager
@@ -112,6 +113,10 @@ class ClusterMember:
             wait_for_id_s=2 * self.config.zookeeper_session_timeout_ms / 1000 + 5,
         )
         replicas.set_isr_writer(self._write_isr)
+        self._log_dir_events: set[asyncio.Task[None]] = set()  # issue 15 hook: failed log dirs announced
+        replicas.log_dir_failure_listeners.append(
+            announce_log_dir_failure(zk, replicas, node_id, self._log_dir_events)
+        )
         self.controller = Controller(
             zk, node_id, config=ControllerConfig.from_broker_config(self.config), clock=clock
         )
