@@ -14,6 +14,13 @@ Invariants:
 - Only :meth:`durable` fields are persisted. ``last_producer_id`` and ``last_producer_epoch`` (what
   KIP-360 uses to recognise a retried InitProducerId) live in memory only, exactly as Kafka keeps them
   with ``TransactionLogValue`` v0, so after a reload they are -1 and such a retry is fenced.
+- A KIP-939 two-phase-commit transaction is one whose ``txn_timeout_ms`` is :data:`TWO_PHASE_COMMIT_TIMEOUT_MS`
+  (``Integer.MAX_VALUE``, exactly Kafka's ``isDistributedTwoPhaseCommitTxn``): the mark is persisted in
+  ``TransactionLogValue.transaction_timeout_ms`` of every record version, with no new field, and such a
+  transaction is never aborted by its timeout.
+- ``ongoing_txn_producer_epoch`` (in memory only, like ``last_producer_epoch``) is the epoch an Ongoing
+  2PC transaction was written with before InitProducerId(KeepPreparedTxn) bumped the epoch to fence its
+  old producer; -1 otherwise.
 - The epoch never exceeds 32767: a producer id whose epoch reached 32766 is *exhausted*, and the next
   InitProducerId rotates to a new producer id, so a fence (+1) always fits.
 """
@@ -31,6 +38,7 @@ from tidelog.protocol.errors import ErrorCode
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
+    "TWO_PHASE_COMMIT_TIMEOUT_MS",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "IllegalTransitionError",
@@ -42,6 +50,8 @@ NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 MAX_PRODUCER_EPOCH: Final = 32767
 """``Short.MAX_VALUE``."""
+TWO_PHASE_COMMIT_TIMEOUT_MS: Final = 2_147_483_647
+"""``Integer.MAX_VALUE``: the transaction timeout that marks a KIP-939 two-phase-commit transaction."""
 
 _S = TransactionState
 
@@ -70,6 +80,8 @@ class TransactionMetadata:
     """In memory only: the producer id before the last InitProducerId (a rotation's old id)."""
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     """In memory only: the epoch before a KIP-360 bump, so a retried InitProducerId gets the same answer."""
+    ongoing_txn_producer_epoch: int = NO_PRODUCER_EPOCH
+    """In memory only: the epoch of a kept 2PC transaction's writes (before KeepPreparedTxn bumped it)."""
 
     # -- records -------------------------------------------------------------------------------------
 
@@ -110,13 +122,23 @@ class TransactionMetadata:
 
     def durable(self) -> TransactionMetadata:
         """This metadata as a reload would rebuild it from its v0 record."""
-        return replace(self, last_producer_id=NO_PRODUCER_ID, last_producer_epoch=NO_PRODUCER_EPOCH)
+        return replace(
+            self,
+            last_producer_id=NO_PRODUCER_ID,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            ongoing_txn_producer_epoch=NO_PRODUCER_EPOCH,
+        )
 
     # -- queries -------------------------------------------------------------------------------------
 
     @property
     def is_producer_epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def is_two_phase_commit(self) -> bool:
+        """Kafka's ``isDistributedTwoPhaseCommitTxn``: no timeout ever aborts this id's transactions."""
+        return self.txn_timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
     # -- transitions ---------------------------------------------------------------------------------
 
@@ -215,6 +237,28 @@ class TransactionMetadata:
             txn_start_timestamp=-1,
             update_timestamp=now_ms,
         )
+
+    def prepare_keep_prepared(self, now_ms: int) -> TransactionMetadata:
+        """InitProducerId(Enable2Pc, KeepPreparedTxn) on an Ongoing 2PC transaction (KIP-939): the
+        transaction stays Ongoing with its partitions, the epoch goes up by one so the old producer is
+        fenced, and the new session finishes the transaction with EndTxn at the bumped epoch (its markers
+        carry that epoch). ``ongoing_txn_producer_epoch`` keeps the epoch its records were written at."""
+        if self.state is not _S.ONGOING or not self.is_two_phase_commit:
+            raise IllegalTransitionError(f"{self.transactional_id}: no prepared 2PC transaction to keep")
+        if self.producer_epoch >= MAX_PRODUCER_EPOCH - 1:
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {self.producer_epoch}")
+        kept = self._transit(
+            _S.ONGOING,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            update_timestamp=now_ms,
+        )
+        original = (
+            self.producer_epoch
+            if self.ongoing_txn_producer_epoch == NO_PRODUCER_EPOCH
+            else self.ongoing_txn_producer_epoch
+        )
+        return replace(kept, ongoing_txn_producer_epoch=original)
 
     def prepare_add_partitions(
         self, partitions: Iterable[TopicPartition], now_ms: int
