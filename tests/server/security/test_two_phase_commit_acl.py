@@ -38,7 +38,7 @@ def test_enable_2pc_needs_two_phase_commit_on_the_transactional_id(tmp_path: Pat
             )
             answer = handle(broker, context, request)
             assert not hasattr(answer, "__await__")  # refused or routed at once
-            return int(answer.error_code)  # type: ignore[union-attr]
+            return int(answer.error_code)
 
         def allow(operation: AclOperation) -> None:
             binding = AclBinding(
