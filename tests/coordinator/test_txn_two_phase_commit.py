@@ -10,7 +10,8 @@
   the new epoch commits (or aborts) it with markers at the new epoch; with nothing Ongoing it is an
   ordinary bump answering -1/-1; on a plain Ongoing transaction it is INVALID_TXN_STATE.
 - A reload (broker restart) keeps the Ongoing 2PC transaction, still without a timer, and it can still be
-  kept and committed.
+  kept and committed; a kept transaction's record (value v1, tidelog's kept-epoch tag) lets a recovery
+  after a reload still name the original epoch.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pytest
 from tests.coordinator.test_txn_harness import TxnHarness, WrittenMarker
 
 from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
+from tidelog.coordinator.txn.kept_epoch import KEPT_EPOCH_TAG
+from tidelog.coordinator.txn.records import decode_value
 from tidelog.coordinator.txn.state import TransactionState
 from tidelog.coordinator.txn.timers import TxnTimerKind
 from tidelog.protocol import TopicPartition
@@ -176,3 +179,24 @@ def test_v5_answers_have_no_ongoing_fields() -> None:
         -1,
         -1,
     )
+
+
+def test_a_kept_transaction_still_names_its_original_epoch_after_a_reload() -> None:
+    h = harness()
+    init_2pc(h, "tx")
+    h.add("tx", 1000, 0, [("t", 0)])
+    init_2pc(h, "tx", keep=True)
+    kept = h.records_of("tx")[-1].value
+    assert kept is not None
+    assert kept[:2] == b"\x00\x01"
+    assert decode_value(kept).unknown_tagged_fields == {KEPT_EPOCH_TAG: b"\x00\x00"}  # type: ignore[union-attr]
+    assert all(r.value is not None and r.value[:2] == b"\x00\x00" for r in h.records_of("tx")[:-1])
+    h.reload()
+    assert h.txn("tx") == h.txn("tx").durable()
+    assert (h.txn("tx").producer_epoch, h.txn("tx").ongoing_txn_producer_epoch) == (1, 0)
+    assert answer(init_2pc(h, "tx", keep=True)) == (0, 1000, 2, 1000, 0)
+    assert h.end("tx", 1000, 2, commit=True) == 0
+    last = decode_value(h.records_of("tx")[-1].value)
+    assert last is not None
+    assert last.unknown_tagged_fields is None
+    assert h.written == [WrittenMarker(TP, ControlRecordType.COMMIT, 1000, 2, 1)]

@@ -12,10 +12,9 @@ One broker (``transaction.two.phase.commit.enable=true``) serves every test; the
   transaction's producer id and epoch; the old session's next produce is fenced (PRODUCER_FENCED or
   INVALID_PRODUCER_EPOCH); EndTxn at the new epoch commits, and read_committed sees exactly the records;
   or aborts, and read_committed sees none.
-- A broker without ``transaction.two.phase.commit.enable`` refuses Enable2Pc with
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 - After a SIGKILL between prepare and commit, the restarted broker still holds the transaction (from
-  ``__transaction_state``) and a new session keeps and commits it.
+  ``__transaction_state``); a new session keeps it, and after a second SIGKILL the next session is still
+  told the transaction's original epoch, and commits it.
 """
 
 from __future__ import annotations
@@ -187,40 +186,34 @@ def test_a_prepared_transaction_outlives_its_timeout_and_a_new_session_finishes_
     assert committed == (values if commit else [])
 
 
-def test_a_prepared_transaction_survives_a_broker_kill(broker: Broker) -> None:
-    topic, tid = "tpc-restart", "2pc-restart"
-    values = [b"restart-%d" % i for i in range(5)]
-    with connect(broker) as c:
-        pid, epoch = prepare(c, tid, topic, values)
+def kill_and_restart(broker: Broker, tid: str) -> None:
     broker.kill()
     broker.restart()
     with connect(broker) as c:
         deadline = time.monotonic() + 15
-        while (
-            describe(c, tid).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            and time.monotonic() < deadline
-        ):
+        while describe(c, tid).error_code in RETRIABLE and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+def test_a_prepared_transaction_survives_broker_kills(broker: Broker) -> None:
+    topic, tid = "tpc-restart", "2pc-restart"
+    values = [b"restart-%d" % i for i in range(5)]
+    with connect(broker) as c:
+        pid, epoch = prepare(c, tid, topic, values)
+    kill_and_restart(broker, tid)
+    with connect(broker) as c:
         prepared = describe(c, tid)
         assert (prepared.transaction_state, prepared.producer_id, prepared.producer_epoch) == (
             "Ongoing",
             pid,
             epoch,
         )
-        new_epoch = recover(c, tid, pid, epoch)
-        assert end_txn(c, tid, pid, new_epoch, commit=True) == 0
+        assert recover(c, tid, pid, epoch) == epoch + 1
+    kill_and_restart(broker, tid)  # the recovering session dies too: the next one still sees the original
+    with connect(broker) as c:
+        kept = init(c, tid, two_pc=True, keep=True)
+        assert (kept.producer_id, kept.producer_epoch) == (pid, epoch + 2)
+        assert (kept.ongoing_txn_producer_id, kept.ongoing_txn_producer_epoch) == (pid, epoch)
+        assert end_txn(c, tid, pid, epoch + 2, commit=True) == 0
         wait_for_state(c, tid, "CompleteCommit")
     assert read_values(broker.bootstrap_servers, [(topic, 0)], committed=True)[(topic, 0)] == values
-
-
-def test_enable_2pc_is_refused_by_a_broker_with_the_config_off() -> None:
-    with Broker({"num.partitions": 1}) as off, WireClient("127.0.0.1", off.port, timeout=15) as c:
-        request = InitProducerIdRequest(
-            transactional_id="2pc-off", transaction_timeout_ms=TIMEOUT_MS, enable2_pc=True
-        )
-        response: Any = c.call(request, 6)
-        assert (response.error_code, response.producer_id, response.producer_epoch) == (
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            -1,
-            -1,
-        )

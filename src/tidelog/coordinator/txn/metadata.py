@@ -18,9 +18,10 @@ Invariants:
   (``Integer.MAX_VALUE``, exactly Kafka's ``isDistributedTwoPhaseCommitTxn``): the mark is persisted in
   ``TransactionLogValue.transaction_timeout_ms`` of every record version, with no new field, and such a
   transaction is never aborted by its timeout.
-- ``ongoing_txn_producer_epoch`` (in memory only, like ``last_producer_epoch``) is the epoch an Ongoing
-  2PC transaction was written with before InitProducerId(KeepPreparedTxn) bumped the epoch to fence its
-  old producer; -1 otherwise.
+- ``ongoing_txn_producer_epoch`` is the epoch an Ongoing 2PC transaction was written with before
+  InitProducerId(KeepPreparedTxn) bumped the epoch to fence its old producer; -1 otherwise. It is
+  persisted in tidelog's private tagged field (:mod:`~tidelog.coordinator.txn.kept_epoch`), so the record
+  of a kept transaction is written at value version 1; every other record stays v0.
 - The epoch never exceeds 32767: a producer id whose epoch reached 32766 is *exhausted*, and the next
   InitProducerId rotates to a new producer id, so a fence (+1) always fits.
 """
@@ -31,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
+from tidelog.coordinator.txn.kept_epoch import kept_epoch_of, with_kept_epoch
 from tidelog.coordinator.txn.records import TransactionLogValue, partitions_of, partitions_schema
 from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition
@@ -81,7 +83,7 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     """In memory only: the epoch before a KIP-360 bump, so a retried InitProducerId gets the same answer."""
     ongoing_txn_producer_epoch: int = NO_PRODUCER_EPOCH
-    """In memory only: the epoch of a kept 2PC transaction's writes (before KeepPreparedTxn bumped it)."""
+    """The epoch of a kept 2PC transaction's writes (before KeepPreparedTxn bumped it), else -1."""
 
     # -- records -------------------------------------------------------------------------------------
 
@@ -91,7 +93,7 @@ class TransactionMetadata:
             raise IllegalTransitionError(
                 f"{self.transactional_id}: Empty with partitions {self.topic_partitions}"
             )
-        return TransactionLogValue(
+        value = TransactionLogValue(
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             transaction_timeout_ms=self.txn_timeout_ms,
@@ -102,12 +104,16 @@ class TransactionMetadata:
             transaction_last_update_timestamp_ms=self.txn_last_update_timestamp,
             transaction_start_timestamp_ms=self.txn_start_timestamp,
         )
+        if self.state is _S.ONGOING and self.ongoing_txn_producer_epoch != NO_PRODUCER_EPOCH:
+            value = with_kept_epoch(value, self.ongoing_txn_producer_epoch)
+        return value
 
     @classmethod
     def from_log_value(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
         """Kafka's ``readTxnRecordValue``: the last epoch is unknown after a load; partitions are
         ignored in Empty."""
         state = TransactionState(value.transaction_status)
+        kept = kept_epoch_of(value)
         return cls(
             transactional_id=transactional_id,
             producer_id=value.producer_id,
@@ -118,15 +124,15 @@ class TransactionMetadata:
             txn_start_timestamp=value.transaction_start_timestamp_ms,
             txn_last_update_timestamp=value.transaction_last_update_timestamp_ms,
             last_producer_id=value.previous_producer_id,
+            ongoing_txn_producer_epoch=NO_PRODUCER_EPOCH if kept is None or state is not _S.ONGOING else kept,
         )
 
     def durable(self) -> TransactionMetadata:
-        """This metadata as a reload would rebuild it from its v0 record."""
+        """This metadata as a reload would rebuild it from its record."""
         return replace(
             self,
             last_producer_id=NO_PRODUCER_ID,
             last_producer_epoch=NO_PRODUCER_EPOCH,
-            ongoing_txn_producer_epoch=NO_PRODUCER_EPOCH,
         )
 
     # -- queries -------------------------------------------------------------------------------------

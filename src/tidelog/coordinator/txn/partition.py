@@ -153,9 +153,6 @@ class TxnPartition:
             applied,
             last_producer_id=new.last_producer_id,
             last_producer_epoch=new.last_producer_epoch,
-            ongoing_txn_producer_epoch=new.ongoing_txn_producer_epoch
-            if new.state is _S.ONGOING
-            else NO_PRODUCER_EPOCH,
         )
         if new.state.is_prepare:
             self._emit_markers(new, new.txn_last_update_timestamp)
