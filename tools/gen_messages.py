@@ -15,7 +15,8 @@ ShareAcknowledgeResponse v1 have the snapshot's v0 bodies, so their ``validVersi
 
 DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets (90-92) are not in the
 reference yet: ``tools/kip932_admin_specs.py`` holds Kafka's v0 schemas, used only where the spec root has
-no file of that name.
+no file of that name. InitProducerId v6 (KIP-939) likewise comes from ``tools/kip939_specs.py`` while the
+reference stops at v5.
 
 ``--check`` exits 1 when the committed module differs from what the specs produce today.
 """
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kip939_specs  # a sibling module of this script
 from kip932_admin_specs import ADMIN_SPECS  # a sibling module of this script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -125,6 +127,7 @@ def load_specs(spec_root: Path) -> list[dict[str, Any]]:
             specs[path.name] = load_spec(path)
     for name, spec in ADMIN_SPECS.items():  # 90-92, until the reference has them (see the module)
         specs.setdefault(name, copy.deepcopy(spec))
+    kip939_specs.apply(specs)  # InitProducerId v6, until the reference has it (see the module)
     for spec in specs.values():
         override = VALID_VERSIONS_OVERRIDES.get(spec["name"])
         if override is not None:

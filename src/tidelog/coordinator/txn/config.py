@@ -18,6 +18,8 @@ class TransactionCoordinatorConfig:
     """``transaction.state.log.num.partitions``: a transactional id lives on ``partition_for(id, this)``."""
     transaction_max_timeout_ms: int = 900_000
     """``transaction.max.timeout.ms``: InitProducerId asking for more gets INVALID_TRANSACTION_TIMEOUT."""
+    transaction_two_phase_commit_enable: bool = False
+    """``transaction.two.phase.commit.enable`` (KIP-939): whether InitProducerId may ask for Enable2Pc."""
     transactional_id_expiration_ms: int = 604_800_000
     """``transactional.id.expiration.ms``: an id idle (no transaction in flight) this long is removed."""
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000

@@ -42,7 +42,12 @@ from tidelog.coordinator.common.internal_topics import (
 from tidelog.coordinator.common.partitioning import partition_for
 from tidelog.coordinator.common.result import CoordinatorResult, WriteTxnMarkers
 from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata
+from tidelog.coordinator.txn.metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TWO_PHASE_COMMIT_TIMEOUT_MS,
+    TransactionMetadata,
+)
 from tidelog.coordinator.txn.partition import ProducerIdAllocator, TxnPartition
 from tidelog.coordinator.txn.responses import (
     add_offsets_to_txn_response,
@@ -227,8 +232,22 @@ class TransactionCoordinator:
             return CoordinatorResult(
                 response=init_producer_id_response(api_version, ErrorCode.INVALID_REQUEST)
             )
+        enable_2pc, keep_prepared = request.enable2_pc, request.keep_prepared_txn
+        if keep_prepared and not enable_2pc:
+            return CoordinatorResult(
+                response=init_producer_id_response(api_version, ErrorCode.INVALID_REQUEST)
+            )
+        if enable_2pc and not self.config.transaction_two_phase_commit_enable:
+            # KIP-939: refused as an authorization failure, so a client cannot probe the broker's setting
+            return CoordinatorResult(
+                response=init_producer_id_response(
+                    api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                )
+            )
         timeout = request.transaction_timeout_ms
-        if not 0 < timeout <= self.config.transaction_max_timeout_ms:
+        if enable_2pc:
+            timeout = TWO_PHASE_COMMIT_TIMEOUT_MS  # Kafka's mark of a 2PC transaction: no timeout at all
+        elif not 0 < timeout <= self.config.transaction_max_timeout_ms:
             return CoordinatorResult(
                 response=init_producer_id_response(api_version, ErrorCode.INVALID_TRANSACTION_TIMEOUT)
             )
@@ -236,11 +255,11 @@ class TransactionCoordinator:
         if isinstance(owned, ErrorCode):
             return CoordinatorResult(response=init_producer_id_response(api_version, owned))
         owned.begin()
-        error, producer_id, producer_epoch = owned.init_producer_id(
-            transactional_id, timeout, expected, now_ms
+        error, producer_id, producer_epoch, ongoing = owned.init_producer_id(
+            transactional_id, timeout, expected, now_ms, keep_prepared_txn=keep_prepared
         )
         result = owned.finish()
-        result.response = init_producer_id_response(api_version, error, producer_id, producer_epoch)
+        result.response = init_producer_id_response(api_version, error, producer_id, producer_epoch, ongoing)
         return result
 
     def _check_partitions(

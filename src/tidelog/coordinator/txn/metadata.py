@@ -14,6 +14,14 @@ Invariants:
 - Only :meth:`durable` fields are persisted. ``last_producer_id`` and ``last_producer_epoch`` (what
   KIP-360 uses to recognise a retried InitProducerId) live in memory only, exactly as Kafka keeps them
   with ``TransactionLogValue`` v0, so after a reload they are -1 and such a retry is fenced.
+- A KIP-939 two-phase-commit transaction is one whose ``txn_timeout_ms`` is :data:`TWO_PHASE_COMMIT_TIMEOUT_MS`
+  (``Integer.MAX_VALUE``, exactly Kafka's ``isDistributedTwoPhaseCommitTxn``): the mark is persisted in
+  ``TransactionLogValue.transaction_timeout_ms`` of every record version, with no new field, and such a
+  transaction is never aborted by its timeout.
+- ``ongoing_txn_producer_epoch`` is the epoch an Ongoing 2PC transaction was written with before
+  InitProducerId(KeepPreparedTxn) bumped the epoch to fence its old producer; -1 otherwise. It is
+  persisted in tidelog's private tagged field (:mod:`~tidelog.coordinator.txn.kept_epoch`), so the record
+  of a kept transaction is written at value version 1; every other record stays v0.
 - The epoch never exceeds 32767: a producer id whose epoch reached 32766 is *exhausted*, and the next
   InitProducerId rotates to a new producer id, so a fence (+1) always fits.
 """
@@ -24,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
+from tidelog.coordinator.txn.kept_epoch import kept_epoch_of, with_kept_epoch
 from tidelog.coordinator.txn.records import TransactionLogValue, partitions_of, partitions_schema
 from tidelog.coordinator.txn.state import TransactionState
 from tidelog.protocol import TopicPartition
@@ -31,6 +40,7 @@ from tidelog.protocol.errors import ErrorCode
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
+    "TWO_PHASE_COMMIT_TIMEOUT_MS",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "IllegalTransitionError",
@@ -42,6 +52,8 @@ NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 MAX_PRODUCER_EPOCH: Final = 32767
 """``Short.MAX_VALUE``."""
+TWO_PHASE_COMMIT_TIMEOUT_MS: Final = 2_147_483_647
+"""``Integer.MAX_VALUE``: the transaction timeout that marks a KIP-939 two-phase-commit transaction."""
 
 _S = TransactionState
 
@@ -70,6 +82,8 @@ class TransactionMetadata:
     """In memory only: the producer id before the last InitProducerId (a rotation's old id)."""
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     """In memory only: the epoch before a KIP-360 bump, so a retried InitProducerId gets the same answer."""
+    ongoing_txn_producer_epoch: int = NO_PRODUCER_EPOCH
+    """The epoch of a kept 2PC transaction's writes (before KeepPreparedTxn bumped it), else -1."""
 
     # -- records -------------------------------------------------------------------------------------
 
@@ -79,7 +93,7 @@ class TransactionMetadata:
             raise IllegalTransitionError(
                 f"{self.transactional_id}: Empty with partitions {self.topic_partitions}"
             )
-        return TransactionLogValue(
+        value = TransactionLogValue(
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             transaction_timeout_ms=self.txn_timeout_ms,
@@ -90,12 +104,16 @@ class TransactionMetadata:
             transaction_last_update_timestamp_ms=self.txn_last_update_timestamp,
             transaction_start_timestamp_ms=self.txn_start_timestamp,
         )
+        if self.state is _S.ONGOING and self.ongoing_txn_producer_epoch != NO_PRODUCER_EPOCH:
+            value = with_kept_epoch(value, self.ongoing_txn_producer_epoch)
+        return value
 
     @classmethod
     def from_log_value(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
         """Kafka's ``readTxnRecordValue``: the last epoch is unknown after a load; partitions are
         ignored in Empty."""
         state = TransactionState(value.transaction_status)
+        kept = kept_epoch_of(value)
         return cls(
             transactional_id=transactional_id,
             producer_id=value.producer_id,
@@ -106,17 +124,27 @@ class TransactionMetadata:
             txn_start_timestamp=value.transaction_start_timestamp_ms,
             txn_last_update_timestamp=value.transaction_last_update_timestamp_ms,
             last_producer_id=value.previous_producer_id,
+            ongoing_txn_producer_epoch=NO_PRODUCER_EPOCH if kept is None or state is not _S.ONGOING else kept,
         )
 
     def durable(self) -> TransactionMetadata:
-        """This metadata as a reload would rebuild it from its v0 record."""
-        return replace(self, last_producer_id=NO_PRODUCER_ID, last_producer_epoch=NO_PRODUCER_EPOCH)
+        """This metadata as a reload would rebuild it from its record."""
+        return replace(
+            self,
+            last_producer_id=NO_PRODUCER_ID,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+        )
 
     # -- queries -------------------------------------------------------------------------------------
 
     @property
     def is_producer_epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def is_two_phase_commit(self) -> bool:
+        """Kafka's ``isDistributedTwoPhaseCommitTxn``: no timeout ever aborts this id's transactions."""
+        return self.txn_timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
     # -- transitions ---------------------------------------------------------------------------------
 
@@ -215,6 +243,28 @@ class TransactionMetadata:
             txn_start_timestamp=-1,
             update_timestamp=now_ms,
         )
+
+    def prepare_keep_prepared(self, now_ms: int) -> TransactionMetadata:
+        """InitProducerId(Enable2Pc, KeepPreparedTxn) on an Ongoing 2PC transaction (KIP-939): the
+        transaction stays Ongoing with its partitions, the epoch goes up by one so the old producer is
+        fenced, and the new session finishes the transaction with EndTxn at the bumped epoch (its markers
+        carry that epoch). ``ongoing_txn_producer_epoch`` keeps the epoch its records were written at."""
+        if self.state is not _S.ONGOING or not self.is_two_phase_commit:
+            raise IllegalTransitionError(f"{self.transactional_id}: no prepared 2PC transaction to keep")
+        if self.producer_epoch >= MAX_PRODUCER_EPOCH - 1:
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {self.producer_epoch}")
+        kept = self._transit(
+            _S.ONGOING,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            update_timestamp=now_ms,
+        )
+        original = (
+            self.producer_epoch
+            if self.ongoing_txn_producer_epoch == NO_PRODUCER_EPOCH
+            else self.ongoing_txn_producer_epoch
+        )
+        return replace(kept, ongoing_txn_producer_epoch=original)
 
     def prepare_add_partitions(
         self, partitions: Iterable[TopicPartition], now_ms: int

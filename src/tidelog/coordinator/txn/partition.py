@@ -17,7 +17,8 @@ Invariants:
 - ``pending_markers`` has an entry exactly for the Prepare* transactions; a CompleteCommit /
   CompleteAbort record is written once, when its last partition is reported written.
 - An Ongoing transaction has exactly one TRANSACTION_TIMEOUT timer, due when Kafka's
-  ``txn_start_timestamp + txn_timeout_ms < now`` first holds; no other state has one.
+  ``txn_start_timestamp + txn_timeout_ms < now`` first holds; no other state has one, nor has an Ongoing
+  KIP-939 two-phase-commit transaction (only EndTxn or a new InitProducerId ends it).
 - Pure and single-threaded: ``now_ms`` comes in; one call at a time; ``out`` collects the result of a
   call between :meth:`begin` and :meth:`finish`.
 """
@@ -29,7 +30,12 @@ from dataclasses import replace
 
 from tidelog.coordinator.common.result import CancelTimer, CoordinatorResult, ScheduleTimer, WriteTxnMarkers
 from tidelog.coordinator.txn.config import TransactionCoordinatorConfig
-from tidelog.coordinator.txn.metadata import NO_PRODUCER_EPOCH, TransactionMetadata, is_epoch_exhausted
+from tidelog.coordinator.txn.metadata import (
+    MAX_PRODUCER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    TransactionMetadata,
+    is_epoch_exhausted,
+)
 from tidelog.coordinator.txn.records import (
     TransactionLogValue,
     TxnRecordError,
@@ -144,7 +150,9 @@ class TxnPartition:
         self._apply(new.transactional_id, value)
         applied = self.transactions[new.transactional_id]
         self.transactions[new.transactional_id] = replace(
-            applied, last_producer_id=new.last_producer_id, last_producer_epoch=new.last_producer_epoch
+            applied,
+            last_producer_id=new.last_producer_id,
+            last_producer_epoch=new.last_producer_epoch,
         )
         if new.state.is_prepare:
             self._emit_markers(new, new.txn_last_update_timestamp)
@@ -192,7 +200,7 @@ class TxnPartition:
     def _sync_timeout_timer(self, transactional_id: str) -> None:
         key = self._timeout_key(transactional_id)
         txn = self.transactions.get(transactional_id)
-        if txn is not None and txn.state is _S.ONGOING:
+        if txn is not None and txn.state is _S.ONGOING and not txn.is_two_phase_commit:
             self._schedule(key, txn.txn_start_timestamp + txn.txn_timeout_ms + 1)
         else:
             self._cancel(key)
@@ -200,13 +208,56 @@ class TxnPartition:
     # -- InitProducerId ------------------------------------------------------------------------------
 
     def init_producer_id(
-        self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, now_ms: int
-    ) -> tuple[ErrorCode, int, int]:
+        self,
+        transactional_id: str,
+        txn_timeout_ms: int,
+        expected: tuple[int, int] | None,
+        now_ms: int,
+        *,
+        keep_prepared_txn: bool = False,
+    ) -> tuple[ErrorCode, int, int, tuple[int, int] | None]:
         """Kafka's ``handleInitProducerId`` for a transactional id (already validated and routed here).
 
-        ``expected`` is the KIP-360 (producer id, epoch) of a v3+ request that carries one. Returns the
-        error (answered once the records are durable) and the producer id and epoch."""
+        ``expected`` is the KIP-360 (producer id, epoch) of a v3+ request that carries one;
+        ``txn_timeout_ms`` is already :data:`TWO_PHASE_COMMIT_TIMEOUT_MS` for an Enable2Pc request.
+        Returns the error (answered once the records are durable), the producer id and epoch, and with
+        ``keep_prepared_txn`` the (producer id, epoch) of the Ongoing 2PC transaction kept (KIP-939),
+        ``None`` when there is none."""
         txn = self.transactions.get(transactional_id)
+        if keep_prepared_txn and txn is not None and txn.state is _S.ONGOING:
+            return self._keep_prepared(txn, expected, now_ms)
+        error, producer_id, producer_epoch = self._init_producer_id(
+            transactional_id, txn, txn_timeout_ms, expected, now_ms
+        )
+        return error, producer_id, producer_epoch, None
+
+    def _keep_prepared(
+        self, txn: TransactionMetadata, expected: tuple[int, int] | None, now_ms: int
+    ) -> tuple[ErrorCode, int, int, tuple[int, int] | None]:
+        """KIP-939 recovery: fence the old producer, keep its Ongoing transaction for this session."""
+        if expected is not None and not self._is_valid_producer_id(txn, *expected):
+            return ErrorCode.PRODUCER_FENCED, -1, -1, None
+        if not txn.is_two_phase_commit or txn.producer_epoch >= MAX_PRODUCER_EPOCH - 1:
+            # Only a transaction begun under Enable2Pc may outlive its producer (Kafka answers the same
+            # for a non-2PC one); an exhausted epoch cannot be bumped without losing the transaction.
+            return ErrorCode.INVALID_TXN_STATE, -1, -1, None
+        new = txn.prepare_keep_prepared(now_ms)
+        self._write(new)
+        return (
+            ErrorCode.NONE,
+            new.producer_id,
+            new.producer_epoch,
+            (new.producer_id, new.ongoing_txn_producer_epoch),
+        )
+
+    def _init_producer_id(
+        self,
+        transactional_id: str,
+        txn: TransactionMetadata | None,
+        txn_timeout_ms: int,
+        expected: tuple[int, int] | None,
+        now_ms: int,
+    ) -> tuple[ErrorCode, int, int]:
         if txn is None:
             try:
                 producer_id = self._allocate_producer_id()
@@ -380,6 +431,8 @@ class TxnPartition:
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.state is not _S.ONGOING:
             return
+        if txn.is_two_phase_commit:
+            return  # KIP-939: only EndTxn or InitProducerId ends a two-phase-commit transaction
         if txn.txn_start_timestamp + txn.txn_timeout_ms < now_ms:
             self._write(txn.prepare_fence_and_abort(now_ms))
         else:

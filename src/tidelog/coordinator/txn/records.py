@@ -84,8 +84,13 @@ def encode_value(value: TransactionLogValue, version: int = TRANSACTION_LOG_VALU
 
 
 def txn_record(transactional_id: str, value: TransactionLogValue | None) -> CoordinatorRecord:
-    """The record to append for ``transactional_id``: its metadata, or a tombstone for ``None``."""
-    return CoordinatorRecord(encode_key(transactional_id), None if value is None else encode_value(value))
+    """The record to append for ``transactional_id``: its metadata, or a tombstone for ``None``. A value
+    with tagged fields (tidelog's kept-epoch tag, :mod:`~tidelog.coordinator.txn.kept_epoch`) is written at
+    version 1, the first that has them; every other one at :data:`TRANSACTION_LOG_VALUE_VERSION`."""
+    if value is None:
+        return CoordinatorRecord(encode_key(transactional_id), None)
+    version = 1 if value.unknown_tagged_fields else TRANSACTION_LOG_VALUE_VERSION
+    return CoordinatorRecord(encode_key(transactional_id), encode_value(value, version))
 
 
 def partitions_schema(partitions: Iterable[TopicPartition]) -> list[TransactionLogValue.PartitionsSchema]:

@@ -71,12 +71,24 @@ def txn_append_error_to_response_error(error: ErrorCode) -> ErrorCode:
 
 
 def init_producer_id_response(
-    api_version: int, error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1
+    api_version: int,
+    error: ErrorCode,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    ongoing: tuple[int, int] | None = None,
 ) -> InitProducerIdResponse:
+    """``ongoing``: the (producer id, epoch) of the transaction KeepPreparedTxn kept (v6+), -1/-1 if none."""
     error = fenced_error(InitProducerIdRequest, api_version, error)
     if error is not ErrorCode.NONE:
-        producer_id, producer_epoch = -1, -1
-    return InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=producer_epoch)
+        producer_id, producer_epoch, ongoing = -1, -1, None
+    ongoing_id, ongoing_epoch = (-1, -1) if ongoing is None else ongoing
+    return InitProducerIdResponse(
+        error_code=error,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        ongoing_txn_producer_id=ongoing_id,
+        ongoing_txn_producer_epoch=ongoing_epoch,
+    )
 
 
 def add_offsets_to_txn_response(api_version: int, error: ErrorCode) -> AddOffsetsToTxnResponse:

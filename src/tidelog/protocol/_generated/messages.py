@@ -1813,13 +1813,13 @@ class DeleteRecordsRequest(Request):
 
 @_dataclass(slots=True, kw_only=True)
 class InitProducerIdRequest(Request):
-    """InitProducerIdRequest (api key 22): versions 0-5, flexible from 2."""
+    """InitProducerIdRequest (api key 22): versions 0-6, flexible from 2."""
 
     NAME: ClassVar[str] = "InitProducerIdRequest"
     KIND: ClassVar[str] = "request"
     API_KEY: ClassVar[int] = ApiKey.INIT_PRODUCER_ID
     LISTENERS: ClassVar[tuple[str, ...]] = ("zkBroker", "broker")
-    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 2
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
@@ -1827,6 +1827,8 @@ class InitProducerIdRequest(Request):
         FieldSpec("transaction_timeout_ms", "TransactionTimeoutMs", "int32", (0, OPEN)),
         FieldSpec("producer_id", "ProducerId", "int64", (3, OPEN)),
         FieldSpec("producer_epoch", "ProducerEpoch", "int16", (3, OPEN)),
+        FieldSpec("enable2_pc", "Enable2Pc", "bool", (6, OPEN)),
+        FieldSpec("keep_prepared_txn", "KeepPreparedTxn", "bool", (6, OPEN)),
     )
 
     transactional_id: str | None = ""
@@ -1837,6 +1839,10 @@ class InitProducerIdRequest(Request):
     """The producer id. This is used to disambiguate requests if a transactional id is reused following its expiration."""
     producer_epoch: int = -1
     """The producer's current epoch. This will be checked against the producer epoch on the broker, and the request will return an error if they do not match."""
+    enable2_pc: bool = False
+    """True if the client wants to enable two-phase commit (2PC) protocol for transactions."""
+    keep_prepared_txn: bool = False
+    """True if the client wants to keep the currently ongoing transaction instead of aborting it."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 
@@ -7001,12 +7007,12 @@ class DeleteRecordsResponse(Response):
 
 @_dataclass(slots=True, kw_only=True)
 class InitProducerIdResponse(Response):
-    """InitProducerIdResponse (api key 22): versions 0-5, flexible from 2."""
+    """InitProducerIdResponse (api key 22): versions 0-6, flexible from 2."""
 
     NAME: ClassVar[str] = "InitProducerIdResponse"
     KIND: ClassVar[str] = "response"
     API_KEY: ClassVar[int] = ApiKey.INIT_PRODUCER_ID
-    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_VERSIONS_FROM: ClassVar[int | None] = 2
 
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (
@@ -7014,6 +7020,8 @@ class InitProducerIdResponse(Response):
         FieldSpec("error_code", "ErrorCode", "int16", (0, OPEN)),
         FieldSpec("producer_id", "ProducerId", "int64", (0, OPEN)),
         FieldSpec("producer_epoch", "ProducerEpoch", "int16", (0, OPEN)),
+        FieldSpec("ongoing_txn_producer_id", "OngoingTxnProducerId", "int64", (6, OPEN)),
+        FieldSpec("ongoing_txn_producer_epoch", "OngoingTxnProducerEpoch", "int16", (6, OPEN)),
     )
 
     throttle_time_ms: int = 0
@@ -7024,6 +7032,10 @@ class InitProducerIdResponse(Response):
     """The current producer id."""
     producer_epoch: int = 0
     """The current epoch associated with the producer id."""
+    ongoing_txn_producer_id: int = -1
+    """The producer id for ongoing transaction when KeepPreparedTxn is used, -1 if there is no transaction ongoing."""
+    ongoing_txn_producer_epoch: int = -1
+    """The epoch associated with the producer id for ongoing transaction when KeepPreparedTxn is used, -1 if there is no transaction ongoing."""
     unknown_tagged_fields: dict[int, bytes] | None = _field(default=None, repr=False)
     """Tagged fields this schema does not know, by tag (kept for re-encoding)."""
 

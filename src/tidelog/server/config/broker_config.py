@@ -187,6 +187,7 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int
     transaction_state_log_load_buffer_size: int
     transaction_max_timeout_ms: int
+    transaction_two_phase_commit_enable: bool
     request_timeout_ms: int
     transactional_id_expiration_ms: int
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int

@@ -186,6 +186,7 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("transaction.state.log.segment.bytes", I, "104857600", "Segment size of __transaction_state.", at_least(1)),
         ConfigDef("transaction.state.log.load.buffer.size", I, "5242880", "Batch size for reading transaction log segments.", at_least(1)),
         ConfigDef("transaction.max.timeout.ms", I, "900000", "Maximum transaction timeout a producer may request.", at_least(1)),
+        ConfigDef("transaction.two.phase.commit.enable", B, "false", "Let transactional producers initialise with Enable2Pc (KIP-939): their transactions are never aborted by their timeout, and a new session may keep and finish one (InitProducerId KeepPreparedTxn)."),
         ConfigDef("request.timeout.ms", I, "30000", "How long the transaction coordinator waits for its log appends and for other brokers to answer its transaction markers.", at_least(1)),
         ConfigDef("transactional.id.expiration.ms", I, "604800000", "A transactional id without updates expires after this time.", at_least(1)),
         ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, "10000", "How often timed-out transactions are rolled back.", at_least(1)),

@@ -158,7 +158,7 @@ def build_routes(
         Route(ApiKey.CREATE_PARTITIONS, 0, 3, topics.create_partitions),
         Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, configs.incremental_alter_configs),
         Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterHandler(metadata, authz).handle),
-        Route(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdHandler(producer_ids, transactions, authz).handle),
+        Route(ApiKey.INIT_PRODUCER_ID, 0, 6, InitProducerIdHandler(producer_ids, transactions, authz).handle),
         Route(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator.handle),
         Route(ApiKey.JOIN_GROUP, 0, 9, group_apis.handle),
         Route(ApiKey.SYNC_GROUP, 0, 5, group_apis.handle),

@@ -9,7 +9,8 @@ Invariants:
   bump their epoch locally or take the new id; every partition accepts a new producer at any sequence.
 * With a transactional id the request goes to the transaction coordinator
   (:class:`~tidelog.server.txn_runtime.TransactionRuntime`): epoch bump, fencing of the id's previous
-  producer and the end of its unfinished transaction.
+  producer and the end of its unfinished transaction. With Enable2Pc (v6, KIP-939) the principal needs
+  TWO_PHASE_COMMIT on the transactional id as well as WRITE.
 * Ids come from :class:`~tidelog.server.producer_id_manager.ProducerIdManager`, reserved on disk first; if
   the block cannot be written the answer is the retriable ``COORDINATOR_LOAD_IN_PROGRESS`` (what Kafka
   answers while it has no block) and no id is handed out; so it is while ``__transaction_state`` still
@@ -46,7 +47,10 @@ class InitProducerIdHandler:
 
     def handle(self, ctx: RequestContext, request: InitProducerIdRequest) -> Answer:
         if request.transactional_id is not None:
-            if not txn_allowed(self._authz, ctx, AclOperation.WRITE, request.transactional_id):
+            if not txn_allowed(self._authz, ctx, AclOperation.WRITE, request.transactional_id) or (
+                request.enable2_pc
+                and not txn_allowed(self._authz, ctx, AclOperation.TWO_PHASE_COMMIT, request.transactional_id)
+            ):
                 return InitProducerIdResponse(
                     error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     producer_id=-1,

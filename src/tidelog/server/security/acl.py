@@ -60,6 +60,8 @@ class AclOperation(enum.IntEnum):
     IDEMPOTENT_WRITE = 12
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
+    """KIP-939: on a TransactionalId, InitProducerId with Enable2Pc (besides WRITE)."""
 
 
 class ResourceType(enum.IntEnum):
