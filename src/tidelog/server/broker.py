@@ -265,6 +265,8 @@ class Broker:
                     share_routing=self.share_routing,
                     share_states=self.share_states,
                     fetch_max_bytes=self.config.fetch_max_bytes,
+                    # issue 15 hook: replication throttles (leader side)
+                    leader_replication_quota=self.cluster.leader_quota if self.cluster is not None else None,
                 )
             )
         )
