@@ -26,6 +26,8 @@ After the scenario, :func:`read_back` reads every partition from its log start t
    Java client does not). Such copies are listed in :attr:`History.resent_under_new_epoch`, not failed;
    two copies under one epoch always fail;
 
+:func:`check_order` that every reader was given each partition's offsets exactly once and in order, and
+that chosen producers' values sit in each partition in the order they were sent (its rules 5 and 6),
 and :func:`compare_replicas` that every replica in the ISR holds the same bytes, batch by batch, up to
 the high watermark, read straight from the segment files in each broker's data directory.
 
@@ -54,6 +56,7 @@ __all__ = [
     "PartitionLog",
     "TopicPartition",
     "check",
+    "check_order",
     "compare_replicas",
     "producer_stamps",
     "read_back",
@@ -103,6 +106,8 @@ class History:
         self.fatal: list[tuple[str, str]] = []
         self.reads: dict[TopicPartition, dict[int, bytes | None]] = defaultdict(dict)
         self.read_conflicts: list[tuple[TopicPartition, int, bytes | None, bytes | None]] = []
+        # every offset each reader was given, in the order it was given them (check_order)
+        self.read_order: dict[tuple[str, TopicPartition], list[int]] = defaultdict(list)
         # values an idempotent producer wrote again under a new producer epoch (check's rule 4)
         self.resent_under_new_epoch: list[tuple[bytes, list[tuple[TopicPartition, int]]]] = []
         self.extra_values: set[bytes] = set()
@@ -136,13 +141,18 @@ class History:
             if fatal:
                 self.fatal.append((producer, error))
 
-    def record_read(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+    def record_read(
+        self, topic: str, partition: int, offset: int, value: bytes | None, *, reader: str | None = None
+    ) -> None:
+        """``reader`` names the consumer (default: the calling thread's name) for :func:`check_order`."""
         tp = (topic, partition)
+        who = reader if reader is not None else threading.current_thread().name
         with self._lock:
             seen = self.reads[tp]
             if offset in seen and seen[offset] != value:
                 self.read_conflicts.append((tp, offset, seen[offset], value))
             seen[offset] = value
+            self.read_order[(who, tp)].append(offset)
 
     def allow(self, values: Iterable[bytes]) -> None:
         """Values written outside the recorded producers (a transformer's output, a preload)."""
@@ -383,6 +393,63 @@ def check(
         raise CheckFailed(
             "\n".join([seed_banner(history.seed), history.summary(), f"read back: {totals}", *problems])
         )
+
+
+def check_order(
+    history: History, final: Mapping[TopicPartition, PartitionLog], *, in_send_order: Iterable[str] = ()
+) -> None:
+    """Order, beyond :func:`check`'s data properties; :class:`CheckFailed` with the diff:
+
+    5. every reader that read a partition was given each of its offsets from the log start to the high
+       watermark exactly once, in offset order (no gap, no repeat, no step back, across leader changes);
+    6. the values of each producer in ``in_send_order`` (idempotent ones: Kafka keeps their order per
+       partition) appear in each partition in the order they were sent (a copy a client re-sent under a new
+       producer epoch, rule 4, is judged by its first place).
+    """
+    problems: list[str] = []
+    for (reader, tp), offsets in sorted(history.read_order.items()):
+        log = final.get(tp)
+        if log is None:
+            continue  # check() reports partitions not read back
+        expected = list(range(log.log_start, log.high_watermark))
+        if offsets != expected:
+            problems.append(f"{reader} on {tp[0]}-{tp[1]}: {_order_diff(offsets, expected)}")
+    ordered = set(in_send_order)
+    for tp, log in sorted(final.items()):
+        last: dict[str, tuple[int, int]] = {}  # producer -> (seq, offset) of its latest value so far
+        seen: set[bytes] = set()
+        for offset, value in sorted(log.records.items()):
+            if value is None or value in seen:
+                continue
+            seen.add(value)
+            sender = history.sent.get(value)
+            if sender is None or sender.producer not in ordered:
+                continue
+            seq = int(value.rsplit(b"/", 1)[1])
+            before = last.get(sender.producer)
+            if before is not None and seq < before[0]:
+                problems.append(
+                    f"{tp[0]}-{tp[1]}: {sender.producer}'s seq {seq} at offset {offset} after its seq "
+                    f"{before[0]} at offset {before[1]} (sent in the other order)"
+                )
+            last[sender.producer] = (seq, offset)
+    if problems:
+        raise CheckFailed("\n".join([seed_banner(history.seed), history.summary(), *problems[: SHOWN * 4]]))
+
+
+def _order_diff(offsets: Sequence[int], expected: Sequence[int]) -> str:
+    """Where a reader's offsets first part from the expected run, and the counts."""
+    first = next(
+        (i for i, (a, b) in enumerate(zip(offsets, expected, strict=False)) if a != b),
+        min(len(offsets), len(expected)),
+    )
+    got = list(offsets[max(0, first - 2) : first + 3])
+    want = list(expected[max(0, first - 2) : first + 3])
+    return (
+        f"read {len(offsets)} offsets ({len(set(offsets))} distinct), expected {len(expected)} "
+        f"[{expected[0] if expected else '-'}, {expected[-1] + 1 if expected else '-'}); first difference "
+        f"at position {first}: read {got}, expected {want}"
+    )
 
 
 def _resent_under_new_epochs(

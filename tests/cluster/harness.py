@@ -26,6 +26,8 @@ from typing import Any
 from tests.cluster.checker import (
     CheckFailed,
     History,
+    PartitionLog,
+    TopicPartition,
     check,
     compare_replicas,
     describe_replica_problems,
@@ -298,8 +300,9 @@ class Scenario:
 
     def verify(
         self, topics: Sequence[str] | None = None, *, isolation_level: str = "read_uncommitted"
-    ) -> None:
-        """Converge, read back, compare replicas on disk, check (module docstring)."""
+    ) -> dict[TopicPartition, PartitionLog]:
+        """Converge, read back, compare replicas on disk, check (module docstring); the partitions as read
+        back."""
         self.event("verify: waiting for convergence")
         self.wait_converged()
         self.event("verify: converged")

@@ -7,7 +7,15 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.cluster.checker import CheckFailed, History, PartitionLog, check, compare_replicas, replica_batches
+from tests.cluster.checker import (
+    CheckFailed,
+    History,
+    PartitionLog,
+    check,
+    check_order,
+    compare_replicas,
+    replica_batches,
+)
 
 from tidelog.protocol.records_codec import SimpleRecord, encode_batch
 
@@ -189,3 +197,53 @@ def test_a_replica_that_diverged_or_stops_short_is_reported(tmp_path: Path) -> N
     assert problems[0] == "orders-0: broker 3's log ends at 5, below the high watermark 10"
     assert problems[1].startswith("orders-0: brokers 1 and 2 differ at offset 5: batch [5, 9] epoch 1")
     assert " vs batch [5, 9] epoch 2 " in problems[1]
+
+
+def test_reads_in_offset_order_exactly_once_and_values_in_send_order_pass() -> None:
+    history = history_of(VALUES)
+    for offset, value in VALUES.items():
+        history.record_read(T, 0, offset, value, reader="r")
+    check_order(history, log(VALUES), in_send_order=["p"])
+
+
+@pytest.mark.parametrize(
+    ("offsets", "difference"),
+    [
+        ([0, 1, 2, 4, 5], "first difference at position 3: read [1, 2, 4, 5], expected [1, 2, 3, 4, 5]"),
+        (
+            [0, 1, 2, 2, 3, 4, 5],
+            "first difference at position 3: read [1, 2, 2, 3, 4], expected [1, 2, 3, 4, 5]",
+        ),
+        (
+            [0, 1, 3, 2, 4, 5],
+            "first difference at position 2: read [0, 1, 3, 2, 4], expected [0, 1, 2, 3, 4]",
+        ),
+        ([0, 1, 2, 3], "first difference at position 4: read [2, 3], expected [2, 3, 4, 5]"),
+    ],
+    ids=["gap", "repeat", "step-back", "short"],
+)
+def test_a_reader_that_skipped_repeated_or_reordered_offsets_is_named(
+    offsets: list[int], difference: str
+) -> None:
+    values = {o: v for o, v in VALUES.items() if o < 6}
+    history = history_of(values)
+    for offset in offsets:
+        history.record_read(T, 0, offset, values[offset], reader="reader-0")
+    with pytest.raises(CheckFailed) as failure:
+        check_order(history, log(values))
+    assert (
+        f"reader-0 on orders-0: read {len(offsets)} offsets ({len(set(offsets))} distinct), expected 6 [0, 6); "
+        f"{difference}" in str(failure.value)
+    )
+
+
+def test_values_out_of_send_order_are_named_for_producers_that_keep_order_only() -> None:
+    swapped = dict(VALUES)
+    swapped[3], swapped[4] = VALUES[4], VALUES[3]
+    history = history_of(VALUES)
+    check_order(history, log(swapped))  # not asked for "p"
+    with pytest.raises(CheckFailed) as failure:
+        check_order(history, log(swapped), in_send_order=["p"])
+    assert "orders-0: p's seq 3 at offset 4 after its seq 4 at offset 3 (sent in the other order)" in str(
+        failure.value
+    )

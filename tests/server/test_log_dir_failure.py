@@ -14,6 +14,8 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from kafka import TopicPartitionReplica
+from kafka.admin import KafkaAdminClient
 from tests.support.kafka_workload import GROUP_ID_UNUSED, confluent_create_topic
 from tests.support.small_fs import loop_ext4, shut_down_ext4
 
@@ -108,6 +110,19 @@ def test_eio_takes_only_its_log_dir_offline(tmp_path: Path) -> None:
             for p in healthy:
                 assert got[p] == [(o, v) for o, v in before[p] + after[p] if isinstance(o, int)]
             assert broker.is_running
+            # DescribeLogDirs reports the failed dir, and nothing moves into it (issue 15)
+            client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10_000)
+            try:
+                [described] = client.describe_log_dirs()
+                by_dir = {d["log_dir"]: d for d in described["log_dirs"]}
+                failed_dir = by_dir[str((mount / "data").absolute())]
+                assert (failed_dir["error_code"], failed_dir["topics"]) == (56, [])  # KAFKA_STORAGE_ERROR
+                assert by_dir[str((tmp_path / "good").absolute())]["error_code"] == 0
+                replica = TopicPartitionReplica(TOPIC, healthy[0], described["broker"])
+                moved = client.alter_replica_log_dirs({replica: str((mount / "data").absolute())})
+                assert [e.__name__ for e in moved.values()] == ["KafkaStorageError"]
+            finally:
+                client.close()
             log = broker.log_path.read_text()
             assert log.count(f"log dir {mount / 'data'} is offline after an I/O error") == 1, log
             assert "Traceback" not in log, broker.log_tail()

@@ -1,6 +1,6 @@
 """The ``tidelog`` console script: ``broker``, ``topics``, ``produce``, ``consume``, ``groups``,
 ``transactions``, ``configs``, ``pipeline``, ``zookeeper``, ``cluster``, ``doctor``, ``console``, ``users``,
-``acls``, ``leader-election``, ``reassign``.
+``acls``, ``leader-election``, ``reassign``, ``brokers``.
 
 Invariants: subcommands import their heavy dependencies (the broker, confluent-kafka) only when run, so
 ``tidelog --help`` is fast; a user error exits non-zero with a one-line message and no traceback.
@@ -13,6 +13,7 @@ import click
 from tidelog import __version__
 from tidelog.cli.acls import acls_group
 from tidelog.cli.broker import broker_command
+from tidelog.cli.brokers import brokers_group
 from tidelog.cli.cluster import cluster_group
 from tidelog.cli.configs import configs_group
 from tidelog.cli.console import console_command
@@ -20,6 +21,7 @@ from tidelog.cli.consume import consume_command
 from tidelog.cli.doctor import doctor_command
 from tidelog.cli.groups import groups_group
 from tidelog.cli.leader_election import leader_election_command
+from tidelog.cli.log_dirs import log_dirs_group
 from tidelog.cli.pipeline import pipeline_command
 from tidelog.cli.produce import produce_command
 from tidelog.cli.reassign import reassign_group
@@ -58,6 +60,8 @@ cli.add_command(doctor_command)
 cli.add_command(console_command)
 cli.add_command(leader_election_command)
 cli.add_command(reassign_group)
+cli.add_command(brokers_group)
+cli.add_command(log_dirs_group)  # issue 15 hook: JBOD
 
 
 def main() -> None:

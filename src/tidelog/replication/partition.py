@@ -116,6 +116,11 @@ class Partition:
             f" isr={sorted(self.isr)})"
         )
 
+    def replace_log(self, log: PartitionLog) -> None:
+        """Serve ``log`` from now on: the same replica's log, moved to another log dir (AlterReplicaLogDirs);
+        roles, ISR and follower states are the partition's and stay."""
+        self._log = log
+
     # -- roles -----------------------------------------------------------------------------------------
 
     @property

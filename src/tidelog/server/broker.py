@@ -58,6 +58,7 @@ from .group_runtime import GroupRuntime
 from .handlers import build_routes
 from .listeners import BoundListener, bind_client_listeners, canonical_hostname
 from .log_cleaner_task import LogCleanerTask, cleaner_config
+from .log_dir_moves import LogDirMoves
 from .log_flush_task import LogFlushTask
 from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
 from .metadata_store import MetadataStore
@@ -127,6 +128,13 @@ class Broker:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
         self.fetch_purgatory = self.replicas.fetch_purgatory
+        self.log_dir_moves = LogDirMoves(  # issue 15 hook: JBOD moves
+            self.replicas,
+            self.logs,
+            clock,
+            chunk_bytes=config.replica_fetch_max_bytes,
+            rate=lambda: self.config.replica_alter_log_dirs_io_max_bytes_per_second,
+        )
         # issue 14 hook: metrics (None when metrics.listener is unset: nothing counted, nothing bound)
         self.metrics = metrics_for(config)
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -265,6 +273,7 @@ class Broker:
                     share_routing=self.share_routing,
                     share_states=self.share_states,
                     fetch_max_bytes=self.config.fetch_max_bytes,
+                    log_dir_moves=self.log_dir_moves,
                     # issue 15 hook: replication throttles (leader side)
                     leader_replication_quota=self.cluster.leader_quota if self.cluster is not None else None,
                 )
@@ -363,6 +372,7 @@ class Broker:
             )
         if self.cluster is not None:
             await self.cluster.start()
+        self.log_dir_moves.start()  # issue 15 hook: moves a restart interrupted go on
         if self.metrics is not None:  # issue 14 hook: metrics
             self.metrics_endpoint = await start_metrics_endpoint(self, self.metrics)
         for bound in self.bound_listeners:
@@ -523,6 +533,7 @@ class Broker:
             connection.stop_reading()
         if self.cluster is not None:
             await self.cluster.stop_replication()
+        self.log_dir_moves.shutdown()  # issue 15 hook: copies stop; a restart moves them on
         self.shares.dead_letters.shutdown()  # before the logs close (a drain never stops mid-copy)
         self.replicas.shutdown()
         self.share_states.shutdown()

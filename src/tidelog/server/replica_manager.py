@@ -105,6 +105,8 @@ class ReplicaManager:
         """Counts client appends per topic when the broker's metrics are on (set by the broker)."""
         self.log_dir_failures = log_manager.log_dir_failures
         """Log dirs an I/O error took offline: their partitions answer KAFKA_STORAGE_ERROR (issue 17)."""
+        self.log_dir_failure_listeners: list[Callable[[Path], None]] = []
+        """Told each log dir that goes offline, once (issue 15: in a cluster, the controller hears of it)."""
         self.isr_shrinks = 0
         self.isr_expands = 0
         """ISR changes this leader stored (Kafka's IsrShrinksPerSec / IsrExpandsPerSec counts)."""
@@ -178,6 +180,10 @@ class ReplicaManager:
         partition_log = self._logs.get(topic, index)
         return partition_log.dir.parent if partition_log is not None else None
 
+    def is_offline(self, topic: str, index: int) -> bool:
+        """Whether the log of ``topic-index`` is in a log dir an I/O error took offline."""
+        return bool(self.log_dir_failures) and self._offline(topic, index)
+
     def _offline(self, topic: str, index: int) -> bool:
         log_dir = self._log_dir(topic, index)
         return log_dir is not None and self.log_dir_failures.is_offline(log_dir)
@@ -210,6 +216,12 @@ class ReplicaManager:
                 what,
                 exc,
             )
+            for listener in self.log_dir_failure_listeners:
+                listener(log_dir)
+
+    def partitions_in(self, log_dir: Path) -> list[Partition]:
+        """The hosted partitions whose logs are in ``log_dir``."""
+        return [p for p in self if self._log_dir(p.topic, p.index) == log_dir]
 
     def online_logs(self) -> list[PartitionLog]:
         """The logs in log dirs that are not offline (what background tasks may touch)."""
@@ -245,7 +257,9 @@ class ReplicaManager:
         partition, or None when this broker is not assigned."""
         if self._node_id not in assignment:
             return None
-        if topic_id is not None and self.holds_other_topic(topic, index, topic_id):
+        # issue 15: a replica in an offline log dir takes its role, touching no file there
+        on_disk = not (self.log_dir_failures and self._offline(topic, index))
+        if on_disk and topic_id is not None and self.holds_other_topic(topic, index, topic_id):
             log.warning(
                 "%s-%d on disk belongs to an earlier topic of that name (deleted, created again): replacing it",
                 topic,
@@ -255,7 +269,7 @@ class ReplicaManager:
         partition = self._partitions.get((topic, index))
         if partition is None:
             partition = self.load(topic, index) or self.create(topic, index, config, topic_id=topic_id)
-        if topic_id is not None:
+        if on_disk and topic_id is not None:
             self.record_topic_id(topic, index, topic_id)  # a log from before ids were kept gets it
         if self.fenced:
             return partition

@@ -49,6 +49,8 @@ __all__ = [
     "TMP_FILE_SUFFIX",
     "TXN_INDEX_FILE_SUFFIX",
     "delete_dir_name",
+    "future_dir_name",
+    "special_dir_uid",
     "file_name",
     "log_file",
     "offset_from_file_name",
@@ -126,6 +128,19 @@ def partition_dir_name(tp: TopicPartition) -> str:
 def delete_dir_name(tp: TopicPartition, uid_hex: str) -> str:
     """``<topic>-<partition>.<uid>-delete``, the topic cut so the whole name fits in 255 bytes."""
     return _special_dir_name(tp, uid_hex, DELETE_DIR_SUFFIX)
+
+
+def future_dir_name(tp: TopicPartition, uid_hex: str) -> str:
+    """``<topic>-<partition>.<uid>-future`` (a replica being moved into this log dir), cut to 255 bytes."""
+    return _special_dir_name(tp, uid_hex, FUTURE_DIR_SUFFIX)
+
+
+def special_dir_uid(name: str) -> str:
+    """The uid of a ``-delete`` / ``-future`` / ``-stray`` directory name (``ValueError`` for another)."""
+    special = _SPECIAL_DIR.fullmatch(name)
+    if special is None:
+        raise ValueError(f"{name!r} is not a -delete, -future or -stray directory name")
+    return special["uid"]
 
 
 def stray_dir_name(tp: TopicPartition, uid_hex: str) -> str:

@@ -11,6 +11,14 @@ Invariants:
   and written again only by :meth:`LogManager.shutdown`, after flush, checkpoints and close.
 * A deleted partition's directory is first renamed ``<topic>-<partition>.<uuid>-delete`` (atomic, and
   ignored by loading), then removed; leftovers of that kind are removed at start-up.
+* A replica being moved between dirs (AlterReplicaLogDirs) has a future log ``<topic>-<partition>.<uid>-future``
+  in the target dir (:meth:`LogManager.create_future`); it is in no checkpoint and no other task touches
+  it. :meth:`LogManager.replace_current_with_future` swaps it in by two renames: the current dir to
+  ``<topic>-<partition>.<uid>-delete`` (same uid; the parent fsynced: the commit point), then the future
+  dir to ``<topic>-<partition>`` (fsynced). At start-up a future dir whose uid names a ``-delete`` dir (a swap
+  that committed) becomes the partition's log, and any other future dir of a partition that has a log is
+  loaded as its future again (the move goes on); so a crash at any point leaves either the old or the
+  new log whole, and never two logs of a partition.
 * The log cleaner's ``cleaner-offset-checkpoint`` of every dir is kept here too
   (:class:`~tidelog.storage.cleaner_checkpoint.CleanerCheckpoints`): deleting a partition drops its entry.
 * Time comes in as ``now_ms``. Not thread-safe.
@@ -142,6 +150,9 @@ class LogManager:
         self._topic_config = topic_config
         self._limiter = OpenSegmentLimiter(max_open_segments)
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._futures: dict[TopicPartition, PartitionLog] = {}
+        self._found_futures: list[tuple[TopicPartition, Path]] = []
+        self._committed_swaps: set[str] = set()
         self._logs_per_dir: dict[Path, int] = dict.fromkeys(self._log_dirs, 0)
         self._locks: dict[Path, int] = {}
         self._clock_ms = now_ms
@@ -159,6 +170,7 @@ class LogManager:
                 ensure_meta_properties(log_dir, node_id=node_id, cluster_id=self.cluster_id)
             for log_dir in self._log_dirs:
                 self._load_dir(log_dir, now_ms)
+            self._settle_futures(now_ms)
             self.cleaner_checkpoints = CleanerCheckpoints(self._log_dirs)
             for log_dir in self._log_dirs:
                 marker = log_dir / layout.CLEAN_SHUTDOWN_FILE
@@ -222,7 +234,11 @@ class LogManager:
             except ValueError:
                 logger.warning("%s: ignoring %s, not a partition directory", log_dir, child.name)
                 continue
+            if suffix == layout.FUTURE_DIR_SUFFIX:
+                self._found_futures.append((tp, child))
+                continue
             if suffix == layout.DELETE_DIR_SUFFIX:
+                self._committed_swaps.add(layout.special_dir_uid(child.name))
                 logger.info("%s: removing %s, a partition deleted earlier", log_dir, child.name)
                 shutil.rmtree(child, ignore_errors=True)
                 continue
@@ -252,6 +268,41 @@ class LogManager:
             self._logs_per_dir[log_dir] += 1
             if progress is not None and self._recovery_progress is not None:
                 self._recovery_progress(progress.loaded(child))
+
+    def _settle_futures(self, now_ms: int) -> None:
+        """Future dirs found at start-up: a committed swap's becomes the log, the others are futures again."""
+        for tp, path in self._found_futures:
+            uid = layout.special_dir_uid(path.name)
+            if tp not in self._logs and uid in self._committed_swaps:
+                target = path.parent / layout.partition_dir_name(tp)
+                logger.info(
+                    "%s: finishing the move of %s into this dir (its swap had committed)", path.parent, tp
+                )
+                os.rename(path, target)
+                fsync_dir(path.parent)
+                self._logs[tp] = PartitionLog.open(
+                    target,
+                    self._config_for(tp.topic),
+                    now_ms=now_ms,
+                    clean_shutdown=False,
+                    limiter=self._limiter,
+                )
+                self._logs_per_dir[path.parent] += 1
+            elif tp in self._logs and tp not in self._futures:
+                logger.info("%s: resuming the move of %s into this dir", path.parent, tp)
+                self._futures[tp] = PartitionLog.open(
+                    path,
+                    self._config_for(tp.topic),
+                    now_ms=now_ms,
+                    clean_shutdown=False,
+                    limiter=self._limiter,
+                )
+            else:
+                logger.warning(
+                    "%s: ignoring %s, a future log of a partition without a log", path.parent, path.name
+                )
+        self._found_futures.clear()
+        self._committed_swaps.clear()
 
     def _config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -328,14 +379,154 @@ class LogManager:
         self._logs_per_dir[log_dir] += 1
         return log
 
+    # ---- future logs (moving a replica between log dirs) ---------------------------------------------
+
+    def log_dir_of(self, path: str | Path) -> Path | None:
+        """The configured log dir that ``path`` names (compared as absolute paths), or None."""
+        wanted = Path(path).absolute()
+        for log_dir in self._log_dirs:
+            if log_dir.absolute() == wanted or log_dir.resolve() == wanted.resolve():
+                return log_dir
+        return None
+
+    def future(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get(TopicPartition(topic, partition))
+
+    def all_futures(self) -> dict[TopicPartition, PartitionLog]:
+        """A snapshot of every future log, by topic partition."""
+        return dict(self._futures)
+
+    def create_future(self, topic: str, partition: int, log_dir: Path, *, now_ms: int) -> PartitionLog:
+        """An empty future log of ``topic``/``partition`` in ``log_dir`` (which must not hold its current
+        log), starting at the current log's start offset, with its topic id."""
+        tp = TopicPartition(topic, partition)
+        current = self._logs[tp]
+        if current.dir.parent == log_dir:
+            raise ValueError(f"{tp} already lives in {log_dir}")
+        if tp in self._futures:
+            raise ValueError(f"{tp} already has a future log in {self._futures[tp].dir.parent}")
+        future = PartitionLog.open(
+            log_dir / layout.future_dir_name(tp, uuid.uuid4().hex),
+            current.config,
+            now_ms=now_ms,
+            clean_shutdown=False,
+            limiter=self._limiter,
+        )
+        try:
+            if current.log_start_offset != future.log_start_offset:
+                future.truncate_fully_and_start_at(current.log_start_offset, now_ms=now_ms)
+            topic_id = read_topic_id(current.dir)
+            if topic_id is not None:
+                write_topic_id(future.dir, topic_id)
+            fsync_dir(log_dir)
+        except BaseException:
+            future.close()
+            shutil.rmtree(future.dir, ignore_errors=True)
+            raise
+        self._futures[tp] = future
+        return future
+
+    def abort_future(self, topic: str, partition: int) -> bool:
+        """Close and remove the future log of ``topic``/``partition``; whether there was one."""
+        future = self._futures.pop(TopicPartition(topic, partition), None)
+        if future is None:
+            return False
+        future.close()
+        parent = future.dir.parent
+        doomed = parent / layout.delete_dir_name(TopicPartition(topic, partition), uuid.uuid4().hex)
+        try:
+            os.rename(future.dir, doomed)
+            fsync_dir(parent)
+        except OSError:
+            doomed = future.dir
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int, *, now_ms: int) -> PartitionLog:
+        """Swap the future log of ``topic``/``partition`` in for its current log, which the future must have
+        caught up with (same log end offset; nothing may append in between). The future takes the current's
+        log start offset, high watermark and leader epochs, is flushed with its producer snapshot, then the
+        two renames of the module docstring; the new log, reopened at its final path, is returned and the old
+        dir removed. ``OSError`` from the first rename leaves the current log serving; from anything after,
+        the partition has no log here until a restart finishes the swap."""
+        tp = TopicPartition(topic, partition)
+        current = self._logs[tp]
+        future = self._futures[tp]
+        if future.log_end_offset != current.log_end_offset:
+            raise ValueError(
+                f"future log of {tp} ends at {future.log_end_offset}, the current at {current.log_end_offset}"
+            )
+        future.update_high_watermark(current.high_watermark)
+        if future.log_start_offset < current.log_start_offset:
+            future.delete_records_before(current.log_start_offset, now_ms=now_ms)
+        latest = future.latest_epoch
+        for entry in current.leader_epoch_entries:  # an epoch a leader began with no batch yet
+            if latest is None or entry.epoch > latest:
+                future.maybe_assign_epoch_start_offset(entry.epoch, entry.start_offset)
+        high_watermark = current.high_watermark
+        log_start = current.log_start_offset
+        log_end = future.log_end_offset
+        future.flush(now_ms)
+        future.take_producer_snapshot()
+        current.flush(now_ms)  # so that a failed first rename can reopen it at once
+        current.take_producer_snapshot()
+        source_parent, target_parent = current.dir.parent, future.dir.parent
+        uid = layout.special_dir_uid(future.dir.name)
+        doomed = source_parent / layout.delete_dir_name(tp, uid)
+        del self._futures[tp]
+        del self._logs[tp]
+        self._logs_per_dir[source_parent] -= 1
+        current.close()  # closing finishes index files by path: before the renames
+        future.close()
+        try:
+            os.rename(current.dir, doomed)
+        except OSError:
+            self._logs[tp] = self._reopen(current.dir, current.config, current, now_ms)
+            self._futures[tp] = self._reopen(future.dir, future.config, future, now_ms)
+            self._logs_per_dir[source_parent] += 1
+            raise
+        fsync_dir(source_parent)  # the commit point: from here a restart finishes the swap
+        self.cleaner_checkpoints.remove(tp)
+        target = target_parent / layout.partition_dir_name(tp)
+        os.rename(future.dir, target)
+        fsync_dir(target_parent)
+        log = PartitionLog.open(
+            target,
+            future.config,
+            now_ms=now_ms,
+            recovery_point=log_end,
+            log_start_offset=log_start,
+            clean_shutdown=True,
+            high_watermark=high_watermark,
+            limiter=self._limiter,
+        )
+        self._logs[tp] = log
+        self._logs_per_dir[target_parent] += 1
+        shutil.rmtree(doomed, ignore_errors=True)
+        return log
+
+    def _reopen(self, directory: Path, config: LogConfig, closed: PartitionLog, now_ms: int) -> PartitionLog:
+        """``closed`` (flushed, snapshotted, closed) opened again at ``directory``."""
+        return PartitionLog.open(
+            directory,
+            config,
+            now_ms=now_ms,
+            recovery_point=closed.log_end_offset,
+            log_start_offset=closed.log_start_offset,
+            clean_shutdown=True,
+            high_watermark=closed.high_watermark,
+            limiter=self._limiter,
+        )
+
     def topic_id(self, topic: str, partition: int) -> uuid.UUID | None:
         """The topic id the log of ``topic``/``partition`` records (None: none recorded, or no such log)."""
         log = self._logs.get(TopicPartition(topic, partition))
         return None if log is None else read_topic_id(log.dir)
 
     def delete(self, topic: str, partition: int) -> bool:
-        """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``, remove it. Returns
-        whether there was such a log."""
+        """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``, remove it (and its future
+        log, if it has one). Returns whether there was such a log."""
+        self.abort_future(topic, partition)
         doomed = self._set_aside(TopicPartition(topic, partition), layout.delete_dir_name)
         if doomed is None:
             return False
@@ -346,6 +537,7 @@ class LogManager:
         """Close the log and rename its dir to ``<topic>-<partition>.<uuid>-stray``, keeping its files (Kafka's
         stray logs): it is never loaded again, and nothing deletes it. Returns the new path, or ``None`` if
         there was no such log."""
+        self.abort_future(topic, partition)
         return self._set_aside(TopicPartition(topic, partition), layout.stray_dir_name)
 
     def _set_aside(self, tp: TopicPartition, dir_name: Callable[[TopicPartition, str], str]) -> Path | None:
@@ -423,12 +615,18 @@ class LogManager:
                 logger.error(
                     "log dir %s is offline after an I/O error on %s: %s", log.dir.parent, log.dir.name, exc
                 )
+        for future in self._futures.values():
+            if not failures.is_offline(future.dir.parent):
+                with contextlib.suppress(OSError):  # a future is copied again from its log end if need be
+                    future.flush(now_ms)
+                    future.take_producer_snapshot()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
-        for log in self._logs.values():
+        for log in [*self._logs.values(), *self._futures.values()]:
             with contextlib.suppress(OSError):
                 log.close()
+        self._futures.clear()
         for log_dir in self._log_dirs:
             if not failures.is_offline(log_dir):
                 atomic_write(log_dir / layout.CLEAN_SHUTDOWN_FILE, _CLEAN_SHUTDOWN_CONTENT)
@@ -438,8 +636,9 @@ class LogManager:
 
     def close(self) -> None:
         """Release logs and locks without flush, checkpoints or marker (the next start recovers)."""
-        for log in self._logs.values():
+        for log in [*self._logs.values(), *self._futures.values()]:
             log.close()
+        self._futures.clear()
         self._logs.clear()
         self._logs_per_dir = dict.fromkeys(self._log_dirs, 0)
         self._release_locks()

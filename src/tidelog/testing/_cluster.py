@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -65,8 +65,10 @@ class Cluster:
         env: Mapping[str, str] | None = None,
         zookeeper_port: int = 0,
         broker_ports: Mapping[int, int] | None = None,
+        extra_log_dirs: Mapping[int, Sequence[Path]] | None = None,
     ) -> None:
-        """``zookeeper_port`` / ``broker_ports`` (broker id -> port): fixed ports on 127.0.0.1 (0: a free one)."""
+        """``zookeeper_port`` / ``broker_ports`` (broker id -> port): fixed ports on 127.0.0.1 (0: a free one).
+        ``extra_log_dirs`` (broker id -> dirs): more ``log.dirs`` of that broker (JBOD)."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._owns_dir = data_dir is None
@@ -87,6 +89,7 @@ class Cluster:
         self._env = dict(env) if env is not None else dict(os.environ)
         self._zookeeper_port = zookeeper_port
         self._broker_ports = dict(broker_ports or {})
+        self._extra_log_dirs = {i: list(d) for i, d in (extra_log_dirs or {}).items()}
         self.zookeeper: ZooKeeper | None = None
         self.brokers: dict[int, Broker] = {}
 
@@ -162,6 +165,7 @@ class Cluster:
             python=self._python,
             env=env,
             command_prefix=prefix,
+            extra_log_dirs=self._extra_log_dirs.get(broker_id, ()),
         )
 
     def close(self) -> None:

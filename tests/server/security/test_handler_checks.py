@@ -15,6 +15,7 @@ from tests.server.inprocess import ctx, handle, make_broker
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    AlterReplicaLogDirsRequest,
     ApiKey,
     CreateAclsRequest,
     CreateTopicsRequest,
@@ -22,6 +23,7 @@ from tidelog.protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
@@ -382,3 +384,32 @@ def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(brok
     broker.acls.authorizer.add([dataclasses.replace(grant, operation=O.ALTER_CONFIGS)])
     assert _call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter).responses[0].error_code == ErrorCode.NONE
     assert broker.group_configs.configs_of("configured") == {"share.delivery.count.limit": "3"}
+
+
+def test_log_dir_apis_need_the_cluster(broker: Broker) -> None:
+    """DescribeLogDirs needs CLUSTER DESCRIBE (refused: nothing, CLUSTER_AUTHORIZATION_FAILED from v3),
+    AlterReplicaLogDirs CLUSTER ALTER (refused: every partition CLUSTER_AUTHORIZATION_FAILED)."""
+    refused = _call(broker, ApiKey.DESCRIBE_LOG_DIRS, 3, DescribeLogDirsRequest(topics=None))
+    assert (refused.error_code, refused.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    described = _call(broker, ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None), "User:admin")
+    [log_dir] = described.results
+    assert (described.error_code, log_dir.error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert ("u", [0]) in [(t.name, [p.partition_index for p in t.partitions]) for t in log_dir.topics]
+    move = AlterReplicaLogDirsRequest(
+        dirs=[
+            AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+                path=log_dir.log_dir,
+                topics=[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name="u", partitions=[0])],
+            )
+        ]
+    )
+    for principal, error in (
+        ("User:alice", ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+        ("User:admin", ErrorCode.NONE),
+    ):
+        answer = _call(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, move, principal)
+        assert [
+            (r.topic_name, [(p.partition_index, p.error_code) for p in r.partitions]) for r in answer.results
+        ] == [
+            ("u", [(0, error)])  # admin: already there, nothing to move
+        ]

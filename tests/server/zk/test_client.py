@@ -98,6 +98,7 @@ def test_a_missing_chroot_is_created_and_znodes_are_kafkas(zk_server: ZooKeeper,
             "config",
             "isr_change_notification",
             "latest_producer_id_block",
+            "log_dir_event_notification",  # issue 15: a broker's failed log dir, as in Kafka
         ]
         assert sorted(raw.get_children(f"{chroot}/config")) == [
             "brokers",

@@ -82,6 +82,7 @@ from .controller_events import (
     Expire,
     IsrChangeNotification,
     ListPartitionReassignments,
+    LogDirEventNotification,
     NotControllerError,
     PartitionModifications,
     PartitionReassignmentIsrChange,
@@ -93,6 +94,7 @@ from .controller_events import (
     TopicChange,
     TopicDeletion,
 )
+from .log_dir_events import process_log_dir_events
 from .partition_state_writer import PartitionStateWriter, StateChanges, ids
 from .reassignments import PartitionReassigner
 
@@ -348,6 +350,9 @@ class Controller:
                 await self._process_topic_deletion()
             case IsrChangeNotification():
                 await self._process_isr_change_notification()
+            case LogDirEventNotification():  # issue 15 hook: a broker's failed log dir
+                if self.is_active:
+                    await process_log_dir_events(self.zk, self.context, self._states, self._writable())
             case ConfigChange():
                 if self.is_active:
                     await self._elect_offline(
@@ -483,6 +488,7 @@ class Controller:
             self.zk.watch_topic_deletions(lambda _topics: put(TopicDeletion())),
             self.zk.watch_config_change_notifications(lambda _changes: put(ConfigChange())),
             self.zk.watch_isr_change_notifications(lambda _changes: put(IsrChangeNotification())),
+            self.zk.watch_log_dir_events(lambda _events: put(LogDirEventNotification())),  # issue 15 hook
         ]
         brokers = await self.zk.get_live_brokers()
         context.add_live_brokers({broker_id: b.broker_epoch for broker_id, b in brokers.items()})

@@ -45,6 +45,7 @@ __all__ = [
     "Expire",
     "IsrChangeNotification",
     "ListPartitionReassignments",
+    "LogDirEventNotification",
     "NotControllerError",
     "PartitionReassignmentIsrChange",
     "PartitionModifications",
@@ -140,6 +141,11 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification:
+    """``/log_dir_event_notification`` has children: a broker's log dir failed (its replicas there go)."""
+
+
+@dataclass(frozen=True)
 class ConfigChange:
     """A config change notification: unclean leader election may have been enabled somewhere."""
 
@@ -202,6 +208,7 @@ ControllerEvent = (
     | PartitionModifications
     | TopicDeletion
     | IsrChangeNotification
+    | LogDirEventNotification
     | ConfigChange
     | AutoPreferredReplicaLeaderElection
     | ControlledShutdown

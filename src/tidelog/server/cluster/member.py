@@ -22,8 +22,9 @@ Invariants (the start-up order is what keeps them):
    controller to move its leaderships away (ControlledShutdown, ``controlled.shutdown.max.retries`` times,
    ``controlled.shutdown.retry.backoff.ms`` apart) until it leads nothing another live replica could lead
    (a partition whose other replicas are all on brokers that are not registered cannot move, so it is not
-   waited for: the last broker of a cluster stops at once instead of after every retry), then resigns as
-   controller, then stops.
+   waited for: the last broker of a cluster stops at once instead of after every retry), waits (at most
+   the retry backoff) until it has applied those leader changes itself, so that the produces it holds are
+   answered NOT_LEADER_OR_FOLLOWER with the new leader, then resigns as controller, then stops.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tidelog.protocol import TopicPartition
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 from tidelog.replication.leader_and_isr import LeaderAndIsr
+from tidelog.replication.partition import Partition
 from tidelog.server.clock import Clock
 from tidelog.server.config import BrokerConfig, log_config_for_topic
 from tidelog.server.dynamic_config import DynamicBrokerConfigs
@@ -56,6 +58,7 @@ from .client_errors import BrokerClientError
 from .controller import Controller, ControllerConfig
 from .fetcher_config import ReplicaFetcherConfig
 from .inter_broker import inter_broker_listener_name
+from .log_dir_events import announce_log_dir_failure
 from .membership import BrokerMembership
 from .metadata_watcher import MetadataWatcher
 from .replica_fetcher import ReplicaFetcherManager
@@ -111,6 +114,10 @@ class ClusterMember:
             wait_for_id_s=2 * self.config.zookeeper_session_timeout_ms / 1000 + 5,
         )
         replicas.set_isr_writer(self._write_isr)
+        self._log_dir_events: set[asyncio.Task[None]] = set()  # issue 15 hook: failed log dirs announced
+        replicas.log_dir_failure_listeners.append(
+            announce_log_dir_failure(zk, replicas, node_id, self._log_dir_events)
+        )
         self.controller = Controller(
             zk, node_id, config=ControllerConfig.from_broker_config(self.config), clock=clock
         )
@@ -212,6 +219,7 @@ class ClusterMember:
                 continue
             movable = {tp for tp in remaining if self._another_replica_is_live(tp)}
             if not movable:
+                await self._await_demotion(remaining)
                 log.info(
                     "controlled shutdown done: leading %d partitions with no other live replica",
                     len(remaining),
@@ -219,6 +227,26 @@ class ClusterMember:
                 return
             log.info("controlled shutdown: still leading %d partitions others could lead", len(movable))
         log.warning("controlled shutdown did not complete; stopping anyway")
+
+    async def _await_demotion(self, kept: set[TopicPartition]) -> None:
+        """Until the replica manager has applied the leader changes the controller answered about (the
+        watcher delivers them from ZooKeeper, possibly after the answer: at once when this broker is the
+        controller), at most ``controlled.shutdown.retry.backoff.ms``. The acks=all produces waiting on a
+        partition that moved are then answered NOT_LEADER_OR_FOLLOWER with the new leader (KIP-951), and
+        the client goes there at once, rather than REQUEST_TIMED_OUT when the broker stops."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.controlled_shutdown_retry_backoff_ms / 1000
+
+        def still_leading() -> list[Partition]:
+            return [p for p in self._replicas if p.is_leader and TopicPartition(p.topic, p.index) not in kept]
+
+        while led := still_leading():
+            if loop.time() >= deadline:
+                log.warning(
+                    "controlled shutdown: %d moved leaderships not applied here yet; stopping", len(led)
+                )
+                return
+            await asyncio.sleep(0.01)
 
     def _assignment(self, tp: TopicPartition) -> tuple[int, ...]:
         partition = self._metadata.partition(tp.topic, tp.partition)

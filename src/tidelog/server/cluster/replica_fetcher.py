@@ -94,6 +94,7 @@ class ReplicaFetcherManager:
         self._stopping: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
+        self._offline = replicas.is_offline  # issue 15 hook: no fetching into a failed log dir
         replicas.add_leadership_listener(self._on_leadership_change)
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -121,7 +122,11 @@ class ReplicaFetcherManager:
     def _on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
         if self._closed:
             return
-        if is_leader or not self._follows_another_broker(partition):
+        if (
+            is_leader
+            or not self._follows_another_broker(partition)
+            or self._offline(partition.topic, partition.index)
+        ):
             self.remove_partitions([TopicPartition(partition.topic, partition.index)])
         else:
             self.add_partition(partition)
@@ -133,7 +138,11 @@ class ReplicaFetcherManager:
         """Fetch ``partition`` from its leader (``partition.leader_id``) at its leader epoch, from its log end
         offset; it leaves any other fetcher. Ignored after :meth:`shutdown` or when it does not follow
         another broker."""
-        if self._closed or not self._follows_another_broker(partition):
+        if (
+            self._closed
+            or not self._follows_another_broker(partition)
+            or self._offline(partition.topic, partition.index)
+        ):
             return
         tp = TopicPartition(partition.topic, partition.index)
         key = (partition.leader_id, fetcher_id(tp, self.config.num_fetchers))

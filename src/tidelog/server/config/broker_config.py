@@ -202,6 +202,7 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int
     replica_fetch_min_bytes: int
     replica_fetch_max_bytes: int
+    replica_alter_log_dirs_io_max_bytes_per_second: int
     replica_fetch_response_max_bytes: int
     replica_fetch_backoff_ms: int
     replica_lag_time_max_ms: int

@@ -201,6 +201,7 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("replica.fetch.wait.max.ms", I, "500", "Maximum wait of a follower fetch; must be below replica.lag.time.max.ms."),
         ConfigDef("replica.fetch.min.bytes", I, "1", "Minimum bytes a follower fetch waits for."),
         ConfigDef("replica.fetch.max.bytes", I, "1048576", "Bytes per partition a follower fetches.", at_least(0)),
+        ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", L, _LONG_MAX_STR, "A replica moving between log dirs (AlterReplicaLogDirs) copies at most this many bytes per second on average, all moves together (default: unlimited).", at_least(1)),
         ConfigDef("replica.fetch.response.max.bytes", I, "10485760", "Maximum bytes of a follower fetch response.", at_least(0)),
         ConfigDef("replica.fetch.backoff.ms", I, "1000", "Sleep after a follower fetch error.", at_least(0)),
         ConfigDef("replica.lag.time.max.ms", L, "30000", "A follower that has not caught up for this long leaves the ISR."),
@@ -260,12 +261,14 @@ DYNAMIC_BROKER_CONFIGS: Final[frozenset[str]] = frozenset(
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",
     }
+    | {"replica.alter.log.dirs.io.max.bytes.per.second"}  # issue 15: log dir moves' throttle
 )
 """Broker configs tidelog updates live (AlterConfigs / IncrementalAlterConfigs on a BROKER resource):
 Kafka's ``DynamicLogConfig`` set (the head broker synonym of every topic config: ``log.retention.ms``,
 ``log.segment.bytes``, ``message.max.bytes``, ...; topics without an override take the new value at
-once), plus ``log.cleaner.backoff.ms``, ``producer.id.expiration.ms`` and the replication throttles
-(``leader.replication.throttled.rate``, ``follower.replication.throttled.rate``). Every other broker config is
+once), plus ``log.cleaner.backoff.ms``, ``producer.id.expiration.ms``, the replication throttles
+(``leader.replication.throttled.rate``, ``follower.replication.throttled.rate``) and
+``replica.alter.log.dirs.io.max.bytes.per.second``. Every other broker config is
 read-only; DescribeConfigs says so."""
 
 KAFKA_DYNAMIC_BROKER_CONFIGS: Final[frozenset[str]] = frozenset(

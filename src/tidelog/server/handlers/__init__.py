@@ -24,6 +24,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.fetch_sessions import FetchSessionCache
 from tidelog.server.group_configs import GroupConfigStore
 from tidelog.server.group_runtime import GroupRuntime
+from tidelog.server.log_dir_moves import LogDirMoves
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
@@ -54,6 +55,7 @@ from .find_coordinator import (
 from .groups import GroupsHandler
 from .leader_epoch import OffsetForLeaderEpochHandler
 from .list_offsets import ListOffsetsHandler
+from .log_dirs import LogDirsHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
 from .producer_id import InitProducerIdHandler
@@ -89,6 +91,7 @@ def build_routes(
     share_routing: ShareRouting | None = None,
     share_states: ShareStateRuntime | None = None,
     fetch_max_bytes: int = 0x7FFFFFFF,
+    log_dir_moves: LogDirMoves | None = None,
     leader_replication_quota: ReplicationQuotaManager | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
@@ -189,6 +192,18 @@ def build_routes(
         *_sasl_routes(entity_configs, authz),
         *_client_quota_routes(client_quotas, authz),
         *_share_routes(shares, share_admin, authz, share_routing, share_states),
+        *_log_dir_routes(log_dir_moves, authz),  # issue 15 hook: JBOD
+    ]
+
+
+def _log_dir_routes(moves: LogDirMoves | None, authz: Authz) -> list[Route]:
+    """DescribeLogDirs and AlterReplicaLogDirs, where the broker has its log dirs' moves."""
+    if moves is None:
+        return []
+    handler = LogDirsHandler(moves, authz)
+    return [
+        Route(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2, handler.alter),
+        Route(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, handler.describe),
     ]
 
 

@@ -74,6 +74,7 @@ from tidelog.server.zk.zk_data import (
     decode_entity_config,
     decode_isr_change_notification,
     decode_leader_and_isr,
+    decode_log_dir_event,
     decode_producer_id_block,
     decode_topic_assignment,
     encode_broker_registration,
@@ -84,6 +85,7 @@ from tidelog.server.zk.zk_data import (
     encode_entity_config,
     encode_isr_change_notification,
     encode_leader_and_isr,
+    encode_log_dir_event,
     encode_producer_id_block,
     encode_topic_assignment,
 )
@@ -614,6 +616,43 @@ class KafkaZkClient:
             lambda children: on_change(
                 sorted(paths.sequence_number(c, paths.ISR_CHANGE_PREFIX) for c in children or [])
             ),
+        )
+
+    # ---- log dir event notifications (a broker's failed log dir, for the controller) ----
+
+    async def propagate_log_dir_event(self, broker_id: int, partitions: Iterable[TopicPartition]) -> str:
+        """Create ``/log_dir_event_notification/log_dir_event_N``; returns its sequence number."""
+        data = encode_log_dir_event(broker_id, partitions)
+        prefix = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}"
+        while True:
+            try:
+                path, _ = await self.session.create(prefix, data, sequence=True)
+                return paths.sequence_number(path, paths.LOG_DIR_EVENT_PREFIX)
+            except NoNodeError:
+                await self.session.ensure_path(paths.LOG_DIR_EVENT_NOTIFICATION)
+
+    async def get_log_dir_events(self) -> dict[str, tuple[int, frozenset[TopicPartition]]]:
+        """The pending notifications by sequence number, oldest first: (broker id, partitions)."""
+        children = await self.session.get_children(paths.LOG_DIR_EVENT_NOTIFICATION) or []
+        result: dict[str, tuple[int, frozenset[TopicPartition]]] = {}
+        for number in sorted(paths.sequence_number(c, paths.LOG_DIR_EVENT_PREFIX) for c in children):
+            found = await self.session.get(
+                f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}{number}"
+            )
+            if found is not None:
+                result[number] = decode_log_dir_event(found[0])
+        return result
+
+    async def delete_log_dir_events(
+        self, sequence_numbers: Iterable[str], controller: ControllerEpoch
+    ) -> None:
+        for number in sequence_numbers:
+            path = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}{number}"
+            await self._fenced(controller, _delete(path))
+
+    def watch_log_dir_events(self, on_change: Callable[[list[str]], None]) -> Watch:
+        return self.session.watch_children(
+            paths.LOG_DIR_EVENT_NOTIFICATION, lambda children: on_change(list(children or []))
         )
 
     # ---- producer ids ----

@@ -28,6 +28,8 @@ __all__ = [
     "DELETE_TOPICS",
     "ISR_CHANGE_NOTIFICATION",
     "ISR_CHANGE_PREFIX",
+    "LOG_DIR_EVENT_NOTIFICATION",
+    "LOG_DIR_EVENT_PREFIX",
     "PERSISTENT_PATHS",
     "PRODUCER_ID_BLOCK",
     "TOPICS",
@@ -55,6 +57,8 @@ ADMIN: Final = "/admin"
 DELETE_TOPICS: Final = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION: Final = "/isr_change_notification"
 ISR_CHANGE_PREFIX: Final = "isr_change_"
+LOG_DIR_EVENT_NOTIFICATION: Final = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX: Final = "log_dir_event_"
 PRODUCER_ID_BLOCK: Final = "/latest_producer_id_block"
 CLUSTER: Final = "/cluster"
 CLUSTER_ID: Final = "/cluster/id"
@@ -62,8 +66,7 @@ CLUSTER_ID: Final = "/cluster/id"
 # Kafka's ConfigType.all: the entity types under /config.
 CONFIG_TYPES: Final = ("topics", "clients", "users", "brokers", "ips")
 
-# Kafka's ZkData.PersistentZkPaths (less the old consumers' /consumers and the log-dir event path that
-# tidelog does not use): created at broker start-up so that watches and sequential creates find a parent.
+# Kafka's ZkData.PersistentZkPaths (less the old consumers' /consumers): created at broker start-up so that watches and sequential creates find a parent.
 PERSISTENT_PATHS: Final = (
     BROKER_IDS,
     TOPICS,
@@ -71,6 +74,7 @@ PERSISTENT_PATHS: Final = (
     DELETE_TOPICS,
     BROKER_SEQUENCE_ID,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     PRODUCER_ID_BLOCK,
     *(f"{CONFIG}/{entity_type}" for entity_type in CONFIG_TYPES),
 )

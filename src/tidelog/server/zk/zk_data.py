@@ -22,6 +22,9 @@ Formats (the version written first):
 - ``/latest_producer_id_block`` v1: ``{"version":1,"broker":1,"block_start":"0","block_end":"999"}``.
 - ``/config/<type>/<name>`` v1: ``{"version":1,"config":{"retention.ms":"1000"}}``.
 - ``/config/changes/config_change_N`` v2: ``{"version":2,"entity_path":"topics/T"}``.
+- ``/log_dir_event_notification/log_dir_event_N`` v1: ``{"version":1,"broker":1,"event":1}`` (Kafka's
+  LogDirFailure event) plus tidelog's ``"partitions"`` (the partitions in the failed dir: the controller
+  cannot ask the broker with a LeaderAndIsr request as Kafka's does; Kafka's controller ignores the field).
 - ``/isr_change_notification/isr_change_N`` v1: ``{"version":1,"partitions":[{"topic":"t","partition":0}]}``.
 - ``/cluster/id``: ``{"version":"1","id":"<cluster id>"}``.
 """
@@ -61,6 +64,7 @@ __all__ = [
     "decode_controller_epoch",
     "decode_entity_config",
     "decode_isr_change_notification",
+    "decode_log_dir_event",
     "decode_leader_and_isr",
     "decode_producer_id_block",
     "decode_topic_assignment",
@@ -71,6 +75,7 @@ __all__ = [
     "encode_controller_epoch",
     "encode_entity_config",
     "encode_isr_change_notification",
+    "encode_log_dir_event",
     "encode_leader_and_isr",
     "encode_producer_id_block",
     "encode_topic_assignment",
@@ -517,3 +522,28 @@ def decode_cluster_id(data: bytes) -> str:
     if not isinstance(cluster_id, str):
         raise ZkDataError(f"/cluster/id: 'id' is not a string: {cluster_id!r}")
     return cluster_id
+
+
+# ---- /log_dir_event_notification ----------------------------------------------------------------------
+
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def encode_log_dir_event(broker_id: int, partitions: Iterable[TopicPartition]) -> bytes:
+    ordered = sorted(set(partitions))
+    return _dump(
+        {
+            "version": 1,
+            "broker": broker_id,
+            "event": LOG_DIR_FAILURE_EVENT,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in ordered],
+        }
+    )
+
+
+def decode_log_dir_event(data: bytes) -> tuple[int, frozenset[TopicPartition]]:
+    """(broker id, the partitions in its failed dir; empty when the writer named none, as Kafka's does)."""
+    what = "log dir event notification"
+    broker_id = _int(_load(data, what), "broker", what)
+    partitions = decode_isr_change_notification(data) if b'"partitions"' in data else frozenset()
+    return broker_id, partitions
