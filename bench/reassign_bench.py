@@ -1,6 +1,7 @@
 """How fast a partition reassignment copies a log (issue 15's unthrottled move rate), in one run.
 
-    .venv/bin/python bench/reassign_bench.py [--mib 200] [--size 1000] [--load 0]
+    .venv/bin/python bench/reassign_bench.py [--mib 200] [--size 1000] [--load 0] [--throttle-mib 10]
+        [--quota-window-num 11]
 
 A 4-broker cluster on a throwaway ZooKeeper; a one-partition topic on brokers 1,2,3 (acks=all, RF 3) gets
 MIB MiB of SIZE-byte messages; then ``tidelog reassign``'s API (AlterPartitionReassignments) moves it to
@@ -8,7 +9,11 @@ MIB MiB of SIZE-byte messages; then ``tidelog reassign``'s API (AlterPartitionRe
 the whole log by follower fetches and joined the ISR), as MiB/s. With ``--load R`` a producer keeps
 sending R msg/s (acks=all) during the move, and its delivery failures are counted (0 expected).
 
-There are no replication throttles yet: this is the full-speed rate. Figures drift on a shared machine.
+The throttled leg then moves it back to 1,2,3 with ``tidelog reassign execute --throttle`` (THROTTLE_MIB
+MiB/s; 0 skips the leg), timed the same way, and ``verify`` removes the throttles. With Kafka's default
+``replication.quota.window.num`` (11) a fresh quota lets about 10 s worth through at full speed first, so
+a short throttled move averages above its throttle; ``--quota-window-num 1`` paces it from the start.
+Figures drift on a shared machine.
 """
 
 from __future__ import annotations
@@ -34,8 +39,14 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=200)
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--load", type=int, default=0, help="msg/s produced during the move (0: none)")
+    parser.add_argument("--throttle-mib", type=float, default=10, help="the throttled leg's MiB/s (0: skip)")
+    parser.add_argument("--quota-window-num", type=int, default=11, help="replication.quota.window.num")
     args = parser.parse_args()
-    config = {"min.insync.replicas": 2, "log.segment.bytes": 64 * 1024 * 1024}
+    config = {
+        "min.insync.replicas": 2,
+        "log.segment.bytes": 64 * 1024 * 1024,
+        "replication.quota.window.num": args.quota_window_num,
+    }
     with Cluster(4, config=config) as cluster:
         bootstrap = cluster.bootstrap_servers
         creator = AdminClient({"bootstrap.servers": bootstrap})
@@ -97,8 +108,42 @@ def main() -> None:
             f"moved 1,2,3 -> 2,3,4 in {moved:.1f} s: {args.mib / moved:.1f} MiB/s copied by broker 4"
             + (f"; {len(failures)} failed deliveries under {args.load} msg/s" if args.load else "")
         )
+        if args.throttle_mib > 0:
+            throttled_move(bootstrap, zk, args.mib, int(args.throttle_mib * 1024 * 1024))
         admin.close()
         zk.stop()
+
+
+def throttled_move(bootstrap: str, zk: KazooClient, mib: int, rate: int) -> None:
+    """Move 2,3,4 -> 1,2,3 with ``tidelog reassign execute --throttle rate``, then ``verify``."""
+    import tempfile
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from tidelog.cli.main import cli
+
+    with tempfile.TemporaryDirectory() as directory:
+        plan = Path(directory) / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": [1, 2, 3]}]}
+            )
+        )
+        common = ["--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap]
+        begun = time.monotonic()
+        executed = CliRunner().invoke(cli, ["reassign", "execute", *common, "--throttle", str(rate)])
+        assert executed.exit_code == 0, executed.output
+        while json.loads(zk.get(f"/brokers/topics/{TOPIC}")[0])["partitions"]["0"] != [1, 2, 3]:
+            time.sleep(0.05)
+        moved = time.monotonic() - begun
+        print(
+            f"throttled to {rate / 1024 / 1024:g} MiB/s: moved 2,3,4 -> 1,2,3 in {moved:.1f} s:"
+            f" {mib / moved:.1f} MiB/s copied by broker 1"
+        )
+        verified = CliRunner().invoke(cli, ["reassign", "verify", *common])
+        assert verified.exit_code == 0, verified.output
+        print(verified.output.rstrip())
 
 
 if __name__ == "__main__":

@@ -104,3 +104,37 @@ def test_an_unreachable_broker_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "cannot reach broker at 127.0.0.1:1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_throttled_replicas_of_a_plan_are_kafkas() -> None:
+    """Leader side: the moving partitions' current replicas; follower side: the replicas they gain; the
+    brokers: every one a moving partition has or will have. A partition that does not move is left alone."""
+    from tidelog.cli._reassign_throttle import throttled_replicas
+
+    current = {("t", 0): (1, 2, 3), ("t", 1): (2, 3, 4), ("u", 0): (3, 1), ("v", 0): (1,)}
+    plan = {("t", 0): (2, 3, 4), ("t", 1): (2, 3, 4), ("u", 0): (1, 3), ("v", 0): (5,)}
+    configs, brokers = throttled_replicas(current, plan)
+    assert configs == {
+        "t": {
+            "leader.replication.throttled.replicas": "0:1,0:2,0:3",
+            "follower.replication.throttled.replicas": "0:4",
+        },
+        "u": {  # a reordering gains nothing: only the leader side is throttled
+            "leader.replication.throttled.replicas": "0:1,0:3",
+            "follower.replication.throttled.replicas": "",
+        },
+        "v": {
+            "leader.replication.throttled.replicas": "0:1",
+            "follower.replication.throttled.replicas": "0:5",
+        },
+    }
+    assert brokers == [1, 2, 3, 4, 5]
+
+
+def test_a_throttle_must_be_positive(tmp_path: Path) -> None:
+    plan = write(tmp_path, {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1]}]})
+    result = CliRunner().invoke(
+        cli, ["reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "0", *UNREACHABLE]
+    )
+    assert result.exit_code == 2
+    assert "Invalid value for '--throttle': 0 is not in the range x>=1." in result.output

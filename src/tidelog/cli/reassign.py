@@ -6,9 +6,12 @@ with its option names and JSON files, over AlterPartitionReassignments / ListPar
   broker has a rack); nothing is changed.
 - ``execute --reassignment-json-file F``: prints the current assignment of the plan's partitions (save
   it: it is the rollback plan), then starts the moves; refused while other moves are in progress unless
-  ``--additional``.
+  ``--additional``. ``--throttle R`` first limits the moves' replication to R bytes/s per broker
+  (:mod:`._reassign_throttle`).
 - ``verify --reassignment-json-file F``: per partition, complete or still in progress (with the replicas
-  being added and whether they are in the ISR yet), or not moving but with another replica list.
+  being added and whether they are in the ISR yet), or not moving but with another replica list; once
+  no move of the plan is in progress, it removes the replication throttles (as Kafka's does, throttled or
+  not) unless ``--preserve-throttles``.
 - ``cancel --reassignment-json-file F``: cancels the plan's moves in progress; each partition goes back to
   its original replicas.
 
@@ -31,6 +34,7 @@ import click
 
 from tidelog.cli._common import ClientOptions, client_options, fail, out_console
 from tidelog.cli._reassign_plan import PlanError, format_plan, read_plan, read_topics_to_move
+from tidelog.cli._reassign_throttle import clear_throttles, set_throttles
 from tidelog.cli._txn_wire import WIRE_PROPERTIES, open_wire
 
 if TYPE_CHECKING:
@@ -70,6 +74,10 @@ class _Cluster:
                 fail(f"partition {topic}-{partition} does not exist")
             found[(topic, partition)] = described[partition].replicas
         return found
+
+    def addresses(self) -> dict[int, str]:
+        """host:port of each live broker."""
+        return {broker: address for broker, (address, _rack) in self.brokers.items()}
 
 
 @click.group("reassign")
@@ -130,8 +138,14 @@ def generate_command(client: ClientOptions, topics_file: Path, broker_list: str)
 @click.option(
     "--additional", is_flag=True, help="Start these moves although others are in progress (else refused)."
 )
+@click.option(
+    "--throttle",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Limit the moves' replication to this many bytes/s per broker; verify removes it once done.",
+)
 @client_options
-def execute_command(client: ClientOptions, plan_file: Path, additional: bool) -> None:
+def execute_command(client: ClientOptions, plan_file: Path, additional: bool, throttle: int | None) -> None:
     """Start the plan's moves; prints the current assignment first (the rollback plan)."""
     plan = _plan(plan_file)
     if not additional and _list(client, None):
@@ -146,6 +160,8 @@ def execute_command(client: ClientOptions, plan_file: Path, additional: bool) ->
     out_console.print(format_plan(current), markup=False)
     out_console.print()
     out_console.print("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle is not None:
+        set_throttles(client, cluster.addresses(), current, plan, throttle)
     errors = _alter(client, dict(plan))
     started = [_name(tp) for tp in sorted(plan) if tp not in errors]
     if started:
@@ -159,14 +175,16 @@ def execute_command(client: ClientOptions, plan_file: Path, additional: bool) ->
 
 @reassign_group.command("verify")
 @_PLAN_FILE
+@click.option("--preserve-throttles", is_flag=True, help="Leave the replication throttles on once complete.")
 @client_options
-def verify_command(client: ClientOptions, plan_file: Path) -> None:
+def verify_command(client: ClientOptions, plan_file: Path, preserve_throttles: bool) -> None:
     """Report each of the plan's moves: complete or still in progress."""
     plan = _plan(plan_file)
     moving = _list(client, plan)
     cluster = _describe(client, sorted({topic for topic, _p in plan}))
     current = cluster.assignment(plan)
     out_console.print("Status of partition reassignment:")
+    complete = True
     for tp, target in sorted(plan.items()):
         name = _name(tp)
         if tp in moving:
@@ -174,6 +192,7 @@ def verify_command(client: ClientOptions, plan_file: Path) -> None:
             described = cluster.topics[tp[0]]
             isr = described[tp[1]].isr if described is not None else ()
             caught_up = [r for r in adding if r in isr]
+            complete = False
             out_console.print(
                 f"Reassignment of partition {name} is still in progress: replicas {_ids(replicas)}, "
                 f"adding {_ids(adding)} ({len(caught_up)}/{len(adding)} in the ISR), removing {_ids(removing)}."
@@ -185,6 +204,11 @@ def verify_command(client: ClientOptions, plan_file: Path) -> None:
                 f"There is no active reassignment of partition {name}, but replica set is "
                 f"{_ids(current[tp])} rather than {_ids(target)}."
             )
+    if (
+        complete and not preserve_throttles
+    ):  # Kafka's rule: the throttles come off once no move is in progress
+        brokers = {b for replicas in plan.values() for b in replicas}
+        clear_throttles(client, cluster.addresses(), brokers, {topic for topic, _p in plan})
 
 
 @reassign_group.command("cancel")

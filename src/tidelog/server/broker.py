@@ -274,6 +274,8 @@ class Broker:
                     share_states=self.share_states,
                     fetch_max_bytes=self.config.fetch_max_bytes,
                     log_dir_moves=self.log_dir_moves,
+                    # issue 15 hook: replication throttles (leader side)
+                    leader_replication_quota=self.cluster.leader_quota if self.cluster is not None else None,
                 )
             )
         )

@@ -44,6 +44,7 @@ from tidelog.server.config import BrokerConfig, log_config_for_topic
 from tidelog.server.dynamic_config import DynamicBrokerConfigs
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.inter_broker_sasl import inter_broker_authenticate
 from tidelog.server.security.tls_config import inter_broker_tls
 from tidelog.server.zk.client import KafkaZkClient
@@ -151,6 +152,17 @@ class ClusterMember:
             broker_epoch=lambda: self.membership.epoch,
             clock=clock,
             config=ReplicaFetcherConfig.from_broker_config(self.config),
+        )
+        # issue 15 hook: replication throttles (server/replication_quota.py), rates from the dynamic broker
+        # configs and throttled replicas from the topic configs, both read at each fetch
+        self.leader_quota = ReplicationQuotaManager.for_side(
+            "leader", broker_id=node_id, config=lambda: self.config, topic_configs=self.watcher.topic_configs
+        )
+        self.fetchers.quota = ReplicationQuotaManager.for_side(
+            "follower",
+            broker_id=node_id,
+            config=lambda: self.config,
+            topic_configs=self.watcher.topic_configs,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.common import INTERNAL_TOPICS
@@ -101,6 +101,11 @@ class MetadataWatcher:
         """Await ``listener(entity_path)`` for each ``users/...``, ``clients/...`` and ``groups/...`` change
         notification."""
         self._entity_config_listeners.append(listener)
+
+    def topic_configs(self, name: str) -> Mapping[str, str] | None:
+        """The topic-level configs ZooKeeper holds for ``name`` (as last loaded); None for an unknown topic."""
+        topic = self._topics.get(name)
+        return None if topic is None else topic.configs
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``condition()`` holds of the metadata (checked after every applied event), at most

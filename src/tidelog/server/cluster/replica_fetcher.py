@@ -40,6 +40,7 @@ from tidelog.replication.partition import Partition
 from tidelog.server.clock import Clock
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.replication_quota import ReplicationQuotaManager
 
 from .broker_client import BrokerClient
 from .fetch_state import FetcherView, FetchStatus, PartitionFetchView
@@ -88,6 +89,8 @@ class ReplicaFetcherManager:
         self._clock = clock
         self.config = config if config is not None else ReplicaFetcherConfig()
         self._fetchers: dict[_FetcherKey, ReplicaFetcher] = {}
+        self.quota: ReplicationQuotaManager | None = None
+        """Issue 15 hook: the follower replication throttle, given to every fetcher created after it is set."""
         self._stopping: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
@@ -163,6 +166,7 @@ class ReplicaFetcherManager:
                 clock=self._clock,
                 config=self.config,
                 on_stale=self._remove_one,
+                quota=self.quota,
             )
         fetcher.add(partition)
         if self._started:

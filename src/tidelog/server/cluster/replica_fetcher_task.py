@@ -31,6 +31,11 @@ Invariants:
   KAFKA_STORAGE_ERROR, ...) delays the partition by ``replica.fetch.backoff.ms``; so does a batch that
   fails validation here (CorruptRecordError: a torn read on the leader is fixed by the next fetch) and any
   unexpected exception while applying it, which is logged. One partition's failure never touches another's.
+- Replication throttle (issue 15, Kafka's ``shouldFollowerThrottle``): while the follower quota
+  (``follower.replication.throttled.rate``) is exceeded, a partition named by its topic's
+  ``follower.replication.throttled.replicas`` that is not caught up (its last answer left a lag) is left out
+  of the request and waits until the measured rate is back at the bound; the records appended for
+  throttled partitions are what the quota measures.
 - A leader that cannot be reached (refused, disconnected, timed out, no common version) delays every
   partition of the request by ``replica.fetch.backoff.ms``; the partitions stay until the metadata moves
   them to another leader. The task ends only when cancelled.
@@ -54,6 +59,7 @@ from tidelog.replication.partition import Partition
 from tidelog.server.clock import Clock
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.storage import EpochEndOffset
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 
@@ -106,6 +112,7 @@ class ReplicaFetcher:
         clock: Clock,
         config: ReplicaFetcherConfig,
         on_stale: Callable[[TopicPartition], None],
+        quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
@@ -116,6 +123,8 @@ class ReplicaFetcher:
         self._clock = clock
         self._config = config
         self._on_stale = on_stale
+        self._quota = quota
+        """The follower replication throttle (``follower.replication.throttled.*``); None: none."""
         self._leader = LeaderEndpoint(client, leader_id, node_id=node_id)
         self._partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._wake = asyncio.Event()
@@ -274,8 +283,25 @@ class ReplicaFetcher:
                 log.info("%s %s is no longer a follower of broker %d here", self._name, tp, self.leader_id)
                 self._on_stale(tp)
                 continue
+            if self._throttled(tp, state):
+                continue
             sent[tp] = _Sent(state, state.partition.log_end_offset)
         return sent
+
+    def _throttled(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        """Kafka's ``shouldFollowerThrottle``: a throttled partition not caught up (its last answer left a lag)
+        is left out of the request while the follower quota is exceeded, and waits until the measured rate
+        is back at the bound (at most ``replica.fetch.backoff.ms``)."""
+        quota = self._quota
+        if quota is None:
+            return False
+        now_ms = self._clock.now_ms()
+        in_sync = state.lag is not None and state.lag <= 0
+        if not quota.should_throttle(tp.topic, tp.partition, in_sync=in_sync, now_ms=now_ms):
+            return False
+        wait_ms = min(max(quota.throttle_time_ms(now_ms), 1), self._config.backoff_ms)
+        state.delay(time.monotonic() + wait_ms / 1000, "follower replication throttled")
+        return True
 
     def _build(
         self, sent: dict[TopicPartition, _Sent], topic_ids: dict[str, uuid.UUID], version: int
@@ -485,6 +511,8 @@ class ReplicaFetcher:
                     self._delay(state, f"{type(exc).__name__}: {exc}")
                     return
                 appended = True
+                if self._quota is not None and self._quota.is_throttled(tp.topic, tp.partition):
+                    self._quota.record(memoryview(records).nbytes, now_ms)
         partition.update_follower_high_watermark(data.high_watermark)
         if data.log_start_offset >= 0:
             partition.maybe_increment_log_start_offset(data.log_start_offset, now_ms=now_ms)

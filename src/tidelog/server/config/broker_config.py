@@ -211,6 +211,10 @@ class BrokerConfig:
     replica_socket_receive_buffer_bytes: int
     replica_high_watermark_checkpoint_interval_ms: int
     num_replica_fetchers: int
+    leader_replication_throttled_rate: int
+    follower_replication_throttled_rate: int
+    replication_quota_window_num: int
+    replication_quota_window_size_seconds: int
     fetch_purgatory_purge_interval_requests: int
     producer_purgatory_purge_interval_requests: int
     delete_records_purgatory_purge_interval_requests: int

@@ -210,6 +210,10 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("replica.socket.receive.buffer.bytes", I, "65536", "SO_RCVBUF of follower fetch connections."),
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", L, "5000", "How often the high watermark is checkpointed."),
         ConfigDef("num.replica.fetchers", I, "1", "Follower fetcher threads per source broker."),
+        ConfigDef("leader.replication.throttled.rate", L, _LONG_MAX_STR, "Bytes/s this broker sends to followers of leader.replication.throttled.replicas (dynamic; unlimited by default).", at_least(0)),
+        ConfigDef("follower.replication.throttled.rate", L, _LONG_MAX_STR, "Bytes/s this broker fetches for follower.replication.throttled.replicas (dynamic; unlimited by default).", at_least(0)),
+        ConfigDef("replication.quota.window.num", I, "11", "Number of samples kept to measure replication throttles.", at_least(1)),
+        ConfigDef("replication.quota.window.size.seconds", I, "1", "Length of each replication throttle sample.", at_least(1)),
         ConfigDef("fetch.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the fetch purgatory."),
         ConfigDef("producer.purgatory.purge.interval.requests", I, "1000", "Purge interval (in requests) of the produce purgatory."),
         ConfigDef("delete.records.purgatory.purge.interval.requests", I, "1", "Purge interval (in requests) of the delete-records purgatory."),
@@ -252,13 +256,19 @@ DYNAMIC_BROKER_CONFIGS: Final[frozenset[str]] = frozenset(
         for definition in TOPIC_CONFIGS.values()
         if definition.broker_synonyms
     }
-    | {"log.cleaner.backoff.ms", "producer.id.expiration.ms"}
+    | {
+        "log.cleaner.backoff.ms",
+        "producer.id.expiration.ms",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+    }
     | {"replica.alter.log.dirs.io.max.bytes.per.second"}  # issue 15: log dir moves' throttle
 )
 """Broker configs tidelog updates live (AlterConfigs / IncrementalAlterConfigs on a BROKER resource):
 Kafka's ``DynamicLogConfig`` set (the head broker synonym of every topic config: ``log.retention.ms``,
 ``log.segment.bytes``, ``message.max.bytes``, ...; topics without an override take the new value at
-once), plus ``log.cleaner.backoff.ms``, ``producer.id.expiration.ms`` and
+once), plus ``log.cleaner.backoff.ms``, ``producer.id.expiration.ms``, the replication throttles
+(``leader.replication.throttled.rate``, ``follower.replication.throttled.rate``) and
 ``replica.alter.log.dirs.io.max.bytes.per.second``. Every other broker config is
 read-only; DescribeConfigs says so."""
 

@@ -16,7 +16,7 @@ from typing import Final
 
 from .config_def import BrokerSynonym, TopicConfigDef, index_by_name
 from .errors import ConfigError
-from .validators import OneOf, SubsetOf, at_least, between
+from .validators import OneOf, SubsetOf, ThrottledReplicaList, at_least, between
 from .values import LONG_MAX, ConfigType
 
 __all__ = [
@@ -57,8 +57,8 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigDef]] = index_by_name(
         TopicConfigDef("file.delete.delay.ms", L, "60000", "Delay before a deleted segment's files are removed.", at_least(0), broker_synonyms=_syn("log.segment.delete.delay.ms")),
         TopicConfigDef("flush.messages", L, _LONG_MAX_STR, "Messages between forced fsyncs.", at_least(1), broker_synonyms=_syn("log.flush.interval.messages")),
         TopicConfigDef("flush.ms", L, _LONG_MAX_STR, "Milliseconds between forced fsyncs.", at_least(0), broker_synonyms=_syn("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
-        TopicConfigDef("follower.replication.throttled.replicas", LI, "", "Replicas throttled on the follower side (accepted; throttling is not implemented)."),
-        TopicConfigDef("leader.replication.throttled.replicas", LI, "", "Replicas throttled on the leader side (accepted; throttling is not implemented)."),
+        TopicConfigDef("follower.replication.throttled.replicas", LI, "", "Replicas (partition:broker,... or *) whose follower fetches follower.replication.throttled.rate limits while out of the ISR.", ThrottledReplicaList()),
+        TopicConfigDef("leader.replication.throttled.replicas", LI, "", "Replicas (partition:broker,... or *) whose leader leader.replication.throttled.rate limits serving followers out of the ISR.", ThrottledReplicaList()),
         TopicConfigDef("index.interval.bytes", I, "4096", "Bytes between offset index entries.", at_least(0), broker_synonyms=_syn("log.index.interval.bytes")),
         TopicConfigDef("max.compaction.lag.ms", L, _LONG_MAX_STR, "Maximum time a record stays ineligible for compaction.", at_least(1), broker_synonyms=_syn("log.cleaner.max.compaction.lag.ms")),
         TopicConfigDef("max.message.bytes", I, "1048588", "Largest record batch size allowed.", at_least(0), broker_synonyms=_syn("message.max.bytes")),

@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from .errors import invalid_value
 from .values import ConfigValue
 
-__all__ = ["GreaterThan", "Matches", "OneOf", "Range", "SubsetOf", "Validator", "at_least", "between"]
+__all__ = [
+    "GreaterThan",
+    "Matches",
+    "OneOf",
+    "Range",
+    "SubsetOf",
+    "ThrottledReplicaList",
+    "Validator",
+    "at_least",
+    "between",
+]
 
 
 class Validator:
@@ -143,3 +153,26 @@ class Matches(Validator):
 
     def describe(self) -> str:
         return self.explanation
+
+
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottledReplicaList(Validator):
+    """``*`` alone, or ``partition:broker`` entries (Kafka's ``ThrottledReplicaListValidator``)."""
+
+    def __call__(self, name: str, value: ConfigValue) -> None:
+        if value is None:
+            return
+        assert isinstance(value, tuple)
+        items = [item.strip() for item in value]
+        if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+            return
+        raise invalid_value(name, ",".join(value), self.describe())
+
+    def describe(self) -> str:
+        return (
+            "Must be the literal '*' or a list of replicas in the following format:"
+            " [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )

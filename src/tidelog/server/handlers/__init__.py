@@ -28,6 +28,7 @@ from tidelog.server.log_dir_moves import LogDirMoves
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.producer_id_manager import ProducerIds
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.acl_store import AclStore
 from tidelog.server.security.client_quotas import ClientQuotas
 from tidelog.server.share_admin import ShareAdmin
@@ -91,6 +92,7 @@ def build_routes(
     share_states: ShareStateRuntime | None = None,
     fetch_max_bytes: int = 0x7FFFFFFF,
     log_dir_moves: LogDirMoves | None = None,
+    leader_replication_quota: ReplicationQuotaManager | None = None,
 ) -> list[Route]:
     """Every API this broker serves, each handler bound to its collaborators.
 
@@ -108,6 +110,7 @@ def build_routes(
         fetch_sessions,
         clock.now_ms,
         fetch_max_bytes=fetch_max_bytes,
+        leader_quota=leader_replication_quota,
     )
     topics = TopicsHandler(
         admin,

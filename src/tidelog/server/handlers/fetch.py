@@ -22,6 +22,10 @@ Invariants:
   follower's last fetched epoch, KIP-320/595) and no records, at once; when this log has no end for that
   epoch (it knows no epoch that old), OFFSET_OUT_OF_RANGE instead (an epoch of -1 is no DivergingEpoch to a
   follower), and the follower asks for this log's bounds.
+- Replication throttle (issue 15, Kafka's ``shouldLeaderThrottle``): while the leader quota
+  (``leader.replication.throttled.rate``) is exceeded, a follower out of the ISR gets no records for the
+  partitions its topic's ``leader.replication.throttled.replicas`` names on this broker (the rest of the
+  answer is as usual); the record bytes answered to followers for those partitions are what it measures.
 - Authorization (Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
   otherwise the topic's partitions answer TOPIC_AUTHORIZATION_FAILED (before existence is looked at, except
   an unknown topic id, which names nothing).
@@ -53,6 +57,7 @@ from tidelog.server.handlers.leader_hint import LeaderHints
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.acl import AclOperation
 from tidelog.storage import EpochEndOffset
 from tidelog.storage.fetch_data import FetchDataInfo
@@ -89,6 +94,7 @@ class FetchHandler:
         now_ms: Callable[[], int] = lambda: 0,
         *,
         fetch_max_bytes: int = 0x7FFFFFFF,
+        leader_quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self._replicas = replicas
         self._metadata = metadata
@@ -99,6 +105,8 @@ class FetchHandler:
         self._now_ms = now_ms
         self._fetch_max_bytes = fetch_max_bytes
         """The broker's ``fetch.max.bytes``: a consumer's ``max_bytes`` is capped by it (Kafka's rule)."""
+        self._leader_quota = leader_quota
+        """Issue 15: the leader replication throttle (``leader.replication.throttled.*``); None: none."""
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
@@ -160,8 +168,11 @@ class FetchHandler:
             return response, nbytes, has_error
 
         count_out = replica_id < 0 and self._replicas.topic_metrics is not None
+        quota = self._leader_quota if replica_id >= 0 else None
 
         def answer(wanted: list[Wanted], response: FetchResponse) -> FetchResponse:
+            if quota is not None:
+                self._record_throttled(quota, response)
             if context is not None:
                 response = session_answer(context, wanted, response, committed=committed)
             return self._bytes_out(response) if count_out else response
@@ -201,6 +212,16 @@ class FetchHandler:
                 if nbytes:
                     metrics.sent(topic.topic, nbytes)
         return response
+
+    def _record_throttled(self, quota: ReplicationQuotaManager, response: FetchResponse) -> None:
+        """Kafka's ``recordLeaderThrottled``: the bytes sent to a follower for throttled partitions count
+        against the leader quota (in-sync ones too, as in Kafka)."""
+        now_ms = self._now_ms()
+        for topic in response.responses:
+            for p in topic.partitions:
+                nbytes = _size(p.records)
+                if nbytes and quota.is_throttled(topic.topic, p.partition_index):
+                    quota.record(nbytes, now_ms)
 
     def _follower_fetch(
         self, wanted: list[Wanted], version: int, replica_id: int, broker_epoch: int
@@ -325,6 +346,14 @@ class FetchHandler:
                     continue
                 if p.fetch_offset == partition.fetchable_offset(isolation):
                     continue  # caught up: nothing to read (an idle partition costs no log lookup)
+                if (
+                    replica_id >= 0
+                    and self._leader_quota is not None
+                    and self._leader_quota.should_throttle(
+                        topic.name, p.partition, in_sync=replica_id in partition.isr, now_ms=self._now_ms()
+                    )
+                ):
+                    continue  # Kafka's shouldLeaderThrottle: no data for a throttled replica out of the ISR
                 shared = self._purgatory.shared_reads
                 try:
                     if shared is None:
