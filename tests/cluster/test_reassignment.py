@@ -166,6 +166,10 @@ def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario, tmp_path: Path) 
             "reassign", "execute", "--reassignment-json-file", str(plan), *on_controller, code=1
         )
         assert "Cannot execute because there is an existing partition assignment" in refused
+        not_drained = run_cli("brokers", "drain", str(stuck), "--dry-run", *on_controller, code=1)
+        assert (
+            f"partitions being moved have a replica on broker {stuck}: {topic}-0; wait until" in not_drained
+        )
         cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *on_controller)
         assert cancelled.splitlines() == [f"Successfully cancelled partition reassignments for: {topic}-0"]
         assert admin.list_partition_reassignments() == {}
