@@ -128,10 +128,8 @@ def _follow(client: ClientOptions, plan: DrainPlan, deadline: float) -> None:
     while True:
         moving = _list(client, plan.proposed)
         replicas = _snapshot(client).replicas
-        left = [
-            tp
-            for tp in plan.proposed
-            if tp in moving or plan.broker_id in replicas.get(tp, (plan.broker_id,))
+        left = [  # a partition gone from Metadata (its topic deleted) has nothing left to move
+            tp for tp in plan.proposed if tp in moving or plan.broker_id in replicas.get(tp, ())
         ]
         if len(left) != shown:
             shown = len(left)
