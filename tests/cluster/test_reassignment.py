@@ -465,6 +465,10 @@ def test_drain_a_broker_under_load_then_stop_it(scenario: Scenario) -> None:
         listed = json.loads(run_cli("brokers", "list", "--json", *bootstrap))
         (row,) = [b for b in listed["brokers"] if b["id"] == 1]
         assert (row["alive"], row["leader_partitions"], row["replica_partitions"]) == (True, [], [])
+        again = run_cli("brokers", "drain", "1", "--dry-run", *bootstrap)
+        assert again.splitlines() == ["Broker 1 holds no replicas: nothing to move."]
+        again = run_cli("brokers", "drain", "1", *bootstrap)
+        assert again.splitlines() == ["Broker 1 holds no replicas; it can be stopped."]
         load.wait_acked(200, "after the drain")
 
         scenario.c.stop(1)

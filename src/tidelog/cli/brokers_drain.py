@@ -78,7 +78,10 @@ def drain_command(
     except DrainError as exc:
         fail(str(exc))
     if not plan.proposed:
-        _finish(client, broker_id, time.monotonic() + wait_timeout)
+        if dry_run:
+            out_console.print(f"Broker {broker_id} holds no replicas: nothing to move.")
+        else:
+            _finish(client, broker_id, time.monotonic() + wait_timeout)
         return
     _print_plan(plan)
     if dry_run:
