@@ -14,6 +14,11 @@
   verify removes the throttles once it is complete;
 - the errors: INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS, and
   NOT_CONTROLLER from a broker that is not the controller.
+- ``tidelog brokers drain 1`` under continuous acks=all load (last: it stops broker 1): refused for an
+  unknown broker, a dry run that changes nothing, then every replica of broker 1 (a RF 3 topic's and the
+  offsets topic's) moved off in the order the plan says, broker 1 leading nothing (ZooKeeper and
+  ``brokers list --json``); broker 1 stopped, produce and consume go on, the group's offsets are still
+  there; nothing acknowledged lost.
 """
 
 from __future__ import annotations
@@ -166,6 +171,10 @@ def test_cancel_a_move_that_cannot_catch_up(scenario: Scenario, tmp_path: Path) 
             "reassign", "execute", "--reassignment-json-file", str(plan), *on_controller, code=1
         )
         assert "Cannot execute because there is an existing partition assignment" in refused
+        not_drained = run_cli("brokers", "drain", str(stuck), "--dry-run", *on_controller, code=1)
+        assert (
+            f"partitions being moved have a replica on broker {stuck}: {topic}-0; wait until" in not_drained
+        )
         cancelled = run_cli("reassign", "cancel", "--reassignment-json-file", str(plan), *on_controller)
         assert cancelled.splitlines() == [f"Successfully cancelled partition reassignments for: {topic}-0"]
         assert admin.list_partition_reassignments() == {}
@@ -463,3 +472,135 @@ def test_errors(scenario: Scenario) -> None:
         )
         assert altered.error_code == ErrorCode.NOT_CONTROLLER
         assert altered.responses[0].partitions[0].error_code == ErrorCode.NOT_CONTROLLER
+
+
+# ---- tidelog brokers drain (keep this test last: it stops broker 1, then starts it again, empty) ----
+
+OFFSETS = "__consumer_offsets"
+
+
+def hosted_by(scenario: Scenario, broker: int) -> dict[tuple[str, int], list[int]]:
+    """Every partition (internal topics included) with a replica on ``broker``, as ZooKeeper assigns it."""
+    found = {}
+    for topic in scenario.all_topics():
+        data, _stat = scenario.zk().get(f"/brokers/topics/{topic}")
+        for partition, replicas in json.loads(data)["partitions"].items():
+            if broker in replicas:
+                found[(topic, int(partition))] = [int(r) for r in replicas]
+    return found
+
+
+def led_by(scenario: Scenario, broker: int) -> list[tuple[str, int]]:
+    return [
+        (topic, p)
+        for topic in scenario.all_topics()
+        for p in range(len(scenario.zk().get_children(f"/brokers/topics/{topic}/partitions")))
+        if scenario.leader(topic, p) == broker
+    ]
+
+
+def commit_offsets(scenario: Scenario, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """A commit of ``group`` (creates the offsets topic on first use)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": scenario.bootstrap, "group.id": group, "log_level": 3})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_drain_a_broker_under_load_then_stop_it(scenario: Scenario) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import TopicPartition
+
+    topic = "drained"
+    layout = [[1, 2, 3], [2, 1, 4], [3, 4, 2]]
+    admin = AdminClient({"bootstrap.servers": scenario.bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=layout)], operation_timeout=30)[
+        topic
+    ].result(60)
+    scenario.topics[topic] = 3
+    group, committed = "drain-group", {0: 1, 1: 2, 2: 3}
+    commit_offsets(scenario, group, topic, committed)
+    offsets_count = len(scenario.zk().get_children(f"/brokers/topics/{OFFSETS}/partitions"))
+    if not any(1 in scenario.replicas(OFFSETS, p) for p in range(offsets_count)):  # placement is random
+        kept = [b for b in scenario.replicas(OFFSETS, 0) if b != 1][:2]
+        admin_for(scenario.bootstrap).alter_partition_reassignments({TopicPartition(OFFSETS, 0): [*kept, 1]})
+    scenario.wait_for(
+        lambda: (
+            all(scenario.full_isr(topic, p) for p in range(3))
+            and all(
+                scenario.full_isr(OFFSETS, p) and scenario.replicas(OFFSETS, p) for p in range(offsets_count)
+            )
+            and any(1 in scenario.replicas(OFFSETS, p) for p in range(offsets_count))
+        ),
+        "the drained topic and the offsets topic led with their full ISRs, broker 1 in the offsets topic",
+    )
+    scenario.wait_metadata(topic, 3)
+    before = hosted_by(scenario, 1)
+    assert {tp for tp in before if tp[0] == topic} == {(topic, 0), (topic, 1)}
+    assert any(t == OFFSETS for t, _p in before)
+
+    bootstrap = ["-b", scenario.bootstrap]
+    refused = run_cli("brokers", "drain", "9", *bootstrap, code=1)
+    assert "broker 9 is not a known broker (live brokers: 1, 2, 3, 4)" in refused
+    dry = run_cli("brokers", "drain", "1", "--dry-run", *bootstrap).splitlines()
+    assert dry[:3] == [
+        f"Partitions with a replica on broker 1: {len(before)}",
+        "Current partition replica assignment",
+        "",
+    ]
+    rollback = {(p["topic"], p["partition"]): p["replicas"] for p in json.loads(dry[3])["partitions"]}
+    assert rollback == before
+    assert dry[4:8] == [
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        "Proposed partition reassignment configuration",
+        "",
+    ]
+    proposed = {(p["topic"], p["partition"]): p["replicas"] for p in json.loads(dry[8])["partitions"]}
+    assert set(proposed) == set(before)
+    for tp, replicas in proposed.items():  # the others' order kept, one new replica appended
+        assert replicas[:-1] == [r for r in before[tp] if r != 1]
+        assert replicas[-1] not in (1, *before[tp])
+    assert proposed[(topic, 0)][:2] == [2, 3]
+    assert proposed[(topic, 1)][:2] == [2, 4]
+    assert dry[9:] == ["", f"Dry run: nothing was moved ({len(before)} partitions would be)."]
+    assert hosted_by(scenario, 1) == before
+
+    # the module's history is shared: producer names (and so values) of their own
+    producers = [ProducerSpec("drain-idem"), ProducerSpec("drain-plain", idempotent=False)]
+    with scenario.workload(topic, producers=producers) as load:
+        load.wait_acked(300, "before the drain")
+        scenario.event("draining broker 1")
+        drained = run_cli("brokers", "drain", "1", *bootstrap).splitlines()
+        scenario.event("broker 1 drained")
+        assert drained[:9] == dry[:9]  # the same plan
+        names = ",".join(f"{t}-{p}" for t, p in sorted(before))
+        assert drained[10] == f"Successfully started partition reassignments for {names}"
+        assert drained[11].startswith("Moves complete: ")
+        assert drained[-2] == f"Moves complete: {len(before)}/{len(before)}"
+        assert drained[-1] == "Broker 1 holds no replicas; it can be stopped."
+        assert hosted_by(scenario, 1) == {}
+        assert led_by(scenario, 1) == []
+        assert {tp: scenario.replicas(*tp) for tp in proposed} == proposed
+        listed = json.loads(run_cli("brokers", "list", "--json", *bootstrap))
+        (row,) = [b for b in listed["brokers"] if b["id"] == 1]
+        assert (row["alive"], row["leader_partitions"], row["replica_partitions"]) == (True, [], [])
+        again = run_cli("brokers", "drain", "1", "--dry-run", *bootstrap)
+        assert again.splitlines() == ["Broker 1 holds no replicas: nothing to move."]
+        again = run_cli("brokers", "drain", "1", *bootstrap)
+        assert again.splitlines() == ["Broker 1 holds no replicas; it can be stopped."]
+        load.wait_acked(200, "after the drain")
+
+        scenario.c.stop(1)
+        scenario.event("broker 1 stopped")
+        load.wait_acked(300, "with broker 1 stopped")
+        load.wait_read_up_to(scenario.high_watermarks(topic))
+        assert scenario.committed_offsets(group, topic) == committed
+        scenario.c.start_broker(1)
+        scenario.event("broker 1 started again")
+    assert hosted_by(scenario, 1) == {}
+    assert scenario.history.failure_counts() == {}
+    scenario.verify()  # every topic of the module: its history holds the earlier tests' records too

@@ -1,5 +1,6 @@
 """``tidelog brokers``: the cluster's brokers. ``brokers list`` shows each broker's id, rack, endpoints,
-broker epoch, whether it is the controller and alive (registered), and the partitions it leads and hosts.
+broker epoch, whether it is the controller and alive (registered), and the partitions it leads and hosts;
+``brokers drain ID`` (:mod:`tidelog.cli.brokers_drain`) moves every replica off a broker.
 
 Invariants:
 
@@ -30,6 +31,7 @@ from tidelog.cli._common import (
     table,
     wait_result,
 )
+from tidelog.cli.brokers_drain import drain_command
 
 if TYPE_CHECKING:
     from tidelog.cli._brokers_view import BrokerRow, ClusterView, WireSnapshot, ZkSnapshot
@@ -45,6 +47,9 @@ EPOCH_NOTE = (
 @click.group("brokers")
 def brokers_group() -> None:
     """The cluster's brokers."""
+
+
+brokers_group.add_command(drain_command)
 
 
 @brokers_group.command("list")
