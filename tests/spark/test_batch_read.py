@@ -57,6 +57,9 @@ def test_whole_topic_equals_confluent_kafka(
     expected = sorted(kafka.read(source_topic, PARTITIONS), key=lambda t: (t[2], t[3], t[4]))
     assert len(got) == N
     assert got == expected
+    # the Arrow path (raw record batches decoded into columns) reads the same rows
+    arrow = _load(spark, bootstrap, subscribe=source_topic, includeHeaders="true", arrowDecode="true")
+    assert spark_rows(arrow.collect()) == expected
 
 
 def test_offset_range_json_equals_confluent_kafka(

@@ -194,12 +194,20 @@ def _walk(buf: NDArray, data: bytes, batch: _Batch, starts: list[NDArray], ends:
         raise CorruptRecordError(f"{end - pos} bytes left after the last of {batch.count} records")
 
 
-def _varints(buf: NDArray, pos: NDArray) -> tuple[NDArray, NDArray]:
-    """Zigzag varints starting at every position of ``pos``: (values int64, sizes int64)."""
-    b = buf[pos]
-    value = (b & 0x7F).astype(np.uint64)
+def _varints(buf: NDArray, pos: NDArray) -> tuple[NDArray, NDArray | int]:
+    """Zigzag varints starting at every position of ``pos``: (values int64, sizes int64 or one int)."""
+    b0 = buf[pos]
+    long0 = b0 >= 0x80
+    if not long0.any():  # every varint one byte (small deltas, null keys, no headers)
+        z = b0.astype(np.int64)
+        return (z >> 1) ^ -(z & 1), 1
+    b1 = buf[pos + 1]
+    if not (long0 & (b1 >= 0x80)).any():  # at most two bytes (lengths and deltas below 8192)
+        z = np.where(long0, (b0.astype(np.int64) & 0x7F) | (b1.astype(np.int64) << 7), b0)
+        return (z >> 1) ^ -(z & 1), long0.astype(np.int64) + 1
+    value = (b0 & 0x7F).astype(np.uint64)
     size = np.ones(len(pos), np.int64)
-    more = np.flatnonzero(b & 0x80)
+    more = np.flatnonzero(long0)
     shift = 7
     while more.size:
         if shift > 63:
