@@ -20,7 +20,9 @@ Invariants:
   that failed is closed and dropped.
 - Connections speak the ``security.protocol`` / ``sasl.*`` / ``ssl.*`` settings tidelog's wire client
   supports (:class:`~tidelog.client.security.WireSecurity`); for one it does not (GSSAPI, OAUTHBEARER),
-  :func:`read_range_arrow` hands the read to the librdkafka path, with one warning.
+  :func:`read_range_arrow` hands the read to the librdkafka path, with one warning per worker. Of the
+  other ``kafka.*`` client settings only ``fetch.max.bytes`` and ``max.partition.fetch.bytes`` (and
+  ``max.poll.records``, via the options) apply; librdkafka's own tuning keys do not.
 """
 
 from __future__ import annotations
