@@ -117,6 +117,19 @@ def test_data_deleted_by_retention_is_reported_per_fail_on_data_loss(
         _load(spark, bootstrap, subscribe=topic, startingOffsets=starting).collect()
     skipped = _load(spark, bootstrap, subscribe=topic, startingOffsets=starting, failOnDataLoss="false")
     assert [r.offset for r in skipped.orderBy("offset").collect()] == list(range(40, 100))
+    # the Arrow path decides it the same way, from the broker's OFFSET_OUT_OF_RANGE answer
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _load(spark, bootstrap, subscribe=topic, startingOffsets=starting, arrowDecode="true").collect()
+    arrow = _load(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets=starting,
+        failOnDataLoss="false",
+        arrowDecode="true",
+        **{"kafka.max.poll.records": "7"},
+    )
+    assert [r.offset for r in arrow.orderBy("offset").collect()] == list(range(40, 100))
 
 
 def test_empty_topic_reads_no_rows(spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any) -> None:
