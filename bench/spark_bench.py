@@ -1,30 +1,34 @@
 """Spark benchmark: rows/s through the ``tidelog`` data source beside confluent-kafka and PySpark's ceiling.
 
-Fills a topic with N records of ``--record-bytes`` value bytes (default 10 million x 100 B, keyless),
-then measures, each ``--runs`` times (the best run is reported, the others shown):
+For each topic partition count of ``--partitions`` (default ``1,16``, issue 16's shape) fills a topic with
+N records of ``--record-bytes`` value bytes (default 10 million x 100 B, keyless), then measures, each
+``--runs`` times (the best run is reported, the others shown), on that same topic in the same run:
 
 - ``confluent-kafka``: one consumer, assign + seek to the beginning, ``consume(10000)`` until every
   record arrived, touching each value (``len``): what a plain Python client reaches.
 - ``spark batch read``: ``spark.read.format("tidelog") ... .write.format("noop")`` — every record
-  becomes a row of Arrow batches in the Python workers and crosses into the JVM; nothing else.
-- ``spark streaming micro-batch``: one ``availableNow`` micro-batch over the whole topic into the noop
-  sink (fresh checkpoint each run); rows / the micro-batch's ``triggerExecution`` time.
+  becomes a row of Arrow batches in the Python workers and crosses into the JVM; nothing else. Once per
+  reader path: ``librdkafka`` (confluent-kafka messages, the default) and ``arrow`` (``arrowDecode=true``:
+  raw record batches decoded straight into Arrow columns). The table names the Spark task count.
+- with ``--streaming``, ``spark streaming micro-batch``: one ``availableNow`` micro-batch over the whole
+  topic into the noop sink (fresh checkpoint each run); rows / the micro-batch's ``triggerExecution`` time.
 - ``pyspark ceiling``: a Python data source whose tasks yield the same number of rows as prebuilt Arrow
   batches of the same schema and sizes (no broker): the most any Python data source can reach here.
 - with ``--write``, ``spark batch write``: N rows of the same size written by the at-least-once writer.
 
-Spark runs on ``--master`` (default ``local[*]``); Spark reads with as many tasks as ``--min-partitions``
-(default: cores). The broker is a ``tidelog.testing`` broker started here, or ``--bootstrap-server``.
-Not a test: nothing is asserted.
+Spark runs on ``--master`` (default ``local[*]``); Spark reads with ``minPartitions`` = ``--min-partitions``
+(default: 2 x cores; a topic with more partitions gets one task per partition). The broker is a
+``tidelog.testing`` broker started here, or ``--bootstrap-server``. Not a test: nothing is asserted.
 
-    python bench/spark_bench.py                  # 10 million records
-    python bench/spark_bench.py --n 2000000 --runs 3
+    python bench/spark_bench.py                                  # 10 million records, 1 and 16 partitions
+    python bench/spark_bench.py --n 1000000 --runs 1             # a quick run
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -100,14 +104,24 @@ def confluent_read(bootstrap: str, topic: str, n: int, partitions: int) -> float
     return elapsed
 
 
-def spark_batch(spark: Any, bootstrap: str, topic: str, min_partitions: int) -> float:
-    df = (
+def _batch_df(spark: Any, bootstrap: str, topic: str, min_partitions: int, arrow: bool) -> Any:
+    return (
         spark.read.format("tidelog")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("minPartitions", str(min_partitions))
+        .option("arrowDecode", str(arrow).lower())
         .load()
     )
+
+
+def spark_tasks(spark: Any, bootstrap: str, topic: str, min_partitions: int) -> int:
+    """How many Spark tasks a batch read of the topic runs (one per planned offset range)."""
+    return int(_batch_df(spark, bootstrap, topic, min_partitions, False).rdd.getNumPartitions())
+
+
+def spark_batch(spark: Any, bootstrap: str, topic: str, min_partitions: int, arrow: bool) -> float:
+    df = _batch_df(spark, bootstrap, topic, min_partitions, arrow)
     start = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     return time.perf_counter() - start
@@ -203,18 +217,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000_000, help="records (default: %(default)s)")
     parser.add_argument("--record-bytes", type=int, default=100)
-    parser.add_argument("--partitions", type=int, default=2, help="topic partitions (default: %(default)s)")
+    parser.add_argument(
+        "--partitions", default="1,16", help="topic partition counts, one topic each (default: %(default)s)"
+    )
     parser.add_argument(
         "--min-partitions",
         type=int,
         default=2 * (os.cpu_count() or 1),
-        help="Spark tasks (default: 2 x cores)",
+        help="Spark's minPartitions (default: 2 x cores)",
     )
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--bootstrap-server", help="use this broker instead of starting one")
+    parser.add_argument(
+        "--paths", default="librdkafka,arrow", help="reader paths to time (default: %(default)s)"
+    )
+    parser.add_argument("--streaming", action="store_true", help="also time one availableNow micro-batch")
     parser.add_argument("--write", action="store_true", help="also time the at-least-once writer (N rows)")
     args = parser.parse_args()
+    partition_counts = [int(p) for p in args.partitions.split(",")]
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
 
     with contextlib.ExitStack() as stack:
         if args.bootstrap_server:
@@ -222,44 +244,72 @@ def main() -> None:
         else:
             broker = stack.enter_context(tidelog.testing.broker({"log.segment.bytes": 256 * 1024 * 1024}))
             bootstrap = broker.bootstrap_servers
-        topic = f"spark-bench-{int(time.time())}"
-        console.print(
-            f"filling {topic}: {args.n:,} x {args.record_bytes} B in {args.partitions} partitions ..."
-        )
-        fill_s = fill(bootstrap, topic, args.n, args.record_bytes, args.partitions)
-        console.print(f"  produced in {fill_s:.1f} s ({args.n / fill_s:,.0f} rows/s)")
-
         spark = session(args.master, app_name="tidelog spark bench", conf={"spark.ui.enabled": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(ceiling_source(args.n, args.min_partitions, args.record_bytes))
-
-        cases = {
-            "confluent-kafka (1 consumer, direct)": lambda: confluent_read(
-                bootstrap, topic, args.n, args.partitions
-            ),
-            "spark batch read -> noop": lambda: spark_batch(spark, bootstrap, topic, args.min_partitions),
-            "spark streaming micro-batch -> noop": lambda: spark_stream(
-                spark, bootstrap, topic, args.min_partitions, args.n
-            ),
-            "pyspark ceiling (prebuilt Arrow batches)": lambda: spark_ceiling(spark),
-        }
-        if args.write:
-            cases["spark batch write (at-least-once)"] = lambda: spark_write(
-                spark, bootstrap, f"{topic}-out", args.n, args.record_bytes, args.min_partitions
-            )
-        table = Table(
-            title=f"{args.n:,} records x {args.record_bytes} B, master {args.master}, "
-            f"{args.partitions} topic partitions, {args.min_partitions} Spark tasks"
-        )
+        table = Table(title=f"{args.n:,} records x {args.record_bytes} B, master {args.master}")
+        table.add_column("topic partitions", justify="right")
         table.add_column("path")
+        table.add_column("Spark tasks", justify="right")
         table.add_column("best rows/s", justify="right")
         table.add_column("runs (s)", justify="right")
-        for name, case in cases.items():
+
+        def measure(partitions: int | str, name: str, tasks: int | str, case: Any) -> None:
             times = []
             for _ in range(args.runs):
                 times.append(case())
                 console.print(f"  {name}: {times[-1]:.2f} s")
-            table.add_row(name, f"{args.n / min(times):,.0f}", ", ".join(f"{t:.2f}" for t in times))
+            row = [str(partitions), name, str(tasks), f"{args.n / min(times):,.0f}"]
+            table.add_row(*row, ", ".join(f"{t:.2f}" for t in times))
+
+        for partitions in partition_counts:
+            topic = f"spark-bench-{partitions}p-{int(time.time())}"
+            console.print(
+                f"filling {topic}: {args.n:,} x {args.record_bytes} B in {partitions} partitions ..."
+            )
+            fill_s = fill(bootstrap, topic, args.n, args.record_bytes, partitions)
+            console.print(f"  produced in {fill_s:.1f} s ({args.n / fill_s:,.0f} rows/s)")
+            tasks = spark_tasks(spark, bootstrap, topic, args.min_partitions)
+            measure(
+                partitions,
+                "confluent-kafka (1 consumer, direct)",
+                1,
+                functools.partial(confluent_read, bootstrap, topic, args.n, partitions),
+            )
+            for path in paths:
+                measure(
+                    partitions,
+                    f"spark batch read -> noop ({path})",
+                    tasks,
+                    functools.partial(
+                        spark_batch, spark, bootstrap, topic, args.min_partitions, path == "arrow"
+                    ),
+                )
+            if args.streaming:
+                measure(
+                    partitions,
+                    "spark streaming micro-batch -> noop",
+                    tasks,
+                    functools.partial(spark_stream, spark, bootstrap, topic, args.min_partitions, args.n),
+                )
+            if args.write:
+                measure(
+                    partitions,
+                    "spark batch write (at-least-once)",
+                    args.min_partitions,
+                    functools.partial(
+                        spark_write,
+                        spark,
+                        bootstrap,
+                        f"{topic}-out",
+                        args.n,
+                        args.record_bytes,
+                        args.min_partitions,
+                    ),
+                )
+        measure(
+            "-", "pyspark ceiling (prebuilt Arrow batches)", args.min_partitions, lambda: spark_ceiling(spark)
+        )
         console.print(table)
         spark.stop()
 

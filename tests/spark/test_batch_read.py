@@ -57,6 +57,9 @@ def test_whole_topic_equals_confluent_kafka(
     expected = sorted(kafka.read(source_topic, PARTITIONS), key=lambda t: (t[2], t[3], t[4]))
     assert len(got) == N
     assert got == expected
+    # the Arrow path (raw record batches decoded into columns) reads the same rows
+    arrow = _load(spark, bootstrap, subscribe=source_topic, includeHeaders="true", arrowDecode="true")
+    assert spark_rows(arrow.collect()) == expected
 
 
 def test_offset_range_json_equals_confluent_kafka(
@@ -114,6 +117,19 @@ def test_data_deleted_by_retention_is_reported_per_fail_on_data_loss(
         _load(spark, bootstrap, subscribe=topic, startingOffsets=starting).collect()
     skipped = _load(spark, bootstrap, subscribe=topic, startingOffsets=starting, failOnDataLoss="false")
     assert [r.offset for r in skipped.orderBy("offset").collect()] == list(range(40, 100))
+    # the Arrow path decides it the same way, from the broker's OFFSET_OUT_OF_RANGE answer
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _load(spark, bootstrap, subscribe=topic, startingOffsets=starting, arrowDecode="true").collect()
+    arrow = _load(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets=starting,
+        failOnDataLoss="false",
+        arrowDecode="true",
+        **{"kafka.max.poll.records": "7"},
+    )
+    assert [r.offset for r in arrow.orderBy("offset").collect()] == list(range(40, 100))
 
 
 def test_empty_topic_reads_no_rows(spark: Any, bootstrap: str, kafka: Kafka, topic_name: Any) -> None:

@@ -137,12 +137,14 @@ class WireClient:
         return response
 
     def _recv_exact(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
-            if not chunk:
+        data = bytearray(n)
+        view = memoryview(data)
+        got = 0
+        while got < n:  # into one buffer: a Fetch answer of megabytes is not copied chunk by chunk
+            k = self._sock.recv_into(view[got:], n - got)
+            if not k:
                 raise OSError("connection closed by the broker")
-            data += chunk
+            got += k
         return bytes(data)
 
 

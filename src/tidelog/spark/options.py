@@ -6,7 +6,8 @@ Invariants:
   option keys): ``kafka.bootstrap.servers``, exactly one of ``subscribe`` / ``subscribePattern`` /
   ``assign`` for a reader, ``startingOffsets`` / ``endingOffsets`` / ``startingTimestamp`` /
   ``startingOffsetsByTimestamp`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp``,
-  ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss``, ``includeHeaders``, ``topic`` (sink).
+  ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss``, ``includeHeaders``, ``topic`` (sink),
+  and tidelog's own ``arrowDecode`` (reader: false by default).
 - Every other ``kafka.<name>`` option is handed to the confluent-kafka client as ``<name>`` after
   :func:`tidelog.spark.client_config.translate` turned the Java client's keys into librdkafka's, except
   the keys Spark refuses (no group management: offsets are Spark's), which raise :class:`OptionError`
@@ -130,6 +131,9 @@ class ReaderOptions:
     fetch_offset_retry_interval_ms: int = 10
     max_poll_records: int | None = None
     warnings: tuple[str, ...] = ()
+    arrow_decode: bool = (
+        False  # arrowDecode: raw record batches decoded into Arrow (tidelog.spark.fetch_arrow)
+    )
 
     def consumer_config(
         self, role: Literal["driver", "executor"] = "executor"
@@ -415,6 +419,7 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOp
         fetch_offset_retry_interval_ms=retry_interval,
         max_poll_records=client.max_poll_records,
         warnings=tuple(client.warnings),
+        arrow_decode=_bool(options, "arrowDecode", False),
     )
 
 

@@ -48,6 +48,7 @@ from pyspark.sql.streaming.datasource import (
 
 from tidelog.spark.cluster import ClusterView
 from tidelog.spark.fetch import DataLossError, read_range
+from tidelog.spark.fetch_arrow import read_range_arrow
 from tidelog.spark.offsets import (
     OffsetRange,
     Position,
@@ -93,6 +94,11 @@ class RangePartition(InputPartition):
         self.range = offset_range
 
 
+def _read(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """One task's rows: librdkafka's messages, or with ``arrowDecode`` raw batches decoded into Arrow."""
+    return (read_range_arrow if options.arrow_decode else read_range)(options, offset_range)
+
+
 def _partitions(ranges: list[OffsetRange], options: ReaderOptions) -> list[RangePartition]:
     return [RangePartition(r) for r in split_ranges(ranges, options.min_partitions)]
 
@@ -121,7 +127,7 @@ class BatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.options, partition.range)
+        return _read(self.options, partition.range)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -262,4 +268,4 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.options, partition.range)
+        return _read(self.options, partition.range)
