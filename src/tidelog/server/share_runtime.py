@@ -161,6 +161,8 @@ class ShareRuntime:
         """Per share-partition: the state epoch its state was read with, and is written with."""
         self._wakeups: dict[tuple[str, int], int] = {}
         """Per (topic, partition): the time a wake-up is scheduled for."""
+        self._settings: dict[str, tuple[ShareBrokerDefaults, dict[str, str], ShareGroupSettings]] = {}
+        """Per group: the defaults and group configs its settings were last resolved from, and those."""
         self.dead_letters = ShareDeadLetters(
             replicas=replicas,
             metadata=metadata,
@@ -174,7 +176,15 @@ class ShareRuntime:
     # -- settings and state ------------------------------------------------------------------------------
 
     def settings(self, group_id: str) -> ShareGroupSettings:
-        return resolve_settings(self.group_configs(group_id), self.defaults)
+        """The group's settings: its group configs (looked up at every call) over :attr:`defaults`, resolved
+        again only when either changed (a ShareFetch asks several times; resolving costs more than comparing)."""
+        keys = self.group_configs(group_id)
+        cached = self._settings.get(group_id)
+        if cached is not None and cached[0] is self.defaults and cached[1] == keys:
+            return cached[2]
+        settings = resolve_settings(keys, self.defaults)
+        self._settings[group_id] = (self.defaults, dict(keys), settings)
+        return settings
 
     def _share_partition(
         self, group_id: str, topic: str, index: int, settings: ShareGroupSettings
@@ -311,6 +321,7 @@ class ShareRuntime:
             self._state_epochs.pop(key, None)
         if topics is None:
             self.groups.pop(group_id, None)
+            self._settings.pop(group_id, None)
             for session in [k for k in self._sessions if k[0] == group_id]:
                 del self._sessions[session]
 
