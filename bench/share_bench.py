@@ -22,7 +22,9 @@ thread, so it is the same wait for every system.
   per-record work sets it: otherwise one consumer acquires a whole producer batch and the others idle. Skipped, with a message, when the broker does not
   advertise ShareFetch (API key 78): the share-group coordinator is another branch of issue 13.
 - Classic leg: one ``confluent_kafka.Consumer`` in a fresh group, ``auto.offset.reset=earliest``,
-  auto-commit as configured by default (the way applications run it).
+  auto-commit as configured by default (the way applications run it). Its loop does a share worker's work
+  per record (the error check, the offset kept) and per call (one ``set.update``), so the legs compare
+  the consumers, not their loops.
 - Redis leg: XADD of N entries (pipelined), XGROUP CREATE at 0, then one consumer reads
   ``XREADGROUP COUNT 100`` and sends one XACK per entry after processing it (redis-py, no pipelining).
 - RabbitMQ leg: N persistent messages published to a durable classic queue (until it holds N), then one consumer
@@ -125,23 +127,25 @@ def classic_leg(bootstrap: str, topic: str, n: int, process_s: float, group: str
         }
     )
     consumer.subscribe([topic])
-    seen = 0
+    seen: set[int] = set()
     start = time.perf_counter()
     first: float | None = None
     deadline = time.monotonic() + 600
     try:
-        while seen < n and time.monotonic() < deadline:
+        while len(seen) < n and time.monotonic() < deadline:
+            offsets = []  # the same per-record and per-call work as a share worker's (see share_leg)
             for message in consumer.consume(num_messages=500, timeout=0.5):
                 if message.error() is not None:
                     continue
                 first = first or time.perf_counter()
                 if process_s:
                     time.sleep(process_s)
-                seen += 1
+                offsets.append(message.offset())
+            seen.update(offsets)
         end = time.perf_counter()
     finally:
         consumer.close()
-    return _timed(seen, start, first, end)
+    return _timed(len(seen), start, first, end)
 
 
 def _timed(records: int, start: float, first: float | None, end: float, **extra: Any) -> Result:
