@@ -18,7 +18,8 @@ from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.protocol.records_codec import ControlRecordType, encode_control_batch
 from tidelog.server.admin_manager import AdminManager
 from tidelog.server.clock import ManualClock
-from tidelog.server.share_admission import admission, scan
+from tidelog.server.share_admission import ReadAhead, admission, scan
+from tidelog.storage.fetch_data import FetchDataInfo
 
 GROUP = "g"
 CONFIGS = {
@@ -174,6 +175,13 @@ def test_a_scan_ahead_answers_a_read_it_covers_as_the_read_itself_would() -> Non
     assert ahead.covering(1, 5, 5) is None
     assert ahead.covering(0, 6, 5) is None
     assert ahead.covering(0, 5, 6) is None
+    # the read itself is sent again only by a read with the same bounds at the same fetchable end
+    read = ReadAhead(5, 1 << 20, 500, FetchDataInfo(0, (), 0, 5), ahead)
+    assert read.same_read(0, 5, 1 << 20, 500)
+    assert not read.same_read(0, 6, 1 << 20, 500)  # appended since: the read may go further
+    assert not read.same_read(0, 5, 1 << 10, 500)
+    assert not read.same_read(0, 5, 1 << 20, 400)
+    assert not read.same_read(1, 5, 1 << 20, 500)
 
 
 def test_skipped_and_delayed_offsets_join_the_window_without_being_acquired() -> None:

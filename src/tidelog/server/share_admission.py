@@ -5,9 +5,10 @@ between a member's fetches instead of during the next one.
 A share consumer (librdkafka's ``ShareConsumer``) sends its next ShareFetch only once it has processed the
 records of the last one, so the broker time of each fetch is on the consumer's critical path, and reading
 the next batches into memory and scanning them for delivery-time headers was the largest part of it. After a
-fetch that took records new to the window, the runtime scans the batches that follow (:func:`scan`) once
-the answer is on its way; the next fetch uses the result (:meth:`Admission.covering`) if it reads from
-exactly there.
+fetch that took records new to the window, the runtime reads and scans the batches that follow
+(:class:`ReadAhead`) once the answer is on its way; the next fetch sends that read's file regions if it
+would read exactly the same (:meth:`ReadAhead.same_read`), and uses the scan
+(:meth:`Admission.covering`) if its read starts there and goes no further.
 
 Invariants:
 
@@ -16,9 +17,11 @@ Invariants:
   (``next_offset`` and ``upto`` no higher). It answers what :func:`admission` of that read would: records
   below the high watermark do not change, and a delivery time already passed at the scan has passed at the
   fetch (delays are filtered against the fetch's time by the share-partition).
+- A read is reused only with the same start, byte and offset bounds at the same fetchable end (the high
+  watermark): below it the log does not change, so the read would return the same batches.
 - read_committed groups are never scanned ahead: what they skip depends on the aborted transactions known
   at the fetch's last stable offset.
-- Pure (no clock, no I/O): the caller reads the bytes and gives ``now_ms``.
+- No clock and no I/O here: the caller reads the bytes and gives ``now_ms``.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from tidelog.coordinator.share.delivery_time import deliver_at
 from tidelog.protocol.compression import Compression
 from tidelog.protocol.records_codec import decode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
+from tidelog.storage.fetch_data import FetchDataInfo
 
-__all__ = ["Admission", "admission", "scan"]
+__all__ = ["Admission", "ReadAhead", "admission", "scan"]
 
 OffsetRanges = list[tuple[int, int]]
 
@@ -59,6 +63,28 @@ class Admission:
         delays = [(offset, due) for offset, due in self.delays if offset < upto]
         skip = [(f, min(last, upto - 1)) for f, last in self.skip if f < upto]
         return delays, skip, self.batch_ends
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """A share-partition's next batches, read (``data``) and scanned (``admission``) after a fetch: a read
+    from ``data.fetch_offset`` of at most ``max_bytes``, below ``max_offset`` and the fetchable ``end``."""
+
+    end: int
+    max_bytes: int
+    max_offset: int
+    data: FetchDataInfo
+    admission: Admission
+
+    def same_read(self, first: int, end: int, max_bytes: int, max_offset: int) -> bool:
+        """Whether a read with these bounds (and ``min_one_batch``) would return ``data``: the same bounds at
+        the same fetchable end (the log below it does not change)."""
+        return (first, end, max_bytes, max_offset) == (
+            self.admission.first,
+            self.end,
+            self.max_bytes,
+            self.max_offset,
+        )
 
 
 def scan(data: bytes, first: int, next_offset: int, upto: int, now_ms: int) -> Admission:

@@ -76,7 +76,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory, PredicateWait
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
-from tidelog.server.share_admission import Admission, admission, scan
+from tidelog.server.share_admission import ReadAhead, admission, scan
 from tidelog.server.share_dead_letter import ShareDeadLetters
 from tidelog.server.share_persister import ShareStateFencedError, ShareStateStore
 
@@ -161,7 +161,7 @@ class ShareRuntime:
         """Per share-partition: the state epoch its state was read with, and is written with."""
         self._wakeups: dict[tuple[str, int], int] = {}
         """Per (topic, partition): the time a wake-up is scheduled for."""
-        self._ahead: dict[_SHARE_KEY, Admission] = {}
+        self._ahead: dict[_SHARE_KEY, ReadAhead] = {}
         """Per share-partition: the batches after its window, scanned for its next fetch (share_admission)."""
         self._settings: dict[str, tuple[ShareBrokerDefaults, dict[str, str], ShareGroupSettings]] = {}
         """Per group: the defaults and group configs its settings were last resolved from, and those."""
@@ -474,9 +474,8 @@ class ShareRuntime:
             raw = data.read_bytes()
         except (KafkaProtocolError, OSError, EOFError):
             return  # the fetch reads it again and meets the error itself
-        self._ahead[key] = scan(
-            raw, first, data.next_offset, min(data.next_offset, end), self._clock.now_ms()
-        )
+        admitted = scan(raw, first, data.next_offset, min(data.next_offset, end), self._clock.now_ms())
+        self._ahead[key] = ReadAhead(end, max_bytes, first + max_records, data, admitted)
 
     def _wake_at(self, sp: SharePartition, topic: str, index: int, now_ms: int) -> None:
         """Wake the fetches waiting on (topic, index) when its next lock expires or record becomes
@@ -796,24 +795,32 @@ class ShareRuntime:
             end = partition.fetchable_offset(isolation)
             sp.expire_locks(now)
             first = sp.next_acquirable(now, end)
+            key = (group_id, name, index)
+            ahead = self._ahead.pop(key, None)
             if first is None:
                 continue
-            try:
-                # no further than the records this fetch may take: the batches are sent, and new ones decoded
-                cap = max(first, sp.end_offset) + budget_records
-                data = partition.read(
-                    first, budget_bytes, isolation=isolation, min_one_batch=not out, max_offset=cap
-                )
-            except KafkaProtocolError as exc:
-                errors[(topic_id, index)] = ErrorCode(exc.error_code)
-                continue
+            # no further than the records this fetch may take: the batches are sent, and new ones decoded
+            cap = max(first, sp.end_offset) + budget_records
+            if (
+                ahead is not None
+                and not settings.read_committed
+                and not out
+                and ahead.same_read(first, end, budget_bytes, cap)
+            ):
+                data = ahead.data  # read after the member's last fetch, exactly as this read would
+            else:
+                try:
+                    data = partition.read(
+                        first, budget_bytes, isolation=isolation, min_one_batch=not out, max_offset=cap
+                    )
+                except KafkaProtocolError as exc:
+                    errors[(topic_id, index)] = ErrorCode(exc.error_code)
+                    continue
             if not data.regions:
                 continue
             upto = min(data.next_offset, end)
-            key = (group_id, name, index)
-            ahead = self._ahead.pop(key, None)
             scanned = (
-                ahead.covering(first, data.next_offset, upto)
+                ahead.admission.covering(first, data.next_offset, upto)
                 if ahead is not None and first == sp.end_offset and not settings.read_committed
                 else None
             )
