@@ -472,8 +472,8 @@ class ShareRuntime:
             if not data.regions:
                 return
             raw = data.read_bytes()
-        except (KafkaProtocolError, OSError, EOFError):
-            return  # the fetch reads it again and meets the error itself
+        except (KafkaProtocolError, OSError, EOFError, ValueError):
+            return  # the fetch reads it again and meets the error itself (ValueError: a file closed at shutdown)
         admitted = scan(raw, first, data.next_offset, min(data.next_offset, end), self._clock.now_ms())
         self._ahead[key] = ReadAhead(end, max_bytes, first + max_records, data, admitted)
 
