@@ -18,7 +18,8 @@ from tidelog.protocol.records import SimpleRecord, encode_batch
 from tidelog.protocol.records_codec import ControlRecordType, encode_control_batch
 from tidelog.server.admin_manager import AdminManager
 from tidelog.server.clock import ManualClock
-from tidelog.server.share_runtime import _admission
+from tidelog.server.share_admission import ReadAhead, admission, scan
+from tidelog.storage.fetch_data import FetchDataInfo
 
 GROUP = "g"
 CONFIGS = {
@@ -117,9 +118,9 @@ def test_admission_skips_markers_and_aborted_batches_and_finds_delivery_times() 
     )
     data = plain + aborted + marker + delayed
     # read_uncommitted: only the marker is skipped
-    assert _admission(data, 1, 6, 1000, []) == ([(5, 5000)], [(4, 4)])
+    assert admission(data, 1, 6, 1000, []) == ([(5, 5000)], [(4, 4)])
     # read_committed: the aborted transaction's batch too
-    assert _admission(data, 1, 6, 1000, [(7, 2)]) == ([(5, 5000)], [(2, 3), (4, 4)])
+    assert admission(data, 1, 6, 1000, [(7, 2)]) == ([(5, 5000)], [(2, 3), (4, 4)])
 
 
 def test_admission_finds_delivery_times_in_compressed_and_mixed_batches() -> None:
@@ -141,8 +142,46 @@ def test_admission_finds_delivery_times_in_compressed_and_mixed_batches() -> Non
         base_offset=5,
         compression=Compression.GZIP,
     )
-    assert _admission(plain + mixed + packed, 0, 7, 1000, []) == ([(4, 5000), (6, 9000)], [])
-    assert _admission(plain, 0, 3, 1000, []) == ([], [])
+    assert admission(plain + mixed + packed, 0, 7, 1000, []) == ([(4, 5000), (6, 9000)], [])
+    assert admission(plain, 0, 3, 1000, []) == ([], [])
+
+
+def test_a_scan_ahead_answers_a_read_it_covers_as_the_read_itself_would() -> None:
+    # a share-partition's next batches, scanned between two fetches of its member (share_admission): a
+    # fetch reading from the same offset, no further, gets what admitting its own read would give
+    plain = encode_batch([SimpleRecord(value=b"a"), SimpleRecord(value=b"b")], base_offset=0)
+    marker = encode_control_batch(
+        ControlRecordType.COMMIT,
+        producer_id=7,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        base_offset=2,
+        timestamp_ms=0,
+    )
+    delayed = encode_batch(
+        [
+            SimpleRecord(value=b"d", headers=(("tidelog.deliver.at", b"5000"),), timestamp=1),
+            SimpleRecord(value=b"e", headers=(("tidelog.deliver.at", b"6000"),), timestamp=1),
+        ],
+        base_offset=3,
+    )
+    ahead = scan(plain + marker + delayed, 0, 5, 5, 1000)
+    assert ahead.covering(0, 5, 5) == ([(3, 5000), (4, 6000)], [(2, 2)], [1, 2, 4])
+    # the whole read, below a lower fetchable end; and a shorter read (a prefix of the batches)
+    assert ahead.covering(0, 5, 4) == (*admission(plain + marker + delayed, 0, 4, 1000, []), [1, 2, 4])
+    assert ahead.covering(0, 3, 3) == (*admission(plain + marker, 0, 3, 1000, []), [1, 2, 4])
+    assert ahead.covering(0, 3, 3)[:2] == ([], [(2, 2)])
+    # another start (the window moved, or records before it are read again), or a longer read: not covered
+    assert ahead.covering(1, 5, 5) is None
+    assert ahead.covering(0, 6, 5) is None
+    assert ahead.covering(0, 5, 6) is None
+    # the read itself is sent again only by a read with the same bounds at the same fetchable end
+    read = ReadAhead(5, 1 << 20, 500, FetchDataInfo(0, (), 0, 5), ahead)
+    assert read.same_read(0, 5, 1 << 20, 500)
+    assert not read.same_read(0, 6, 1 << 20, 500)  # appended since: the read may go further
+    assert not read.same_read(0, 5, 1 << 10, 500)
+    assert not read.same_read(0, 5, 1 << 20, 400)
+    assert not read.same_read(1, 5, 1 << 20, 500)
 
 
 def test_skipped_and_delayed_offsets_join_the_window_without_being_acquired() -> None:

@@ -9,6 +9,9 @@ Invariants:
   the first acquirable offset (below the high watermark, or the last stable offset under
   ``share.isolation.level=read_committed``) and acquires only offsets inside what it read, so every
   acquired record travels in the response; the client keeps the records inside ``AcquiredRecords``.
+  What records new to the window need before they join it (delivery times, skipped ranges, batch ends)
+  is worked out from the bytes read, or taken from the scan of those same batches made after the
+  member's previous fetch was answered (:mod:`tidelog.server.share_admission`, read_uncommitted only).
 - With nothing to acquire and ``MaxWaitMs`` > 0, the fetch waits in the fetch purgatory on its partitions:
   an append, or a release by another member, completes it; lock expiry is seen when its wait ends.
 - Share sessions (per group and member): epoch 0 opens one (replacing any), -1 closes it and releases the
@@ -42,15 +45,13 @@ import asyncio
 import functools
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.share.acquire_mode import batch_last_offsets
 from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
-from tidelog.coordinator.share.delivery_time import deliver_at
 from tidelog.coordinator.share.share_group import ShareGroup
 from tidelog.coordinator.share.share_partition import AcquiredRange, RecordState, SharePartition
-from tidelog.protocol.compression import Compression
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import (
     ReadShareGroupStateRequest,
@@ -66,8 +67,6 @@ from tidelog.protocol.messages import (
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
-from tidelog.protocol.records_codec import decode_batch
-from tidelog.protocol.records_header import LOG_OVERHEAD, RECORD_BATCH_HEADER_SIZE, read_batch_header
 from tidelog.protocol.schema import Response
 from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.server.clock import Clock
@@ -77,6 +76,7 @@ from tidelog.server.fetch_purgatory import FetchPurgatory, PredicateWait
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.share_admission import ReadAhead, admission, scan
 from tidelog.server.share_dead_letter import ShareDeadLetters
 from tidelog.server.share_persister import ShareStateFencedError, ShareStateStore
 
@@ -161,6 +161,10 @@ class ShareRuntime:
         """Per share-partition: the state epoch its state was read with, and is written with."""
         self._wakeups: dict[tuple[str, int], int] = {}
         """Per (topic, partition): the time a wake-up is scheduled for."""
+        self._ahead: dict[_SHARE_KEY, ReadAhead] = {}
+        """Per share-partition: the batches after its window, scanned for its next fetch (share_admission)."""
+        self._settings: dict[str, tuple[ShareBrokerDefaults, dict[str, str], ShareGroupSettings]] = {}
+        """Per group: the defaults and group configs its settings were last resolved from, and those."""
         self.dead_letters = ShareDeadLetters(
             replicas=replicas,
             metadata=metadata,
@@ -174,7 +178,15 @@ class ShareRuntime:
     # -- settings and state ------------------------------------------------------------------------------
 
     def settings(self, group_id: str) -> ShareGroupSettings:
-        return resolve_settings(self.group_configs(group_id), self.defaults)
+        """The group's settings: its group configs (looked up at every call) over :attr:`defaults`, resolved
+        again only when either changed (a ShareFetch asks several times; resolving costs more than comparing)."""
+        keys = self.group_configs(group_id)
+        cached = self._settings.get(group_id)
+        if cached is not None and cached[0] is self.defaults and cached[1] == keys:
+            return cached[2]
+        settings = resolve_settings(keys, self.defaults)
+        self._settings[group_id] = (self.defaults, dict(keys), settings)
+        return settings
 
     def _share_partition(
         self, group_id: str, topic: str, index: int, settings: ShareGroupSettings
@@ -235,6 +247,7 @@ class ShareRuntime:
             self._persisted.pop(key, None)
             self._touched.discard(key)
             self._state_epochs.pop(key, None)
+            self._ahead.pop(key, None)
         self._purgatory.on_append((topic, index))
 
     def _defer_loaded(self, sp: SharePartition, partition: Partition) -> None:
@@ -253,7 +266,7 @@ class ShareRuntime:
                     break
                 if not data.regions or data.next_offset <= pos:
                     break
-                delays, _ = _admission(data.read_bytes(), pos, min(data.next_offset, last + 1), now, [])
+                delays, _ = admission(data.read_bytes(), pos, min(data.next_offset, last + 1), now, [])
                 for offset, due in delays:
                     sp.defer(offset, due)
                 pos = data.next_offset
@@ -309,8 +322,10 @@ class ShareRuntime:
             self._persisted.pop(key, None)
             self._touched.discard(key)
             self._state_epochs.pop(key, None)
+            self._ahead.pop(key, None)
         if topics is None:
             self.groups.pop(group_id, None)
+            self._settings.pop(group_id, None)
             for session in [k for k in self._sessions if k[0] == group_id]:
                 del self._sessions[session]
 
@@ -405,6 +420,7 @@ class ShareRuntime:
             self._persisted.pop(key, None)
             self._touched.discard(key)
             self._state_epochs.pop(key, None)
+            self._ahead.pop(key, None)
             self._purgatory.on_append((key[1], key[2]))
 
     def _persist_now(self, key: _SHARE_KEY) -> list[Awaitable[Response]]:
@@ -423,6 +439,43 @@ class ShareRuntime:
             return response
 
         return after()
+
+    def _scan_ahead_soon(self, key: _SHARE_KEY, max_bytes: int, max_records: int) -> None:
+        """Scan the batches after ``key``'s window for its next fetch (:mod:`.share_admission`) once this
+        fetch's answer is on its way: two loop turns later (the connection's writer is woken by the answer
+        and runs first). Without a running loop (driven in process) nothing is scheduled."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_soon(loop.call_soon, self._scan_ahead, key, max_bytes, max_records)
+
+    def _scan_ahead(self, key: _SHARE_KEY, max_bytes: int, max_records: int) -> None:
+        """Read and scan what ``key``'s next fetch would read from its window's end, if the member fetches
+        ``max_records`` and ``max_bytes`` again; the result waits in ``_ahead`` for that fetch."""
+        sp = self.partitions.get(key)
+        partition = self._replicas.leader_partition(key[1], key[2])
+        if sp is None or isinstance(partition, ErrorCode):
+            return
+        first = sp.end_offset
+        end = partition.fetchable_offset(FetchIsolation.HIGH_WATERMARK)
+        if first >= end or self.settings(key[0]).read_committed:
+            return
+        try:
+            data = partition.read(
+                first,
+                max_bytes,
+                isolation=FetchIsolation.HIGH_WATERMARK,
+                min_one_batch=True,
+                max_offset=first + max_records,
+            )
+            if not data.regions:
+                return
+            raw = data.read_bytes()
+        except (KafkaProtocolError, OSError, EOFError, ValueError):
+            return  # the fetch reads it again and meets the error itself (ValueError: a file closed at shutdown)
+        admitted = scan(raw, first, data.next_offset, min(data.next_offset, end), self._clock.now_ms())
+        self._ahead[key] = ReadAhead(end, max_bytes, first + max_records, data, admitted)
 
     def _wake_at(self, sp: SharePartition, topic: str, index: int, now_ms: int) -> None:
         """Wake the fetches waiting on (topic, index) when its next lock expires or record becomes
@@ -742,30 +795,52 @@ class ShareRuntime:
             end = partition.fetchable_offset(isolation)
             sp.expire_locks(now)
             first = sp.next_acquirable(now, end)
+            key = (group_id, name, index)
+            ahead = self._ahead.pop(key, None)
             if first is None:
                 continue
-            try:
-                # no further than the records this fetch may take: the batches are sent, and new ones decoded
-                cap = max(first, sp.end_offset) + budget_records
-                data = partition.read(
-                    first, budget_bytes, isolation=isolation, min_one_batch=not out, max_offset=cap
-                )
-            except KafkaProtocolError as exc:
-                errors[(topic_id, index)] = ErrorCode(exc.error_code)
-                continue
+            # no further than the records this fetch may take: the batches are sent, and new ones decoded
+            cap = max(first, sp.end_offset) + budget_records
+            if (
+                ahead is not None
+                and not settings.read_committed
+                and not out
+                and ahead.same_read(first, end, budget_bytes, cap)
+            ):
+                data = ahead.data  # read after the member's last fetch, exactly as this read would
+            else:
+                try:
+                    data = partition.read(
+                        first, budget_bytes, isolation=isolation, min_one_batch=not out, max_offset=cap
+                    )
+                except KafkaProtocolError as exc:
+                    errors[(topic_id, index)] = ErrorCode(exc.error_code)
+                    continue
             if not data.regions:
                 continue
             upto = min(data.next_offset, end)
+            scanned = (
+                ahead.admission.covering(first, data.next_offset, upto)
+                if ahead is not None and first == sp.end_offset and not settings.read_committed
+                else None
+            )
             delays: list[tuple[int, int]] = []
             skip: list[tuple[int, int]] = []
-            read_bytes = data.read_bytes() if sp.end_offset < upto or not settings.record_limit else b""
-            if sp.end_offset < upto:
-                aborted = (
-                    partition.aborted_transactions(sp.end_offset, upto) if settings.read_committed else []
-                )
-                delays, skip = _admission(read_bytes, sp.end_offset, upto, now, aborted)
+            batch_ends: Sequence[int] = ()
+            if scanned is not None:  # scanned ahead, after the member's last fetch (see share_admission)
+                delays, skip, batch_ends = scanned
+            else:
+                read_bytes = data.read_bytes() if sp.end_offset < upto or not settings.record_limit else b""
+                if sp.end_offset < upto:
+                    aborted = (
+                        partition.aborted_transactions(sp.end_offset, upto) if settings.read_committed else []
+                    )
+                    delays, skip = admission(read_bytes, sp.end_offset, upto, now, aborted)
+                batch_ends = batch_last_offsets(read_bytes)
             # share.acquire.mode (KIP-1206): batch_optimized rounds the record budget up to a batch's end
-            batch_ends = () if settings.record_limit else batch_last_offsets(read_bytes)
+            if settings.record_limit:
+                batch_ends = ()
+            window_end = sp.end_offset
             ranges = sp.acquire(
                 member_id,
                 budget_records,
@@ -779,6 +854,8 @@ class ShareRuntime:
             self._wake_at(sp, name, index, now)
             if not ranges:
                 continue
+            if sp.end_offset > window_end and not settings.read_committed:
+                self._scan_ahead_soon(key, budget_bytes, budget_records)
             stop = ranges[-1].last_offset + 1
             # send no batch after the last acquired one: read again only if it ends before the first read's
             # limit (the usual fetch acquires up to ``cap``, and that read is the one it would repeat)
@@ -840,57 +917,6 @@ class ShareRuntime:
                 response.responses.append(topic_response)
             topic_response.partitions.append(data)
         return response
-
-
-def _admission(
-    data: bytes, first: int, upto: int, now_ms: int, aborted: list[tuple[int, int]]
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """What the records in ``data`` (whole batches) at ``first`` .. ``upto - 1`` need before they join a
-    share-partition's window: ``(offset, deliver_at_ms)`` of those carrying a delivery time still ahead
-    (see :mod:`tidelog.coordinator.share.delivery_time`), and the offset ranges no consumer is to get:
-    transaction markers, and the batches of ``aborted`` transactions (``(producer_id, first_offset)``,
-    given under read_committed; Kafka's consumer-side rule: from the first offset to the ABORT marker)."""
-    delays: list[tuple[int, int]] = []
-    skip: list[tuple[int, int]] = []
-    starts = sorted(aborted, key=lambda a: a[1])
-    active: set[int] = set()
-    pos = 0
-    while pos + RECORD_BATCH_HEADER_SIZE <= len(data):
-        header = read_batch_header(data, pos)
-        size = header.batch_length + LOG_OVERHEAD
-        base, last = header.base_offset, header.base_offset + header.last_offset_delta
-        while starts and starts[0][1] <= last:
-            active.add(starts.pop(0)[0])
-        wanted = last >= first and base < upto
-        if header.is_control:
-            active.discard(header.producer_id)
-            if wanted:
-                skip.append((max(base, first), min(last, upto - 1)))
-        elif header.is_transactional and header.producer_id in active:
-            if wanted:
-                skip.append((max(base, first), min(last, upto - 1)))
-        elif wanted and _may_carry_delivery_time(data, pos, size, header.compression):
-            _, records = decode_batch(data, pos)
-            for record in records:
-                if first <= record.offset < upto and record.headers:
-                    due = deliver_at(record.headers, record.timestamp)
-                    if due is not None and due > now_ms:
-                        delays.append((record.offset, due))
-        pos += size
-    return delays, skip
-
-
-_DELIVERY_MARKER = b"tidelog.deliver."
-"""The bytes both delivery-time header keys start with (see :mod:`tidelog.coordinator.share.delivery_time`)."""
-
-
-def _may_carry_delivery_time(data: bytes, pos: int, size: int, compression: Compression) -> bool:
-    """False when no record of the batch at ``pos`` can carry a delivery-time header: record header keys
-    are stored as their UTF-8 bytes, so a records section without the marker has none. One C-speed scan
-    of the batch instead of a per-record decode (the share fetch hot path: most batches carry no delay)."""
-    if compression != Compression.NONE:
-        return True  # the marker is only visible after decompression: decode as before
-    return data.find(_DELIVERY_MARKER, pos + RECORD_BATCH_HEADER_SIZE, pos + size) >= 0
 
 
 def _fenced_now(answer: Answer) -> bool:

@@ -171,7 +171,7 @@ class DelayedOffsets:
         """Offsets below ``offset`` leave (the window's start moved past them); returns how many waited."""
         if offset <= self._floor:
             return 0
-        dropped = self.count(self._floor, offset - 1)
+        dropped = self.count(self._floor, offset - 1) if self.live else 0  # no bit set: nothing to count
         self._floor = offset
         self.live -= dropped
         cut = (offset - self._base) >> 3
