@@ -505,6 +505,15 @@ def complete_prepared(
 def _complete(session: _Session, prepared: PreparedTransaction, commit: bool) -> Completion:
     tid = prepared.transactional_id
     described = session.describe()
+    deadline = time.monotonic() + session.timeout
+    while (
+        described is not None
+        and described.producer_id == prepared.producer_id
+        and described.transaction_state in ("PrepareCommit", "PrepareAbort")
+        and time.monotonic() < deadline
+    ):  # another completion is writing its markers: its outcome is about to be known
+        time.sleep(0.05)
+        described = session.describe()
     if described is not None and described.producer_id != prepared.producer_id:
         if described.transaction_state == "Ongoing":
             raise TransactionMismatchError(
