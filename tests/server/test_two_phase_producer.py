@@ -12,7 +12,8 @@ One broker (``transaction.two.phase.commit.enable=true``) serves every test; the
 - ``abort()`` on the producer itself: nothing visible.
 - A prepared transaction named with the wrong epoch or producer id is refused (TransactionMismatchError)
   and the real one still commits afterwards.
-- A prepared transaction survives a SIGKILL of the broker and is committed after the restart.
+- A prepared transaction survives a SIGKILL of the broker and is committed after the restart; a producer
+  still writing across the kill goes on over new connections.
 - With the setting off (a second, short-lived broker) the producer raises TwoPhaseCommitUnavailableError.
 """
 
@@ -181,16 +182,27 @@ def test_the_setting_off_refuses_two_phase_commit() -> None:
 
 
 def test_a_prepared_transaction_survives_a_broker_kill(broker: Broker) -> None:
-    topic, tid = "tpp-restart", "tpp-restart-task-0"
+    """Task 0 prepared before the kill; task 1 was still writing and goes on over new connections."""
+    topic = "tpp-restart"
     sent = {p: values(f"restart-p{p}", 3) for p in range(2)}
-    with TwoPhaseProducer(broker.bootstrap_servers, tid, timeout=15) as producer:
-        for p in range(2):
-            producer.send(topic, p, sent[p])
-        prepared = producer.prepare()
-    broker.kill()
-    broker.restart()
-    assert complete_prepared(broker.bootstrap_servers, prepared, True, timeout=30) is Completion.COMMITTED
-    wait_for_state(broker, tid, "CompleteCommit")
+    with TwoPhaseProducer(broker.bootstrap_servers, "tpp-restart-task-0", timeout=15) as producer:
+        producer.send(topic, 0, sent[0])
+        prepared = [producer.prepare()]
+    writing = TwoPhaseProducer(broker.bootstrap_servers, "tpp-restart-task-1", timeout=30)
+    try:
+        writing.send(topic, 1, sent[1][:1])
+        writing.flush()
+        broker.kill()
+        broker.restart()
+        writing.send(topic, 1, sent[1][1:])
+        prepared.append(writing.prepare())  # the same sequences resent until the partition is back
+        assert writing.offsets == {(topic, 1): [0, 1, 2]}
+    finally:
+        writing.close()
+    for transaction in prepared:
+        completion = complete_prepared(broker.bootstrap_servers, transaction, True, timeout=30)
+        assert completion is Completion.COMMITTED
+        wait_for_state(broker, transaction.transactional_id, "CompleteCommit")
     tps = [(topic, p) for p in range(2)]
     assert read_values(broker.bootstrap_servers, tps, committed=True) == {
         (topic, p): sent[p] for p in range(2)

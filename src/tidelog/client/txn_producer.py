@@ -435,16 +435,19 @@ class TwoPhaseProducer:
                 if leader is not None:
                     by_leader.setdefault(leader, {})[tp] = batch
             for leader, owned in by_leader.items():
-                for tp, (code, base_offset) in self._produce_to(leader, owned).items():
+                for tp, (code, base_offset, message) in self._produce_to(leader, owned).items():
                     if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                         count = batches.pop(tp)[1]
                         if base_offset >= 0:
                             self.offsets[tp].extend(range(base_offset, base_offset + count))
                         continue
                     if not ErrorCode.of(code).retriable:
-                        raise _error(f"Produce to {tp[0]}-{tp[1]} for {self.transactional_id!r}", code)
+                        detail = f" ({message})" if message else ""
+                        raise _error(
+                            f"Produce to {tp[0]}-{tp[1]} for {self.transactional_id!r}{detail}", code
+                        )
                     last_error = ErrorCode.name_of(code)
-                    if code in _LEADER_MOVED or code < 0:
+                    if code in _LEADER_MOVED or code == ErrorCode.NETWORK_EXCEPTION:
                         self._leaders.pop(tp, None)
             if batches:
                 if time.monotonic() > deadline:
@@ -456,8 +459,9 @@ class TwoPhaseProducer:
 
     def _produce_to(
         self, leader: str, batches: dict[TopicPartition, tuple[bytes, int]]
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        """{partition: (error code, base offset)}; a lost connection answers -1 for each partition."""
+    ) -> dict[TopicPartition, tuple[int, int, str | None]]:
+        """{partition: (error code, base offset, error message)}; a lost connection answers NETWORK_EXCEPTION
+        (retriable) for each partition."""
         by_topic: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         for (topic, partition), (batch, _) in batches.items():
             by_topic.setdefault(topic, []).append(
@@ -476,9 +480,9 @@ class TwoPhaseProducer:
             response = wire.call(request, wire.version_for(ProduceRequest, 11), expect=ProduceResponse)
         except WireError:
             self._session.drop(leader)
-            return dict.fromkeys(batches, (-1, -1))
+            return dict.fromkeys(batches, (ErrorCode.NETWORK_EXCEPTION, -1, None))
         return {
-            (t.name, p.index): (p.error_code, p.base_offset)
+            (t.name, p.index): (p.error_code, p.base_offset, p.error_message)
             for t in response.responses
             for p in t.partition_responses
             if (t.name, p.index) in batches
