@@ -14,6 +14,7 @@ One broker (``transaction.two.phase.commit.enable=true``) serves every test; the
   and the real one still commits afterwards.
 - A prepared transaction survives a SIGKILL of the broker and is committed after the restart; a producer
   still writing across the kill goes on over new connections.
+- Opening the id again aborts what it left prepared; a late commit of that answers ALREADY_COMPLETED.
 - With the setting off (a second, short-lived broker) the producer raises TwoPhaseCommitUnavailableError.
 """
 
@@ -42,7 +43,14 @@ from tidelog.testing import Broker
 
 pytestmark = pytest.mark.clients
 
-TOPICS = {"tpp-commit": 3, "tpp-abort": 1, "tpp-own-abort": 1, "tpp-mismatch": 1, "tpp-restart": 2}
+TOPICS = {
+    "tpp-commit": 3,
+    "tpp-abort": 1,
+    "tpp-own-abort": 1,
+    "tpp-mismatch": 1,
+    "tpp-leftover": 1,
+    "tpp-restart": 2,
+}
 READ_COMMITTED = 1
 LATEST = -1
 
@@ -172,6 +180,21 @@ def test_a_different_transaction_is_refused_and_left_open(broker: Broker) -> Non
     assert read_values(broker.bootstrap_servers, [(topic, 0)], committed=True) == {
         (topic, 0): values("mismatch", 2)
     }
+
+
+def test_a_new_session_aborts_what_the_id_left_prepared(broker: Broker) -> None:
+    """How the sink fences a dead run's task: opening the id again aborts its transaction; a late commit
+    of it then learns the transaction is over, and cannot claim it was committed."""
+    topic, tid = "tpp-leftover", "tpp-leftover-task-0"
+    with TwoPhaseProducer(broker.bootstrap_servers, tid, timeout=15) as producer:
+        producer.send(topic, 0, values("leftover", 2))
+        prepared = producer.prepare()
+    TwoPhaseProducer(broker.bootstrap_servers, tid, timeout=15).close()
+    assert read_values(broker.bootstrap_servers, [(topic, 0)], committed=True) == {(topic, 0): []}
+    assert last_stable_offset(broker, topic, 0) == 3  # 2 aborted records and the abort marker
+    late = complete_prepared(broker.bootstrap_servers, prepared, True, timeout=15)
+    assert late is Completion.ALREADY_COMPLETED
+    assert read_values(broker.bootstrap_servers, [(topic, 0)], committed=True) == {(topic, 0): []}
 
 
 def test_the_setting_off_refuses_two_phase_commit() -> None:
