@@ -15,6 +15,7 @@ One broker (``transaction.two.phase.commit.enable=true``) serves every test; the
 - A prepared transaction survives a SIGKILL of the broker and is committed after the restart; a producer
   still writing across the kill goes on over new connections.
 - Opening the id again aborts what it left prepared; a late commit of that answers ALREADY_COMPLETED.
+- Completing an id the broker never saw answers ALREADY_COMPLETED and does not create it.
 - With the setting off (a second, short-lived broker) the producer raises TwoPhaseCommitUnavailableError.
 """
 
@@ -195,6 +196,16 @@ def test_a_new_session_aborts_what_the_id_left_prepared(broker: Broker) -> None:
     late = complete_prepared(broker.bootstrap_servers, prepared, True, timeout=15)
     assert late is Completion.ALREADY_COMPLETED
     assert read_values(broker.bootstrap_servers, [(topic, 0)], committed=True) == {(topic, 0): []}
+
+
+def test_completing_an_id_the_broker_never_saw_changes_nothing(broker: Broker) -> None:
+    unknown = PreparedTransaction("tpp-never-used", 4242, 0)
+    assert (
+        complete_prepared(broker.bootstrap_servers, unknown, True, timeout=15) is Completion.ALREADY_COMPLETED
+    )
+    with WireClient("127.0.0.1", broker.port, timeout=15) as c:
+        response = c.call(DescribeTransactionsRequest(transactional_ids=[unknown.transactional_id]))
+    assert response.transaction_states[0].error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND  # type: ignore[attr-defined]
 
 
 def test_the_setting_off_refuses_two_phase_commit() -> None:

@@ -72,8 +72,9 @@ T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
 NO_ID = -1
-BATCH_BYTES = 1 << 20
-"""A partition's buffer is produced once its values reach this many bytes (else at flush / prepare)."""
+BATCH_BYTES = 1 << 19
+"""A partition's buffer is produced once its records reach about this many bytes (else at flush /
+prepare): half of Kafka's default ``message.max.bytes``, so a batch of small records always fits."""
 _COORDINATOR_MOVED = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 _LEADER_MOVED = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -238,23 +239,20 @@ class _Session:
         self.coordinator_call(call, "EndTxn(commit)" if commit else "EndTxn(abort)")
 
     def describe(self) -> DescribeTransactionsResponse.TransactionState | None:
-        """The id's transaction as its coordinator describes it; None when it cannot (not allowed, old
-        broker, no such id)."""
+        """The id's transaction as its coordinator describes it (with TRANSACTIONAL_ID_NOT_FOUND when it
+        has no such id: expired, or never used); None when it cannot (not allowed, an old broker)."""
 
         def call(wire: WireClient) -> tuple[int, DescribeTransactionsResponse.TransactionState | None]:
             try:
-                response = wire.call(
-                    DescribeTransactionsRequest(transactional_ids=[self.transactional_id]),
-                    expect=DescribeTransactionsResponse,
-                )
-            except WireError as exc:
-                if "does not support" in str(exc):
-                    return ErrorCode.NONE, None
-                raise
-            state = response.transaction_states[0]
+                version = wire.version_for(DescribeTransactionsRequest)
+            except WireError:
+                return ErrorCode.NONE, None
+            request = DescribeTransactionsRequest(transactional_ids=[self.transactional_id])
+            state = wire.call(request, version, expect=DescribeTransactionsResponse).transaction_states[0]
             if ErrorCode.of(state.error_code).retriable:
                 return state.error_code, None
-            return ErrorCode.NONE, state if state.error_code == ErrorCode.NONE else None
+            known = (ErrorCode.NONE, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+            return ErrorCode.NONE, state if state.error_code in known else None
 
         return self.coordinator_call(call, "DescribeTransactions")
 
@@ -509,6 +507,8 @@ def complete_prepared(
 def _complete(session: _Session, prepared: PreparedTransaction, commit: bool) -> Completion:
     tid = prepared.transactional_id
     described = session.describe()
+    if described is not None and described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+        return Completion.ALREADY_COMPLETED  # the id expired after its last transaction ended
     deadline = time.monotonic() + session.timeout
     while (
         described is not None
