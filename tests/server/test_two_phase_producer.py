@@ -10,8 +10,8 @@ One broker (``transaction.two.phase.commit.enable=true``) serves every test; the
 - ``complete_prepared(abort)`` while the producer session is still alive: nothing visible, the last stable
   offset passes the aborted records, and the old session's next write is fenced.
 - ``abort()`` on the producer itself: nothing visible.
-- A prepared transaction named with the wrong epoch or producer id is refused (TransactionMismatchError)
-  and the real one still commits afterwards.
+- A prepared transaction named with the wrong epoch or producer id is refused (TransactionMismatchError;
+  another producer id or a higher epoch before any change) and the real one still commits afterwards.
 - A prepared transaction survives a SIGKILL of the broker and is committed after the restart; a producer
   still writing across the kill goes on over new connections.
 - Opening the id again aborts what it left prepared; a late commit of that answers ALREADY_COMPLETED.
@@ -96,6 +96,12 @@ def wait_for_state(broker: Broker, tid: str, state: str) -> None:
             time.sleep(0.05)
 
 
+def current_epoch(broker: Broker, tid: str) -> int:
+    with WireClient("127.0.0.1", broker.port, timeout=15) as c:
+        response = c.call(DescribeTransactionsRequest(transactional_ids=[tid]))
+    return int(response.transaction_states[0].producer_epoch)  # type: ignore[attr-defined]
+
+
 def values(prefix: str, n: int) -> list[bytes]:
     return [b"%s-%d" % (prefix.encode(), i) for i in range(n)]
 
@@ -172,6 +178,10 @@ def test_a_different_transaction_is_refused_and_left_open(broker: Broker) -> Non
     other_id = PreparedTransaction(tid, prepared.producer_id + 1000, prepared.producer_epoch)
     with pytest.raises(TransactionMismatchError, match="nothing was ended"):
         complete_prepared(broker.bootstrap_servers, other_id, True, timeout=15)
+    newer = PreparedTransaction(tid, prepared.producer_id, prepared.producer_epoch + 1)
+    with pytest.raises(TransactionMismatchError, match="nothing was ended"):
+        complete_prepared(broker.bootstrap_servers, newer, True, timeout=15)
+    assert current_epoch(broker, tid) == prepared.producer_epoch  # refused before any change
     older = PreparedTransaction(tid, prepared.producer_id, prepared.producer_epoch - 1)
     with pytest.raises(TransactionMismatchError, match="nothing was ended"):
         complete_prepared(broker.bootstrap_servers, older, True, timeout=15)

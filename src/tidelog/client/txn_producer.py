@@ -17,8 +17,10 @@ Invariants:
   raises it, so nothing is ever prepared over a hole.
 - :func:`complete_prepared` ends a transaction only when the broker names it as the id's kept Ongoing
   transaction with exactly the prepared producer id and epoch; a different Ongoing transaction raises
-  :class:`TransactionMismatchError` (when DescribeTransactions already shows another producer id, before any
-  request that changes state; else after the keeping InitProducerId, which only bumped the id's epoch).
+  :class:`TransactionMismatchError`: before any request that changes state when DescribeTransactions
+  shows another producer id or an epoch below the prepared one; else (the same producer id at a higher
+  epoch: a kept transaction and a later session's look alike there) after the keeping InitProducerId,
+  whose only effect was bumping the id's epoch, which fences that later session's producer.
 - What can be known of a transaction no longer open: DescribeTransactions reports the id's *last*
   transaction (CompleteCommit / CompleteAbort, with its producer id); when that producer id is the
   prepared one, :class:`Completion` says ALREADY_COMMITTED / ALREADY_ABORTED, which is this transaction's
@@ -518,7 +520,9 @@ def _complete(session: _Session, prepared: PreparedTransaction, commit: bool) ->
     ):  # another completion is writing its markers: its outcome is about to be known
         time.sleep(0.05)
         described = session.describe()
-    if described is not None and described.producer_id != prepared.producer_id:
+    if described is not None and (
+        described.producer_id != prepared.producer_id or described.producer_epoch < prepared.producer_epoch
+    ):  # the id moved to another producer id, or never reached the prepared epoch: not this transaction
         if described.transaction_state == "Ongoing":
             raise TransactionMismatchError(
                 f"{tid!r} has another transaction open (producer id {described.producer_id}, epoch "
