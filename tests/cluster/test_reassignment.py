@@ -589,6 +589,11 @@ def test_drain_a_broker_under_load_then_stop_it(scenario: Scenario) -> None:
         assert hosted_by(scenario, 1) == {}
         assert led_by(scenario, 1) == []
         assert {tp: scenario.replicas(*tp) for tp in proposed} == proposed
+        # and no ISR names broker 1 again: a removed replica still fetching before it learns of its removal
+        # must not be taken back into the ISR by the leader
+        assert {tp: set(scenario.state(*tp).isr) - set(proposed[tp]) for tp in proposed} == {
+            tp: set() for tp in proposed
+        }
         listed = json.loads(run_cli("brokers", "list", "--json", *bootstrap))
         (row,) = [b for b in listed["brokers"] if b["id"] == 1]
         assert (row["alive"], row["leader_partitions"], row["replica_partitions"]) == (True, [], [])

@@ -209,3 +209,33 @@ def test_offline_replicas_serve_nothing(cluster: Cluster) -> None:
     assert not leader.is_leader
     assert leader.check_enough_replicas_reach_offset(0) == (True, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     assert leader.maybe_shrink_isr(now_ms=10**9, max_lag_ms=LAG_MS) is None
+
+
+def test_a_replica_being_removed_never_rejoins_the_isr(cluster: Cluster) -> None:
+    """KIP-455: the controller's final state of a move leaves the removed replica out of the ISR, and the
+    leader may learn it before the topic znode's final assignment. A fetch from the removed broker (which
+    has not yet learned it either) must not bring it back; any other caught-up replica still joins."""
+    leader = cluster.replicas[1]
+    leader.append_records_as_leader(batch(0), now_ms=cluster.now)
+    for follower in (2, 3):
+        cluster.fetch(follower)
+        cluster.fetch(follower)
+    assert leader.high_watermark == 3
+    final = state(1, 1, (1, 2), partition_epoch=5)  # the move of 3 done: 3 left out, a new leader epoch
+    assert leader.make_leader(final, (1, 2, 3), now_ms=cluster.now, removing_replicas=(3,))
+    for follower in (2, 3):
+        leader.update_follower_fetch_state(
+            follower,
+            fetch_offset=3,
+            log_start_offset=0,
+            now_ms=cluster.now,
+            broker_epoch=BROKER_EPOCH[follower],
+            max_lag_ms=LAG_MS,
+        )
+    assert leader.maybe_expand_isr(3, alive_broker_epoch=BROKER_EPOCH[3]) is None
+    assert leader.isr == {1, 2}
+    # without the removal (a replica that merely fell behind), the same fetch brings it back
+    assert not leader.make_leader(final, (1, 2, 3), now_ms=cluster.now)
+    proposal = leader.maybe_expand_isr(3, alive_broker_epoch=BROKER_EPOCH[3])
+    assert proposal is not None
+    assert proposal.isr == (1, 2, 3)

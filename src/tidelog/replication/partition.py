@@ -105,6 +105,10 @@ class Partition:
         self.partition_epoch = -1
         self.controller_epoch = -1
         self.assignment: tuple[int, ...] = ()
+        self.removing_replicas: frozenset[int] = frozenset()
+        """Replicas a reassignment is removing (KIP-455): they may stay in the ISR until the move ends, but
+        never join it (the controller's final state leaves them out, and a removed broker still fetching
+        before it learns that must not be added back)."""
         self.isr: frozenset[int] = frozenset()
         self._pending_isr: LeaderAndIsr | None = None
         self._followers: dict[int, FollowerState] = {}
@@ -148,7 +152,14 @@ class Partition:
             state.leader_epoch == self.leader_epoch and state.partition_epoch < self.partition_epoch
         )
 
-    def make_leader(self, state: LeaderAndIsr, assignment: Sequence[int], *, now_ms: int) -> bool:
+    def make_leader(
+        self,
+        state: LeaderAndIsr,
+        assignment: Sequence[int],
+        *,
+        now_ms: int,
+        removing_replicas: Sequence[int] = (),
+    ) -> bool:
         """Lead at ``state`` (whose leader is this broker); returns whether a new leader epoch began
         (False for a stale state, which changes nothing). A new epoch starts at the log end offset in the
         leader epoch cache, so followers with a longer divergent log truncate (KIP-101/279)."""
@@ -158,6 +169,7 @@ class Partition:
         new_leader = not self.is_leader
         new_epoch = state.leader_epoch > self.leader_epoch or new_leader
         self.assignment = tuple(assignment)
+        self.removing_replicas = frozenset(removing_replicas)
         self.isr = frozenset(state.isr)
         self._pending_isr = None
         self.controller_epoch = state.controller_epoch
@@ -188,13 +200,16 @@ class Partition:
         me = self.local_broker_id
         self.make_leader(LeaderAndIsr(me, 0, (me,), controller_epoch=0), (me,), now_ms=now_ms)
 
-    def make_follower(self, state: LeaderAndIsr, assignment: Sequence[int]) -> bool:
+    def make_follower(
+        self, state: LeaderAndIsr, assignment: Sequence[int], *, removing_replicas: Sequence[int] = ()
+    ) -> bool:
         """Follow ``state.leader`` (-1: offline); returns whether the leader epoch changed (the fetcher
         must restart then). A stale state changes nothing and returns False."""
         if self._is_stale(state):
             return False
         changed = state.leader_epoch > self.leader_epoch or self.is_leader
         self.assignment = tuple(assignment)
+        self.removing_replicas = frozenset(removing_replicas)
         self.isr = frozenset(state.isr)
         self._pending_isr = None
         self._followers = {}
@@ -319,6 +334,7 @@ class Partition:
             or not self.is_leader
             or self._pending_isr is not None
             or replica_id in self.isr
+            or replica_id in self.removing_replicas
             or alive_broker_epoch is None
             or (follower.broker_epoch >= 0 and follower.broker_epoch != alive_broker_epoch)
             or self._leader_epoch_start_offset is None

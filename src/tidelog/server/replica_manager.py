@@ -251,6 +251,7 @@ class ReplicaManager:
         state: LeaderAndIsr,
         config: LogConfig,
         topic_id: uuid.UUID | None = None,
+        removing_replicas: tuple[int, ...] = (),
     ) -> Partition | None:
         """The cluster's state of ``topic-index``: host it (creating its log) if this broker is assigned,
         and lead or follow as ``state`` says. A state older than the partition's is ignored. Returns the
@@ -276,9 +277,11 @@ class ReplicaManager:
         now = self._clock.now_ms()
         was_leader = partition.is_leader
         if state.leader == self._node_id:
-            changed = partition.make_leader(state, assignment, now_ms=now)
+            changed = partition.make_leader(
+                state, assignment, now_ms=now, removing_replicas=removing_replicas
+            )
         else:
-            changed = partition.make_follower(state, assignment)
+            changed = partition.make_follower(state, assignment, removing_replicas=removing_replicas)
         if changed or was_leader != partition.is_leader:
             log.info(
                 "%s-%d: %s at leader epoch %d (ISR %s)",

@@ -408,6 +408,7 @@ class MetadataWatcher:
             state=state,
             config=self._log_config(topic.configs),
             topic_id=topic.assignment.topic_id,
+            removing_replicas=topic.assignment.partitions[index].removing_replicas,
         )
 
     def _publish_topic(self, name: str) -> None:
