@@ -43,6 +43,7 @@ __all__ = [
     "checkpoint_query_id",
     "fence_leftovers",
     "leftover_ids",
+    "open_transactions",
     "query_of",
     "transactional_id",
 ]
@@ -98,7 +99,7 @@ def checkpoint_query_id(checkpoint_location: str | None) -> str | None:
     return query_id if isinstance(query_id, str) else None
 
 
-def _open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
+def open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
     """``(transactional id, state)`` of every open transaction of the cluster (ListTransactions on every
     broker). Raises :class:`~tidelog.client.wire.WireError` when that cannot be asked."""
     from tidelog.client.security import WireSecurity
@@ -154,7 +155,7 @@ def fence_leftovers(options: WriterOptions, query_id: str) -> list[str]:
     from tidelog.client.wire import WireError
 
     try:
-        leftovers = leftover_ids(_open_transactions(options), query_id)
+        leftovers = leftover_ids(open_transactions(options), query_id)
     except WireError as exc:
         log.warning(
             "cannot list the open transactions of query %s (%s): transactions a killed run left open end at "

@@ -1,0 +1,255 @@
+"""The two-phase exactly-once sink's task and driver steps (:mod:`tidelog.spark.two_phase`), called directly
+(no Spark) against one broker with ``transaction.two.phase.commit.enable=true``; each crash point is the
+driver's state when it died, then a restart (:func:`recover`) and Spark's replay of the batch.
+
+- Keys go where the Java producer puts them (murmur2, Kafka's published hash values).
+- Three tasks prepare a batch over a 3-partition topic: every partition's last stable offset stays 0 and a
+  read_committed reader reads nothing; the driver's commit makes exactly the batch visible.
+- Driver dead after the tasks prepared, before the commit intent: the restart aborts the prepared
+  transactions before the replay writes; the replay's commit gives the batch once.
+- Driver dead mid-commit (intent recorded, one of three committed) with a zombie attempt's transaction open:
+  the restart commits the other two and aborts the zombie; the replay writes nothing, and its commit keeps
+  the batch once.
+- ``abort`` of a batch whose intent was recorded commits it; of one without, aborts everything.
+- Against a broker with the setting off: ``auto`` falls back with one warning naming the setting,
+  ``twoPhaseCommit=true`` refuses, ``false`` does not ask.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.spark.conftest import read_committed
+from tests.support.murmur2 import PUBLISHED, java_partition
+
+from tidelog.client.txn_producer import PreparedTransaction, complete_prepared
+from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
+from tidelog.spark.fencing import open_transactions
+from tidelog.spark.murmur2 import murmur2, partition_for
+from tidelog.spark.options import WriterOptions, parse_writer_options
+from tidelog.spark.transactional import ensure_progress_topic
+from tidelog.spark.two_phase import (
+    TwoPhaseCommitMessage,
+    abort_batch,
+    choose_two_phase,
+    commit_batch,
+    recover,
+    write_task,
+)
+from tidelog.spark.two_phase_intent import BatchIntent, read_intent, record_intent
+from tidelog.testing import Broker
+
+pytestmark = pytest.mark.clients
+
+TASKS = 3
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker({"num.partitions": 1, "transaction.two.phase.commit.enable": True}) as b:
+        yield b
+
+
+def _options(bootstrap: str, topic: str, **extra: str) -> WriterOptions:
+    return parse_writer_options(
+        {"kafka.bootstrap.servers": bootstrap, "topic": topic, "deliveryGuarantee": "exactly-once", **extra}
+    )
+
+
+@pytest.fixture
+def sink(broker: Broker, topic_name: Any) -> WriterOptions:
+    topic = topic_name("out")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(30)
+    options = _options(broker.bootstrap_servers, topic)
+    ensure_progress_topic(options)
+    return options
+
+
+def _rows(task: int, batch: int, n: int = 20) -> list[pa.RecordBatch]:
+    keys = [b"b%d-t%d-k%d" % (batch, task, i) for i in range(n)]
+    values = [b"b%d-t%d-v%d" % (batch, task, i) for i in range(n)]
+    return [pa.RecordBatch.from_pydict({"key": keys[:7], "value": values[:7]}),
+            pa.RecordBatch.from_pydict({"key": keys[7:], "value": values[7:]})]
+
+
+def _expected(batch: int, n: int = 20) -> list[bytes]:
+    return sorted(b"b%d-t%d-v%d" % (batch, t, i) for t in range(TASKS) for i in range(n))
+
+
+def _write_batch(options: WriterOptions, query: str, batch: int, attempt: int = 0) -> list[PreparedTransaction]:
+    messages = [write_task(options, query, batch, t, attempt, _rows(t, batch)) for t in range(TASKS)]
+    assert all(isinstance(m, TwoPhaseCommitMessage) and m.rows == 20 for m in messages)
+    return [PreparedTransaction.from_json(m.prepared or "") for m in messages]
+
+
+def _stable_ends(options: WriterOptions, isolation: str = "read_committed") -> list[int]:
+    """Each output partition's last stable offset (its high watermark with ``read_uncommitted``)."""
+    consumer: Any = Consumer(
+        {"bootstrap.servers": options.bootstrap_servers, "group.id": "2pc-lso", "isolation.level": isolation}
+    )
+    try:
+        assert options.topic is not None
+        return [
+            int(consumer.get_watermark_offsets(TopicPartition(options.topic, p), timeout=10, cached=False)[1])
+            for p in range(PARTITIONS)
+        ]
+    finally:
+        consumer.close()
+
+
+def _records(options: WriterOptions) -> list[tuple[bytes, bytes, int]]:
+    """(key, value, partition) of every record a read_committed reader reads."""
+    consumer: Any = Consumer(
+        {
+            "bootstrap.servers": options.bootstrap_servers,
+            "group.id": "2pc-records",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    records = []
+    try:
+        for p in range(PARTITIONS):
+            consumer.assign([TopicPartition(options.topic, p, 0)])
+            while True:
+                m = consumer.poll(15)
+                assert m is not None, "timed out reading the sink topic"
+                if m.error():
+                    break  # partition EOF (at the last stable offset)
+                records.append((m.key(), m.value(), p))
+    finally:
+        consumer.close()
+    return records
+
+
+def _output(options: WriterOptions) -> list[bytes]:
+    assert options.topic is not None
+    return sorted(read_committed(options.bootstrap_servers, options.topic, PARTITIONS))
+
+
+def _open_ids(options: WriterOptions, query: str) -> list[str]:
+    return sorted(name for name, _ in open_transactions(options) if query in name)
+
+
+def test_keys_go_to_the_java_producer_s_partition() -> None:
+    assert {key: murmur2(key) for key in PUBLISHED} == PUBLISHED
+    for i in range(200):
+        key = b"key-%d" % i
+        assert partition_for(key, 7) == java_partition(key, 7)
+    assert 0 <= partition_for(None, 7) < 7
+
+
+def test_nothing_of_a_prepared_batch_is_visible_until_the_driver_commits_then_all_of_it(
+    sink: WriterOptions,
+) -> None:
+    query = str(uuid.uuid4())
+    prepared = _write_batch(sink, query, 0)
+    assert len({p.transactional_id for p in prepared}) == TASKS
+    assert _stable_ends(sink) == [0] * PARTITIONS
+    assert _output(sink) == []
+    assert len(_open_ids(sink, query)) == TASKS
+
+    commit_batch(sink, query, 0, prepared)
+
+    got = _output(sink)
+    assert got == _expected(0)
+    assert _stable_ends(sink) == _stable_ends(sink, "read_uncommitted")  # no leftover holds one back
+    assert _open_ids(sink, query) == []
+    assert read_intent(sink, query) == BatchIntent(0, tuple(prepared))
+    placed = _records(sink)
+    assert sorted(value for _, value, _ in placed) == got
+    assert all(java_partition(key, PARTITIONS) == p for key, _, p in placed)  # where format("kafka") puts them
+
+
+def test_driver_dead_after_prepare_before_commit_then_restart_and_replay_give_the_batch_once(
+    sink: WriterOptions,
+) -> None:
+    query = str(uuid.uuid4())
+    commit_batch(sink, query, 0, _write_batch(sink, query, 0))
+    first = _output(sink)
+    _write_batch(sink, query, 1)  # the driver dies here: batch 1 prepared, no intent
+    assert _output(sink) == first
+
+    assert recover(sink, query) == 0  # the restart: batch 0 decided, batch 1's transactions aborted
+    assert _open_ids(sink, query) == []
+    assert _output(sink) == first
+    replay = _write_batch(sink, query, 1)  # Spark replays batch 1 (attempt 0 again: new ids)
+    commit_batch(sink, query, 1, replay)
+    assert _output(sink) == sorted(first + _expected(1))
+    assert _open_ids(sink, query) == []
+    assert _stable_ends(sink) == _stable_ends(sink, "read_uncommitted")
+
+
+def test_driver_dead_mid_commit_then_restart_finishes_the_batch_and_the_replay_writes_nothing(
+    sink: WriterOptions,
+) -> None:
+    query = str(uuid.uuid4())
+    prepared = _write_batch(sink, query, 0)
+    zombie = write_task(sink, query, 0, 1, 1, _rows(1, 0))  # a second attempt of task 1, not chosen
+    record_intent(sink, query, BatchIntent(0, tuple(prepared)))
+    complete_prepared(sink.bootstrap_servers, prepared[0], commit=True)  # the driver dies here
+    assert len(_open_ids(sink, query)) == TASKS  # two of the batch and the zombie
+
+    assert recover(sink, query) == 0
+    assert _output(sink) == _expected(0)
+    assert _open_ids(sink, query) == []
+    assert zombie.prepared is not None
+
+    # Spark replays batch 0: tasks built after recover() skip it; a replay that wrote anyway is aborted
+    replay = _write_batch(sink, query, 0)
+    commit_batch(sink, query, 0, replay)
+    assert _output(sink) == _expected(0)
+    assert _open_ids(sink, query) == []
+
+
+def test_abort_commits_a_batch_whose_intent_was_recorded_and_aborts_one_without(sink: WriterOptions) -> None:
+    query = str(uuid.uuid4())
+    prepared = _write_batch(sink, query, 0)
+    record_intent(sink, query, BatchIntent(0, tuple(prepared)))  # commit() failed after its intent
+    abort_batch(sink, query, 0, prepared)
+    assert _output(sink) == _expected(0)
+
+    prepared = _write_batch(sink, query, 1)
+    abort_batch(sink, query, 1, prepared)
+    assert _output(sink) == _expected(0)
+    assert _open_ids(sink, query) == []
+    assert _stable_ends(sink) == _stable_ends(sink, "read_uncommitted")  # past the aborted rows
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "tidelog.spark" and r.levelno == logging.WARNING]
+
+
+def test_without_the_broker_setting_auto_falls_back_with_one_warning(
+    bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = _options(bootstrap, "unused")
+    with caplog.at_level(logging.WARNING, logger="tidelog.spark"):
+        assert choose_two_phase(options) is False
+        assert choose_two_phase(options) is False
+    [warning] = _warnings(caplog)
+    assert warning.startswith(
+        f"deliveryGuarantee=exactly-once: the broker at {bootstrap} does not allow two-phase commit ("
+    )
+    assert "transaction.two.phase.commit.enable" in warning
+    assert "falling back to one transaction per task" in warning
+
+    with pytest.raises(ExactlyOnceUnavailableError, match="twoPhaseCommit=true"):
+        choose_two_phase(_options(bootstrap, "unused", twoPhaseCommit="true"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tidelog.spark"):
+        assert choose_two_phase(_options(bootstrap, "unused", twoPhaseCommit="false")) is False
+    assert _warnings(caplog) == []
+
+
+def test_with_the_broker_setting_auto_chooses_two_phase(sink: WriterOptions) -> None:
+    assert choose_two_phase(sink) is True
