@@ -10,6 +10,9 @@ driver's state when it died, then a restart (:func:`recover`) and Spark's replay
 - Driver dead mid-commit (intent recorded, one of three committed) with a zombie attempt's transaction open:
   the restart commits the other two and aborts the zombie; the replay writes nothing, and its commit keeps
   the batch once.
+- A Spark query (two micro-batches of three write tasks) writes each row once, where murmur2 puts it, and
+  leaves no transaction open; batch 1 replayed after the sink committed it (Spark's commit log entry
+  removed) writes nothing again.
 - ``abort`` of a batch whose intent was recorded commits it; of one without, aborts everything.
 - Against a broker with the setting off: ``auto`` falls back with one warning naming the setting,
   ``twoPhaseCommit=true`` refuses, ``false`` does not ask.
@@ -20,13 +23,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.spark.conftest import read_committed
 from tests.support.murmur2 import PUBLISHED, java_partition
 
 from tidelog.client.txn_producer import PreparedTransaction, complete_prepared
@@ -77,15 +80,19 @@ def sink(broker: Broker, topic_name: Any) -> WriterOptions:
 def _rows(task: int, batch: int, n: int = 20) -> list[pa.RecordBatch]:
     keys = [b"b%d-t%d-k%d" % (batch, task, i) for i in range(n)]
     values = [b"b%d-t%d-v%d" % (batch, task, i) for i in range(n)]
-    return [pa.RecordBatch.from_pydict({"key": keys[:7], "value": values[:7]}),
-            pa.RecordBatch.from_pydict({"key": keys[7:], "value": values[7:]})]
+    return [
+        pa.RecordBatch.from_pydict({"key": keys[:7], "value": values[:7]}),
+        pa.RecordBatch.from_pydict({"key": keys[7:], "value": values[7:]}),
+    ]
 
 
 def _expected(batch: int, n: int = 20) -> list[bytes]:
     return sorted(b"b%d-t%d-v%d" % (batch, t, i) for t in range(TASKS) for i in range(n))
 
 
-def _write_batch(options: WriterOptions, query: str, batch: int, attempt: int = 0) -> list[PreparedTransaction]:
+def _write_batch(
+    options: WriterOptions, query: str, batch: int, attempt: int = 0
+) -> list[PreparedTransaction]:
     messages = [write_task(options, query, batch, t, attempt, _rows(t, batch)) for t in range(TASKS)]
     assert all(isinstance(m, TwoPhaseCommitMessage) and m.rows == 20 for m in messages)
     return [PreparedTransaction.from_json(m.prepared or "") for m in messages]
@@ -107,33 +114,36 @@ def _stable_ends(options: WriterOptions, isolation: str = "read_committed") -> l
 
 
 def _records(options: WriterOptions) -> list[tuple[bytes, bytes, int]]:
-    """(key, value, partition) of every record a read_committed reader reads."""
+    """(key, value, partition) of every record a read_committed reader reads (up to each last stable
+    offset), all partitions at once."""
+    assert options.topic is not None
     consumer: Any = Consumer(
         {
             "bootstrap.servers": options.bootstrap_servers,
             "group.id": "2pc-records",
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10,
         }
     )
     records = []
     try:
-        for p in range(PARTITIONS):
-            consumer.assign([TopicPartition(options.topic, p, 0)])
-            while True:
-                m = consumer.poll(15)
-                assert m is not None, "timed out reading the sink topic"
-                if m.error():
-                    break  # partition EOF (at the last stable offset)
-                records.append((m.key(), m.value(), p))
+        consumer.assign([TopicPartition(options.topic, p, 0) for p in range(PARTITIONS)])
+        at_end: set[int] = set()
+        while len(at_end) < PARTITIONS:
+            m = consumer.poll(15)
+            assert m is not None, "timed out reading the sink topic"
+            if m.error():
+                at_end.add(m.partition())  # partition EOF (at the last stable offset)
+                continue
+            records.append((m.key(), m.value(), m.partition()))
     finally:
         consumer.close()
     return records
 
 
 def _output(options: WriterOptions) -> list[bytes]:
-    assert options.topic is not None
-    return sorted(read_committed(options.bootstrap_servers, options.topic, PARTITIONS))
+    return sorted(value for _, value, _ in _records(options))
 
 
 def _open_ids(options: WriterOptions, query: str) -> list[str]:
@@ -167,7 +177,9 @@ def test_nothing_of_a_prepared_batch_is_visible_until_the_driver_commits_then_al
     assert read_intent(sink, query) == BatchIntent(0, tuple(prepared))
     placed = _records(sink)
     assert sorted(value for _, value, _ in placed) == got
-    assert all(java_partition(key, PARTITIONS) == p for key, _, p in placed)  # where format("kafka") puts them
+    assert all(
+        java_partition(key, PARTITIONS) == p for key, _, p in placed
+    )  # where format("kafka") puts them
 
 
 def test_driver_dead_after_prepare_before_commit_then_restart_and_replay_give_the_batch_once(
@@ -175,12 +187,20 @@ def test_driver_dead_after_prepare_before_commit_then_restart_and_replay_give_th
 ) -> None:
     query = str(uuid.uuid4())
     commit_batch(sink, query, 0, _write_batch(sink, query, 0))
+    zombie = write_task(
+        sink, query, 0, 2, 1, _rows(2, 0)
+    )  # an attempt of batch 0 still running at its commit
     first = _output(sink)
-    _write_batch(sink, query, 1)  # the driver dies here: batch 1 prepared, no intent
+    dead = _write_batch(sink, query, 1)  # the driver dies here: batch 1 prepared, no intent
     assert _output(sink) == first
+    assert len(_open_ids(sink, query)) == 1 + TASKS
 
-    assert recover(sink, query) == 0  # the restart: batch 0 decided, batch 1's transactions aborted
-    assert _open_ids(sink, query) == []
+    # The restart (Spark's offset log ends at batch 1): batch 0 is decided; open transactions of earlier
+    # batches are aborted; batch 1's wait for its replay's commit (Spark also builds the writer to commit
+    # batch 1, when its prepared transactions must stay).
+    assert recover(sink, query, running=1) == 0
+    assert _open_ids(sink, query) == sorted(p.transactional_id for p in dead)
+    assert zombie.prepared is not None
     assert _output(sink) == first
     replay = _write_batch(sink, query, 1)  # Spark replays batch 1 (attempt 0 again: new ids)
     commit_batch(sink, query, 1, replay)
@@ -199,16 +219,17 @@ def test_driver_dead_mid_commit_then_restart_finishes_the_batch_and_the_replay_w
     complete_prepared(sink.bootstrap_servers, prepared[0], commit=True)  # the driver dies here
     assert len(_open_ids(sink, query)) == TASKS  # two of the batch and the zombie
 
-    assert recover(sink, query) == 0
+    assert recover(sink, query, running=0) == 0
     assert _output(sink) == _expected(0)
-    assert _open_ids(sink, query) == []
     assert zombie.prepared is not None
+    assert _open_ids(sink, query) == [PreparedTransaction.from_json(zombie.prepared).transactional_id]
 
     # Spark replays batch 0: tasks built after recover() skip it; a replay that wrote anyway is aborted
     replay = _write_batch(sink, query, 0)
     commit_batch(sink, query, 0, replay)
     assert _output(sink) == _expected(0)
     assert _open_ids(sink, query) == []
+    assert _stable_ends(sink) == _stable_ends(sink, "read_uncommitted")
 
 
 def test_abort_commits_a_batch_whose_intent_was_recorded_and_aborts_one_without(sink: WriterOptions) -> None:
@@ -226,7 +247,9 @@ def test_abort_commits_a_batch_whose_intent_was_recorded_and_aborts_one_without(
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "tidelog.spark" and r.levelno == logging.WARNING]
+    return [
+        r.getMessage() for r in caplog.records if r.name == "tidelog.spark" and r.levelno == logging.WARNING
+    ]
 
 
 def test_without_the_broker_setting_auto_falls_back_with_one_warning(
@@ -253,3 +276,70 @@ def test_without_the_broker_setting_auto_falls_back_with_one_warning(
 
 def test_with_the_broker_setting_auto_chooses_two_phase(sink: WriterOptions) -> None:
     assert choose_two_phase(sink) is True
+
+
+def _query(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path) -> Any:
+    frame = (
+        spark.readStream.format("tidelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "150")
+        .load()
+        .selectExpr("key", "upper(cast(value as string)) as value")
+        .repartition(3)  # three write tasks per micro-batch
+    )
+    query = (
+        frame.writeStream.format("tidelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    return query
+
+
+def test_a_spark_query_commits_each_micro_batch_in_two_phases_and_a_replay_writes_nothing(
+    spark: Any, broker: Broker, sink: WriterOptions, topic_name: Any, tmp_path: Path
+) -> None:
+    bootstrap = broker.bootstrap_servers
+    source = topic_name("in")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(source, num_partitions=2, replication_factor=1)])[source].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(300):
+        producer.produce(source, b"v%d" % i, b"k%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    checkpoint = tmp_path / "cp"
+    assert sink.topic is not None
+
+    query = _query(spark, bootstrap, source, sink.topic, checkpoint)
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [150, 150]
+    placed = _records(sink)
+    print(
+        "DEBUG",
+        open_transactions(sink),
+        read_intent(sink, query.id),
+        _stable_ends(sink),
+        _stable_ends(sink, "read_uncommitted"),
+    )
+    assert sorted(value for _, value, _ in placed) == sorted(b"V%d" % i for i in range(300))
+    assert all(java_partition(key, PARTITIONS) == p for key, _, p in placed)
+    intent = read_intent(sink, query.id)
+    assert intent is not None
+    assert intent.batch == 1
+    assert len(intent.transactions) == 3
+    assert all(t.transactional_id.startswith(f"tidelog-spark-2pc-{query.id}-1-") for t in intent.transactions)
+    assert _open_ids(sink, query.id) == []
+
+    # The driver "dies" after the sink committed batch 1 but before Spark recorded it: Spark replays batch 1.
+    (checkpoint / "commits" / "1").unlink()
+    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
+    _query(spark, bootstrap, source, sink.topic, checkpoint)
+    assert _output(sink) == sorted(b"V%d" % i for i in range(300))
+    assert read_intent(sink, query.id) == intent
+    assert _open_ids(sink, query.id) == []

@@ -36,7 +36,7 @@ from tidelog.spark.transactional import (
     probe_transactions,
     read_batch_shape,
 )
-from tidelog.spark.two_phase import TwoPhaseStreamWriter, choose_two_phase, recover
+from tidelog.spark.two_phase import TwoPhaseStreamWriter, choose_two_phase, latest_logged_batch, recover
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
@@ -102,7 +102,8 @@ class TidelogDataSource(DataSource):
             ensure_progress_topic(options)
             if choose_two_phase(options):
                 query_id = checkpoint_query_id(options.checkpoint_location)
-                decided = None if query_id is None else recover(options, query_id)
+                running = latest_logged_batch(options.checkpoint_location)
+                decided = None if query_id is None else recover(options, query_id, running)
                 return TwoPhaseStreamWriter(options, query_id, decided)
             # Spark builds the writer when the query (re)starts and again for each commit / abort, always
             # with no task of the query writing: transactions a killed run left open are fenced here.

@@ -89,7 +89,7 @@ from tidelog.client.wire import WireError, connect
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.records import SimpleRecord
 from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
-from tidelog.spark.fencing import checkpoint_query_id, open_transactions
+from tidelog.spark.fencing import checkpoint_query_id, local_checkpoint, open_transactions
 from tidelog.spark.murmur2 import partition_for
 from tidelog.spark.options import WriterOptions
 from tidelog.spark.two_phase_intent import BatchIntent, read_intent, record_intent
@@ -110,6 +110,7 @@ __all__ = [
     "abort_leftovers",
     "choose_two_phase",
     "commit_batch",
+    "latest_logged_batch",
     "recover",
     "two_phase_id",
     "write_task",
@@ -286,8 +287,17 @@ def _complete_all(
             )
 
 
-def abort_leftovers(options: WriterOptions, query_id: str, keep: Iterable[str] = ()) -> list[str]:
-    """Abort every open transaction of query ``query_id``'s two-phase sink except ``keep``; returns their ids.
+def _batch_of(name: str, prefix: str) -> int | None:
+    """The micro-batch in one of the query's ids (``{prefix}{batch}-{partition}-{attempt}-{nonce}``)."""
+    batch = name[len(prefix) :].split("-", 1)[0]
+    return int(batch) if batch.isdigit() else None
+
+
+def abort_leftovers(
+    options: WriterOptions, query_id: str, keep: Iterable[str] = (), before_batch: int | None = None
+) -> list[str]:
+    """Abort every open transaction of query ``query_id``'s two-phase sink except ``keep`` (only those of
+    micro-batches before ``before_batch`` when given); returns their ids.
 
     Raises :class:`TwoPhaseCommitError` when the open transactions cannot be listed (a two-phase transaction
     never times out: a leftover would hold read_committed readers back for good)."""
@@ -297,7 +307,11 @@ def abort_leftovers(options: WriterOptions, query_id: str, keep: Iterable[str] =
         raise TwoPhaseCommitError(f"cannot list the open transactions of query {query_id}: {exc}") from exc
     prefix = f"{TWO_PHASE_PREFIX}{query_id}-"
     kept = set(keep)
-    leftovers = sorted({name for name, _ in listed if name.startswith(prefix) and name not in kept})
+    leftovers = []
+    for name in sorted({name for name, _ in listed if name.startswith(prefix) and name not in kept}):
+        batch = _batch_of(name, prefix)
+        if before_batch is None or (batch is not None and batch < before_batch):
+            leftovers.append(name)
     security = _security(options)
     for name in leftovers:
         # InitProducerId (not keeping the prepared transaction) aborts it and fences its producer.
@@ -314,13 +328,28 @@ def abort_leftovers(options: WriterOptions, query_id: str, keep: Iterable[str] =
     return leftovers
 
 
-def recover(options: WriterOptions, query_id: str) -> int | None:
-    """At (re)start: finish the latest intent, abort every other open transaction of the query; returns the
-    intent's batch (the last batch whose output is decided), or None."""
+def latest_logged_batch(checkpoint_location: str | None) -> int | None:
+    """The last micro-batch in a local checkpoint's offset log (the one running or to be replayed)."""
+    path = local_checkpoint(checkpoint_location)
+    if path is None:
+        return None
+    try:
+        batches = [int(p.name) for p in (path / "offsets").iterdir() if p.name.isdigit()]
+    except OSError:
+        return None
+    return max(batches, default=None)
+
+
+def recover(options: WriterOptions, query_id: str, running: int | None = None) -> int | None:
+    """When Spark builds the writer: finish the latest intent (committing what is committed already is a
+    no-op), abort open transactions of the query's micro-batches before ``running`` (the offset log's last
+    batch: Spark builds a writer for each commit too, so that batch's prepared transactions may be the ones
+    about to be committed); returns the intent's batch (the last batch whose output is decided), or None."""
     intent = read_intent(options, query_id)
     if intent is not None:
         _complete_all(options, intent.batch, intent.transactions, commit=True)
-    abort_leftovers(options, query_id)
+    if running is not None:
+        abort_leftovers(options, query_id, before_batch=running)
     return None if intent is None else intent.batch
 
 
