@@ -2,16 +2,16 @@
 (no Spark) against one broker with ``transaction.two.phase.commit.enable=true``; each crash point is the
 driver's state when it died, then a restart (:func:`recover`) and Spark's replay of the batch.
 
-- Keys go where the Java producer puts them (murmur2, Kafka's published hash values).
-- Three tasks prepare a batch over a 3-partition topic: every partition's last stable offset stays 0 and a
+- ``twoPhaseCommit`` is auto, true or false. Keys go where the Java producer puts them (murmur2, Kafka's published hash values).
+- Three tasks prepare a batch over a 3-partition topic (a fourth, with no rows, opens no transaction): every partition's last stable offset stays 0 and a
   read_committed reader reads nothing; the driver's commit makes exactly the batch visible.
 - Driver dead after the tasks prepared, before the commit intent: the restart aborts the prepared
   transactions before the replay writes; the replay's commit gives the batch once.
 - Driver dead mid-commit (intent recorded, one of three committed) with a zombie attempt's transaction open:
   the restart commits the other two and aborts the zombie; the replay writes nothing, and its commit keeps
   the batch once.
-- A Spark query (two micro-batches of three write tasks) writes each row once, where murmur2 puts it, and
-  leaves no transaction open; batch 1 replayed after the sink committed it (Spark's commit log entry
+- A Spark query (a micro-batch of three write tasks) writes each row once, where murmur2 puts it, and
+  leaves no transaction open; the batch replayed after the sink committed it (Spark's commit log entry
   removed) writes nothing again.
 - ``abort`` of a batch whose intent was recorded commits it; of one without, aborts everything.
 - Against a broker with the setting off: ``auto`` falls back with one warning naming the setting,
@@ -36,7 +36,7 @@ from tidelog.client.txn_producer import PreparedTransaction, complete_prepared
 from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
 from tidelog.spark.fencing import open_transactions
 from tidelog.spark.murmur2 import murmur2, partition_for
-from tidelog.spark.options import WriterOptions, parse_writer_options
+from tidelog.spark.options import OptionError, WriterOptions, parse_writer_options
 from tidelog.spark.transactional import ensure_progress_topic
 from tidelog.spark.two_phase import (
     TwoPhaseCommitMessage,
@@ -158,12 +158,21 @@ def test_keys_go_to_the_java_producer_s_partition() -> None:
     assert 0 <= partition_for(None, 7) < 7
 
 
+def test_two_phase_commit_option() -> None:
+    assert _options("h:1", "t").two_phase_commit == "auto"
+    assert _options("h:1", "t", twophasecommit="TRUE").two_phase_commit == "true"
+    assert _options("h:1", "t", twoPhaseCommit="false").two_phase_commit == "false"
+    with pytest.raises(OptionError, match="option twoPhaseCommit must be auto, true or false, got 'yes'"):
+        _options("h:1", "t", twoPhaseCommit="yes")
+
+
 def test_nothing_of_a_prepared_batch_is_visible_until_the_driver_commits_then_all_of_it(
     sink: WriterOptions,
 ) -> None:
     query = str(uuid.uuid4())
     prepared = _write_batch(sink, query, 0)
     assert len({p.transactional_id for p in prepared}) == TASKS
+    assert write_task(sink, query, 0, TASKS, 0, []) == TwoPhaseCommitMessage(query, 0, None)  # no rows
     assert _stable_ends(sink) == [0] * PARTITIONS
     assert _output(sink) == []
     assert len(_open_ids(sink, query)) == TASKS
@@ -284,7 +293,7 @@ def _query(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "150")
+        .option("maxOffsetsPerTrigger", "300")
         .load()
         .selectExpr("key", "upper(cast(value as string)) as value")
         .repartition(3)  # three write tasks per micro-batch
@@ -318,7 +327,7 @@ def test_a_spark_query_commits_each_micro_batch_in_two_phases_and_a_replay_write
     assert sink.topic is not None
 
     query = _query(spark, bootstrap, source, sink.topic, checkpoint)
-    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [150, 150]
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [300]
     placed = _records(sink)
     print(
         "DEBUG",
@@ -331,14 +340,14 @@ def test_a_spark_query_commits_each_micro_batch_in_two_phases_and_a_replay_write
     assert all(java_partition(key, PARTITIONS) == p for key, _, p in placed)
     intent = read_intent(sink, query.id)
     assert intent is not None
-    assert intent.batch == 1
+    assert intent.batch == 0
     assert len(intent.transactions) == 3
-    assert all(t.transactional_id.startswith(f"tidelog-spark-2pc-{query.id}-1-") for t in intent.transactions)
+    assert all(t.transactional_id.startswith(f"tidelog-spark-2pc-{query.id}-0-") for t in intent.transactions)
     assert _open_ids(sink, query.id) == []
 
-    # The driver "dies" after the sink committed batch 1 but before Spark recorded it: Spark replays batch 1.
-    (checkpoint / "commits" / "1").unlink()
-    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
+    # The driver "dies" after the sink committed batch 0 but before Spark recorded it: Spark replays batch 0.
+    (checkpoint / "commits" / "0").unlink()
+    (checkpoint / "commits" / ".0.crc").unlink(missing_ok=True)
     _query(spark, bootstrap, source, sink.topic, checkpoint)
     assert _output(sink) == sorted(b"V%d" % i for i in range(300))
     assert read_intent(sink, query.id) == intent

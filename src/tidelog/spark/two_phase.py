@@ -15,7 +15,8 @@ Protocol (Flink's two-phase Kafka sink, with Spark's ``write`` / ``commit`` / ``
    through :class:`~tidelog.client.txn_producer.TwoPhaseProducer` to the row's ``partition``, else
    murmur2 of the key (:mod:`tidelog.spark.murmur2`, as ``format("kafka")``); ``prepare()`` flushes, and the
    task returns the :class:`~tidelog.client.txn_producer.PreparedTransaction` (JSON) in its
-   :class:`TwoPhaseCommitMessage`. A task that fails aborts its own transaction (best effort).
+   :class:`TwoPhaseCommitMessage` (none when it had no rows). A task that fails aborts its own transaction
+   (best effort).
 2. Driver ``commit(messages, b)``: (i) record the batch's *intent* durably, the prepared list
    (:mod:`tidelog.spark.two_phase_intent`); (ii) abort the query's other open transactions (failed or
    zombie attempts: ListTransactions, ids with the query's prefix); (iii) commit every prepared transaction
@@ -23,24 +24,32 @@ Protocol (Flink's two-phase Kafka sink, with Spark's ``write`` / ``commit`` / ``
 3. Driver ``abort(messages, b)``: the tasks' transactions and the query's other open ones are aborted —
    unless ``b``'s intent was recorded (``commit`` failed after step (i); Spark calls ``abort`` then):
    those are committed instead (best effort; the restart finishes them).
-4. Restart (the writer built when the query starts, its id read from a local checkpoint; else in the
-   replayed batch's ``commit``): the latest intent is finished (its transactions committed), every other
-   open transaction of the query aborted, and tasks of a batch ``<=`` the intent's batch write nothing
-   (:attr:`TwoPhaseCommitMessage.skipped`): that batch is already in the output.
+4. Building the writer (Spark builds it when the query starts, and again in a new process for every
+   ``commit`` / ``abort``, so building cannot tell a restart from a commit): the latest intent is finished
+   (its transactions committed; those already committed answer ALREADY_COMMITTED), open transactions of
+   the query's batches before the last one in Spark's offset log are aborted (needs a local checkpoint:
+   its query id and offset log), and tasks of a batch ``<=`` the intent's batch write nothing
+   (:attr:`TwoPhaseCommitMessage.skipped`): that batch is already in the output. Open transactions of the
+   offset log's last batch may be the ones the coming ``commit`` commits; those no intent names are
+   aborted by that batch's ``commit`` (step (ii)).
 
 Crash points (the driver dies between two lines; Spark then replays ``b``, whose offsets it logged but whose
 commit it did not):
 
 - during the tasks, or after they prepared and before (i) completed (including after the intent record
-  and before its pointer): no intent for ``b``. The restart aborts every open transaction of the query
-  before any replayed task writes; the replay writes ``b`` again under new ids. Readers saw nothing of the
-  first attempt (open transactions hold the last stable offset back until they are aborted).
+  and before its pointer): no intent for ``b``. The replay writes ``b`` again under new ids; its
+  ``commit`` records the new intent, aborts the dead run's transactions of ``b`` (ii) and commits the new
+  ones. Readers see nothing of the dead run's attempt, ever; until the replay's commit the dead run's open
+  transactions hold the output partitions' last stable offset (other writers' records there included).
+  Open transactions of earlier batches (zombie attempts) are aborted when the restarted query starts.
 - after (i), anywhere in (ii) or (iii): the intent names exactly the transactions of ``b``. The restart
-  commits each (the already committed answer ALREADY_COMMITTED), aborts the rest, and the replay's tasks
-  write nothing; its ``commit`` finds the intent of ``b`` finished. Readers may have seen some of ``b``'s
+  commits each of them (building the writer), the replay's tasks write nothing, and its ``commit`` finds
+  the intent of ``b`` finished and aborts whatever else is open. Readers may have seen some of ``b``'s
   transactions and not others from the first commit until the restart (a driver death mid-commit is the
-  one window where a batch is partly visible).
+  one window where a batch is partly visible for longer than the commit itself).
 - after (iii), before Spark's commit log: as the previous case, with every transaction already committed.
+- ``commit`` raised after (i) and Spark called ``abort``: ``abort`` commits the intent (step 3), never
+  aborts it; whatever it cannot finish, the restart does.
 - a zombie task (an attempt still running after its batch was decided) prepares a transaction nobody
   commits; the next ``commit``'s step (ii), or a restart, aborts it.
 
@@ -49,8 +58,8 @@ Invariants:
 - A transaction of batch ``b`` is committed only after ``b``'s intent is durable and names it, and is
   aborted only if no intent names it (an intent is immutable, and the next intent is written only after
   every transaction of the previous one was committed).
-- Before a replayed batch's tasks write, the query has no open transaction (when the query id is known at
-  start; otherwise the replay's ``commit`` aborts them, and readers wait until then).
+- Every transaction no intent names is aborted by the next ``commit`` or ``abort`` of the query, or when
+  it restarts (earlier batches), whichever comes first.
 - ``commit`` fails loudly (:class:`TwoPhaseCommitError`) when a transaction of the intent was aborted
   by someone else (ALREADY_ABORTED): the batch cannot be made whole.
 
@@ -227,23 +236,35 @@ def write_task(
     attempt: int,
     batches: Iterable[pa.RecordBatch],
 ) -> TwoPhaseCommitMessage:
-    """Write one task's rows in a new transaction and prepare it (the task side, callable without Spark)."""
+    """Write one task's rows in a new transaction and prepare it (the task side, callable without Spark).
+    A task with no rows opens no transaction and reports none."""
     security = _security(options)
-    name = two_phase_id(query_id, batch_id, partition, attempt)
-    producer = TwoPhaseProducer(
-        options.bootstrap_servers, name, timeout=_TIMEOUT_S, sasl=security.sasl, tls=security.tls
-    )
+    partitions = _Partitions(options, security)
+    producer: TwoPhaseProducer | None = None
+    rows = 0
     try:
-        partitions = _Partitions(options, security)
-        rows = sum(_send_rows(producer, options, partitions, batch) for batch in batches)
-        prepared = producer.prepare()
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if producer is None:
+                producer = TwoPhaseProducer(
+                    options.bootstrap_servers,
+                    two_phase_id(query_id, batch_id, partition, attempt),
+                    timeout=_TIMEOUT_S,
+                    sasl=security.sasl,
+                    tls=security.tls,
+                )
+            rows += _send_rows(producer, options, partitions, batch)
+        prepared = None if producer is None else producer.prepare()
     except BaseException:
-        with contextlib.suppress(Exception):  # else the driver's next commit, or the restart, aborts it
-            producer.abort()
+        if producer is not None:
+            with contextlib.suppress(Exception):  # else the driver's next commit, or the restart, aborts it
+                producer.abort()
         raise
     finally:
-        producer.close()
-    return TwoPhaseCommitMessage(query_id, rows, prepared.to_json())
+        if producer is not None:
+            producer.close()
+    return TwoPhaseCommitMessage(query_id, rows, None if prepared is None else prepared.to_json())
 
 
 # -- the driver -------------------------------------------------------------------------------------------
