@@ -13,14 +13,23 @@ driver's state when it died, then a restart (:func:`recover`) and Spark's replay
 - A Spark query (a micro-batch of three write tasks) writes each row once, where murmur2 puts it, and
   leaves no transaction open; the batch replayed after the sink committed it (Spark's commit log entry
   removed) writes nothing again.
+- Soak: the transform example SIGKILLed 6 times (as soon as a task's transaction is open, or anywhere) and
+  restarted: the output holds each record once and no transaction stays open.
 - ``abort`` of a batch whose intent was recorded commits it; of one without, aborts everything.
 - Against a broker with the setting off: ``auto`` falls back with one warning naming the setting,
-  ``twoPhaseCommit=true`` refuses, ``false`` does not ask.
+  ``twoPhaseCommit=true`` refuses, ``false`` does not ask. A query whose (local) checkpoint committed one
+  transaction per task keeps doing so.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,8 +46,10 @@ from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
 from tidelog.spark.fencing import open_transactions
 from tidelog.spark.murmur2 import murmur2, partition_for
 from tidelog.spark.options import OptionError, WriterOptions, parse_writer_options
-from tidelog.spark.transactional import ensure_progress_topic
+from tidelog.spark.replay_shape import BatchShape
+from tidelog.spark.transactional import ensure_progress_topic, record_batch_shape
 from tidelog.spark.two_phase import (
+    TWO_PHASE_PREFIX,
     TwoPhaseCommitMessage,
     abort_batch,
     choose_two_phase,
@@ -53,6 +64,7 @@ pytestmark = pytest.mark.clients
 
 TASKS = 3
 PARTITIONS = 3
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -352,3 +364,117 @@ def test_a_spark_query_commits_each_micro_batch_in_two_phases_and_a_replay_write
     assert _output(sink) == sorted(b"V%d" % i for i in range(300))
     assert read_intent(sink, query.id) == intent
     assert _open_ids(sink, query.id) == []
+
+
+def _pipeline(bootstrap: str, checkpoint: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tidelog.spark.pipeline",
+        str(EXAMPLES / "transform.py"),
+        "--bootstrap-server",
+        bootstrap,
+        "--checkpoint",
+        str(checkpoint),
+        "--source",
+        "kill-in",
+        "--sink",
+        "kill-out",
+        "--exactly-once",
+        "--max-offsets-per-trigger",
+        "150",
+        *extra,
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+    ]
+
+
+# A query process takes 15-25 s to start here, so this loop (a start per kill) is a soak; CI covers each
+# crash point above with the driver's steps called directly.
+@pytest.mark.slow
+@pytest.mark.soak
+def test_sigkilled_two_phase_query_restarted_writes_each_record_once(tmp_path: Path) -> None:
+    kills, n = 6, 2400
+    with Broker(
+        {"transaction.two.phase.commit.enable": True}, data_dir=tmp_path / "data", run_dir=tmp_path / "run"
+    ) as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for topic, partitions in (("kill-in", 2), ("kill-out", PARTITIONS)):
+            admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
+                topic
+            ].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(n):
+            producer.produce("kill-in", b"record %d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        options = _options(bootstrap, "kill-out")
+        checkpoint = tmp_path / "cp"
+        rng = random.Random(11)
+        for kill in range(kills):
+            process = subprocess.Popen(
+                _pipeline(bootstrap, checkpoint, "--trigger-interval", "200 milliseconds"),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                deadline = time.monotonic() + 180  # a bound, not a wait: a loaded machine starts Spark slowly
+                if (
+                    kill % 2 == 0
+                ):  # as soon as a task's transaction is open: mid-write, prepared or mid-commit
+                    while not any(
+                        name.startswith(TWO_PHASE_PREFIX) for name, _ in open_transactions(options)
+                    ):
+                        assert time.monotonic() < deadline
+                        assert process.poll() is None
+                        time.sleep(0.02)
+                    time.sleep(rng.uniform(0, 0.3))
+                else:  # anywhere once batches flow
+                    while not any(_stable_ends(options)) and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    time.sleep(rng.uniform(0, 2.0))
+                assert process.poll() is None
+            finally:
+                os.killpg(process.pid, signal.SIGKILL)  # the driver, its JVM and Python workers
+                process.wait(30)
+        final = subprocess.run(
+            _pipeline(bootstrap, checkpoint, "--available-now"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert final.returncode == 0, final.stderr[-3000:]
+        options = _options(bootstrap, "kill-out")
+        assert sorted(value for _, value, _ in _records(options)) == sorted(
+            b"RECORD %d" % i for i in range(n)
+        )
+        assert not any(name.startswith(TWO_PHASE_PREFIX) for name, _ in open_transactions(options))
+        assert _stable_ends(options) == _stable_ends(options, "read_uncommitted")
+
+
+def test_a_query_that_committed_per_task_keeps_doing_so(
+    sink: WriterOptions, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    query = str(uuid.uuid4())
+    (tmp_path / "metadata").write_text(f'{{"id":"{query}"}}')
+    assert sink.topic is not None
+    options = _options(sink.bootstrap_servers, sink.topic, checkpointLocation=str(tmp_path))
+    assert choose_two_phase(options) is True  # a new checkpoint
+    record_batch_shape(options, query, BatchShape(0, 2))  # what the per-task mode records per batch
+    with caplog.at_level(logging.WARNING, logger="tidelog.spark"):
+        assert choose_two_phase(options) is False
+    expected = (
+        f"deliveryGuarantee=exactly-once: query {query} started with one transaction per task and keeps it "
+        "(a new checkpoint commits in two phases)"
+    )
+    assert _warnings(caplog) == [expected]
+    with pytest.raises(ExactlyOnceUnavailableError, match="one transaction per task"):
+        choose_two_phase(
+            _options(
+                sink.bootstrap_servers, sink.topic, checkpointLocation=str(tmp_path), twoPhaseCommit="true"
+            )
+        )

@@ -66,8 +66,9 @@ Invariants:
 Limits: within ``commit`` the transactions are committed one per task, concurrently, not atomically (Kafka
 has no multi-transaction commit), so for those milliseconds a reader can see some tasks' rows of ``b``
 before others'. Each micro-batch uses one new transactional id per write task; the broker keeps each for
-``transactional.id.expiration.ms``. A checkpoint should stay with the mode it started in: a query whose
-intent exists refuses to fall back to per-task transactions.
+``transactional.id.expiration.ms``. A query stays in the mode it started in (a query whose intent exists
+refuses to fall back; one that committed per task keeps doing so) when its checkpoint is local; with a
+remote checkpoint, switching modes under a query whose last batch was cut short can duplicate that batch.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
 from tidelog.spark.fencing import checkpoint_query_id, local_checkpoint, open_transactions
 from tidelog.spark.murmur2 import partition_for
 from tidelog.spark.options import WriterOptions
+from tidelog.spark.transactional import read_batch_shape
 from tidelog.spark.two_phase_intent import BatchIntent, read_intent, record_intent
 from tidelog.spark.writer import (
     ProducerWriteError,
@@ -407,10 +409,31 @@ def abort_batch(
     abort_leftovers(options, query_id)
 
 
+def _started_per_task(options: WriterOptions) -> bool:
+    """Whether the query (a local checkpoint's) committed batches one transaction per task and never in two
+    phases: a replay of such a batch must stay per task (its tasks' progress marks say what is written)."""
+    query_id = checkpoint_query_id(options.checkpoint_location)
+    if query_id is None or read_batch_shape(options, query_id) is None:
+        return False
+    if read_intent(options, query_id) is not None:
+        return False
+    if options.two_phase_commit == "true":
+        raise ExactlyOnceUnavailableError(
+            f"two-phase commit for query {query_id}, whose checkpoint was written with one transaction per task"
+        )
+    log.warning(
+        "deliveryGuarantee=exactly-once: query %s started with one transaction per task and keeps it (a new "
+        "checkpoint commits in two phases)",
+        query_id,
+    )
+    return True
+
+
 def choose_two_phase(options: WriterOptions) -> bool:
     """Whether this exactly-once write uses two-phase commit (``twoPhaseCommit``, and what the broker
     allows): ``auto`` falls back with one warning per process and broker, ``true`` raises
-    :class:`ExactlyOnceUnavailableError`. A query whose checkpoint has an intent never falls back."""
+    :class:`ExactlyOnceUnavailableError`. A query (local checkpoint) keeps the mode it started in: one with an
+    intent never falls back, one with per-task batch records never switches to two phases."""
     if options.two_phase_commit == "false":
         return False
     try:
@@ -418,9 +441,10 @@ def choose_two_phase(options: WriterOptions) -> bool:
         TwoPhaseProducer(
             options.bootstrap_servers, _PROBE_ID, timeout=15.0, sasl=security.sasl, tls=security.tls
         ).close()
-        return True
     except (TwoPhaseCommitUnavailableError, WireError) as exc:
         reason = str(exc)
+    else:
+        return not _started_per_task(options)
     if options.two_phase_commit == "true":
         raise ExactlyOnceUnavailableError(f"two-phase commit (twoPhaseCommit=true: {reason})")
     query_id = checkpoint_query_id(options.checkpoint_location)
