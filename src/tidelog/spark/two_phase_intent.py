@@ -28,12 +28,12 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from tidelog.client.txn_producer import PreparedTransaction
 from tidelog.spark.options import WriterOptions
+from tidelog.spark.transactional import PROGRESS_TOPIC
 
 __all__ = ["BatchIntent", "intent_group", "read_intent", "record_intent"]
 
 log = logging.getLogger("tidelog.spark")
 
-PROGRESS_TOPIC = "__tidelog_spark_sinks"  # tidelog.spark.transactional.PROGRESS_TOPIC
 _TIMEOUT_S = 60.0
 
 
