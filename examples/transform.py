@@ -4,8 +4,10 @@
 
 Keys and headers are kept; the value becomes upper case. ``--exactly-once`` writes through the
 transactional sink (``deliveryGuarantee=exactly-once``): each record of the source lands in the sink
-exactly once for ``read_committed`` readers, even when the pipeline is killed and started again. The
-default is at-least-once (faster; a micro-batch cut short is written again).
+exactly once for ``read_committed`` readers, even when the pipeline is killed and started again; against
+brokers with ``transaction.two.phase.commit.enable=true`` each micro-batch becomes visible whole
+(``--two-phase-commit``: auto, true, false). The default is at-least-once (faster; a micro-batch cut short
+is written again).
 
 ``--kafka KEY=VALUE`` (repeatable) passes a client setting to both sides as ``kafka.KEY``, with the Java
 client's keys a Spark job already has, e.g. for a SASL_SSL cluster::
@@ -31,6 +33,12 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="admission control per micro-batch")
     parser.add_argument(
         "--exactly-once", action="store_true", help="transactional sink (read the sink read_committed)"
+    )
+    parser.add_argument(
+        "--two-phase-commit",
+        choices=("auto", "true", "false"),
+        default="auto",
+        help="with --exactly-once: commit each micro-batch whole, in two phases (auto: when the brokers allow it)",
     )
     parser.add_argument(
         "--kafka",
@@ -70,5 +78,6 @@ def build(spark: SparkSession, args: argparse.Namespace) -> DataStreamWriter:
         .option("kafka.bootstrap.servers", args.bootstrap_server)
         .option("topic", args.sink)
         .option("deliveryGuarantee", "exactly-once" if args.exactly_once else "at-least-once")
+        .option("twoPhaseCommit", args.two_phase_commit)
         .options(**_client_options(args))
     )

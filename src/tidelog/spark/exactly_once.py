@@ -5,6 +5,10 @@ the sink checks that the broker hands out a transactional producer id (``init_tr
 without transactions makes it raise :class:`ExactlyOnceUnavailableError`, which names the missing broker
 feature. ``deliveryGuarantee=at-least-once`` (the default) needs nothing from the broker.
 
+Two modes: against brokers with ``transaction.two.phase.commit.enable=true`` (KIP-939) the tasks prepare and
+the driver commits (:mod:`tidelog.spark.two_phase`: a micro-batch becomes visible whole); otherwise, or with
+``twoPhaseCommit=false``, each task commits its own transaction, as designed below.
+
 Design
 ------
 
@@ -13,7 +17,7 @@ tasks are retried, the driver dies at any instruction, and the query restarts fr
 (Spark then re-runs ``b`` over the same input offsets, because its offset log has ``b`` and its commit
 log does not).
 
-Why not "tasks write, the driver commits": Spark runs ``write()`` and ``commit()`` in different
+Why not "tasks write, the driver commits" (without KIP-939): Spark runs ``write()`` and ``commit()`` in different
 processes, and committing a transaction from another process needs its producer id and epoch, which
 librdkafka neither exposes nor accepts (Flink's Kafka sink does it by reflection into the Java client).
 So each *task* commits its own transaction, and the commit carries a durable "this task is done" mark:

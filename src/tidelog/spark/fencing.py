@@ -43,6 +43,8 @@ __all__ = [
     "checkpoint_query_id",
     "fence_leftovers",
     "leftover_ids",
+    "local_checkpoint",
+    "open_transactions",
     "query_of",
     "transactional_id",
 ]
@@ -78,9 +80,9 @@ def leftover_ids(listed: Iterable[tuple[str, str]], query_id: str) -> list[str]:
     return [name for _, name in sorted(set(found))]
 
 
-def checkpoint_query_id(checkpoint_location: str | None) -> str | None:
-    """The query id Spark keeps in ``{checkpoint}/metadata``, or None unless the checkpoint is on this
-    machine's file system (an absolute path or a ``file:`` URI) and has that file."""
+def local_checkpoint(checkpoint_location: str | None) -> Path | None:
+    """The checkpoint's directory when it is on this machine's file system (an absolute path or a ``file:``
+    URI), else None."""
     if not checkpoint_location:
         return None
     location = checkpoint_location.strip()
@@ -88,8 +90,15 @@ def checkpoint_query_id(checkpoint_location: str | None) -> str | None:
         location = location.removeprefix("file:")
         location = "/" + location.lstrip("/")  # file:/x, file:///x
     path = Path(location)
-    if not path.is_absolute():
-        return None  # relative to the driver JVM's directory, which this process may not share
+    return path if path.is_absolute() else None  # a relative one is the driver JVM's, maybe not ours
+
+
+def checkpoint_query_id(checkpoint_location: str | None) -> str | None:
+    """The query id Spark keeps in ``{checkpoint}/metadata``, or None unless the checkpoint is on this
+    machine's file system (an absolute path or a ``file:`` URI) and has that file."""
+    path = local_checkpoint(checkpoint_location)
+    if path is None:
+        return None
     try:
         first_line = (path / "metadata").read_text(encoding="utf-8").splitlines()[0]
         query_id = json.loads(first_line)["id"]
@@ -98,7 +107,7 @@ def checkpoint_query_id(checkpoint_location: str | None) -> str | None:
     return query_id if isinstance(query_id, str) else None
 
 
-def _open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
+def open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
     """``(transactional id, state)`` of every open transaction of the cluster (ListTransactions on every
     broker). Raises :class:`~tidelog.client.wire.WireError` when that cannot be asked."""
     from tidelog.client.security import WireSecurity
@@ -154,7 +163,7 @@ def fence_leftovers(options: WriterOptions, query_id: str) -> list[str]:
     from tidelog.client.wire import WireError
 
     try:
-        leftovers = leftover_ids(_open_transactions(options), query_id)
+        leftovers = leftover_ids(open_transactions(options), query_id)
     except WireError as exc:
         log.warning(
             "cannot list the open transactions of query %s (%s): transactions a killed run left open end at "

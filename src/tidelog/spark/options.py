@@ -24,6 +24,8 @@ Invariants:
   and is idempotent (``enable.idempotence=true``, as Java clients >= 3.0) unless the user's settings
   conflict with idempotence (``acks`` other than all, ``retries=0``, more than 5 requests in flight) and
   do not ask for it, as the Java client decides.
+- ``twoPhaseCommit`` (``auto`` by default, ``true``, ``false``) chooses how ``deliveryGuarantee=exactly-once``
+  commits (:mod:`tidelog.spark.two_phase`); any other value raises.
 - ``kafka.isolation.level`` is ``read_uncommitted`` (default, like Spark) or ``read_committed``.
 - A bad value raises :class:`OptionError` whose message names the option; nothing is validated later.
 """
@@ -165,6 +167,7 @@ class WriterOptions:
     client_config: Mapping[str, str]
     warnings: tuple[str, ...] = ()
     checkpoint_location: str | None = None  # the query's, when given as an option (finds its id)
+    two_phase_commit: Literal["auto", "true", "false"] = "auto"  # twoPhaseCommit (exactly-once only)
 
     def producer_config(self) -> dict[str, str | bool | int]:
         config: dict[str, str | bool | int] = {
@@ -431,6 +434,9 @@ def parse_writer_options(raw: Mapping[str, str]) -> WriterOptions:
         raise OptionError(
             f"option deliveryGuarantee must be at-least-once or exactly-once, got {guarantee!r}"
         )
+    two_phase = options.get("twophasecommit", "auto").strip().lower()
+    if two_phase not in ("auto", "true", "false"):
+        raise OptionError(f"option twoPhaseCommit must be auto, true or false, got {two_phase!r}")
     topic = options.get("topic") or None
     client = _client_config(options, producer=True)
     return WriterOptions(
@@ -440,4 +446,5 @@ def parse_writer_options(raw: Mapping[str, str]) -> WriterOptions:
         client_config=client.config,
         warnings=tuple(client.warnings),
         checkpoint_location=options.get("checkpointlocation") or None,
+        two_phase_commit=two_phase,  # type: ignore[arg-type]  # checked above
     )

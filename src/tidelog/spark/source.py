@@ -8,7 +8,9 @@ Invariants:
 - The schema is fixed (Spark's Kafka source row); a user-given schema is refused.
 - ``deliveryGuarantee=exactly-once`` (streaming writes only) is checked at plan time: the broker must hand
   out a transactional producer id, else :class:`~tidelog.spark.exactly_once.ExactlyOnceUnavailableError`;
-  open transactions a killed run of the query left are fenced then (:mod:`tidelog.spark.fencing`).
+  open transactions a killed run of the query left are fenced then (:mod:`tidelog.spark.fencing`). It
+  commits in two phases (:mod:`tidelog.spark.two_phase`: the query's leftovers are resolved then) when the
+  broker allows it and ``twoPhaseCommit`` is not ``false``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tidelog.spark.transactional import (
     probe_transactions,
     read_batch_shape,
 )
+from tidelog.spark.two_phase import TwoPhaseStreamWriter, choose_two_phase, latest_logged_batch, recover
 from tidelog.spark.writer import BatchWriter, StreamWriter, check_input_schema
 
 __all__ = ["TidelogDataSource"]
@@ -97,6 +100,11 @@ class TidelogDataSource(DataSource):
         if options.exactly_once:
             probe_transactions(options)
             ensure_progress_topic(options)
+            if choose_two_phase(options):
+                query_id = checkpoint_query_id(options.checkpoint_location)
+                running = latest_logged_batch(options.checkpoint_location)
+                decided = None if query_id is None else recover(options, query_id, running)
+                return TwoPhaseStreamWriter(options, query_id, decided)
             # Spark builds the writer when the query (re)starts and again for each commit / abort, always
             # with no task of the query writing: transactions a killed run left open are fenced here.
             query_id = checkpoint_query_id(options.checkpoint_location)
