@@ -1,6 +1,6 @@
 """Kafka's Java ``Utils.murmur2`` and the default partitioner's choice for a keyed record, in Python.
 
-A port for tests: the partition a Java producer (and so Spark's ``format("kafka")``) picks for a key is
+For tests: the partition a Java producer (and so Spark's ``format("kafka")``) picks for a key is
 ``toPositive(murmur2(key)) % partitions``. :data:`PUBLISHED` are the hash values Kafka's own
 ``UtilsTest.testMurmur2`` asserts (apache/kafka clients/src/test/java/org/apache/kafka/common/utils/
 UtilsTest.java) and that librdkafka's ``rdmurmur2.c`` unit test checks its Java-compatible hash against.
@@ -8,10 +8,9 @@ UtilsTest.java) and that librdkafka's ``rdmurmur2.c`` unit test checks its Java-
 
 from __future__ import annotations
 
-__all__ = ["PUBLISHED", "java_murmur2", "java_partition"]
+from tidelog.spark.murmur2 import murmur2
 
-_MASK = 0xFFFFFFFF
-_M = 0x5BD1E995
+__all__ = ["PUBLISHED", "java_murmur2", "java_partition"]
 
 #: key -> Java's murmur2 (a signed 32-bit int), from Kafka's UtilsTest.testMurmur2.
 PUBLISHED = {
@@ -24,32 +23,11 @@ PUBLISHED = {
 }
 
 
-def java_murmur2(data: bytes) -> int:
-    """``org.apache.kafka.common.utils.Utils.murmur2(data)``: 32-bit arithmetic, signed result."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    for i in range(length // 4):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = (h * _M) & _MASK
-        h ^= k
-    tail = length & ~3
-    rest = length % 4
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
+java_murmur2 = murmur2
+"""``org.apache.kafka.common.utils.Utils.murmur2(data)``: the product's port (the sink's two-phase writer
+partitions with it), checked against :data:`PUBLISHED` by the tests that use it."""
 
 
 def java_partition(key: bytes, partitions: int) -> int:
     """The Java producer's partition for a keyed record: ``Utils.toPositive(murmur2(key)) % partitions``."""
-    return (java_murmur2(key) & 0x7FFFFFFF) % partitions
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
