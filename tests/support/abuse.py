@@ -19,7 +19,15 @@ from tidelog.client.wire import WireClient
 from tidelog.protocol.compression import Compression, _xxh32
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 
-__all__ = ["bomb", "confluent_round_trip", "peak_rss_bytes", "produce_raw", "raw_batch", "rss_bytes"]
+__all__ = [
+    "bomb",
+    "confluent_round_trip",
+    "peak_rss_bytes",
+    "produce_raw",
+    "raw_batch",
+    "reset_peak_rss",
+    "rss_bytes",
+]
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIB = 1 << 20
@@ -41,6 +49,13 @@ def rss_bytes(pid: int) -> int:
 def peak_rss_bytes(pid: int) -> int:
     """The highest resident set size process ``pid`` ever had (``VmHWM``), in bytes."""
     return _status_kib(pid, "VmHWM:")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start ``VmHWM`` of process ``pid`` over from its RSS now (``/proc/<pid>/clear_refs``: 5; the
+    process's owner or root), so :func:`peak_rss_bytes` is the peak since this call."""
+    with open(f"/proc/{pid}/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
 
 
 def confluent_round_trip(bootstrap: str, topic: str) -> None:
