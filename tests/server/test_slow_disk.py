@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from tests.support.abuse import peak_rss_bytes, reset_peak_rss, rss_bytes
+from tests.support.abuse import peak_rss_bytes, record_rss, reset_peak_rss, rss_bytes
 from tests.support.kafka_workload import GROUP_ID_UNUSED, confluent_create_topic
 from tests.support.slow_disk import slow_loop_ext4
 
@@ -80,7 +80,7 @@ class SlowDiskBroker:
 def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlowDiskBroker]:
     tmp = tmp_path_factory.mktemp("slow-disk")
     with slow_loop_ext4(
-        tmp / "disk", tmp / "disk.img", size_mb=384, write_bytes_per_second=DISK_BYTES_PER_SECOND
+        tmp / "disk", tmp / "disk.img", size_mb=512, write_bytes_per_second=DISK_BYTES_PER_SECOND
     ) as mount:
         broker = Broker(
             CONFIG,
@@ -253,6 +253,14 @@ def _full_speed(slow: SlowDiskBroker, *, acks: str, megabytes: int, label: str) 
         f"{before / MIB:.0f} MiB before, peak {peak / MIB:.0f} MiB (rose {grew / MIB:.1f} MiB), "
         f"{answers} probes answered, slowest {slowest * 1000:.0f} ms"
     )
+    record_rss(
+        f"slow disk: confluent producer acks={acks}, {megabytes} MiB",
+        before,
+        peak,
+        mib_per_s=megabytes / took,
+        probes=answers,
+        slowest_probe_ms=slowest * 1000,
+    )
     assert took * DISK_BYTES_PER_SECOND < 2 * megabytes * MIB, "the disk did not slow the producer"
     assert answers > 0
     assert grew < max(48 * MIB, megabytes * MIB // 4), f"broker RSS rose {grew / MIB:.0f} MiB"
@@ -367,6 +375,13 @@ def test_pipelining_producers_to_a_slow_disk(slow: SlowDiskBroker) -> None:
     print(
         f"\nslow disk, {connections} pipelining connections x {requests} MiB: broker RSS {before / MIB:.0f} MiB "
         f"before, peak {peak / MIB:.0f} MiB, {answers} probes answered, slowest {slowest * 1000:.0f} ms"
+    )
+    record_rss(
+        f"slow disk: {connections} connections pipelining {requests} x 1 MiB produces",
+        before,
+        peak,
+        probes=answers,
+        slowest_probe_ms=slowest * 1000,
     )
     assert sorted(out) == list(range(connections)), "a pipelining connection did not finish"
     assert answers > 0
