@@ -13,7 +13,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.support.abuse import bomb, confluent_round_trip, peak_rss_bytes, produce_raw, raw_batch, rss_bytes
+from tests.support.abuse import (
+    bomb,
+    confluent_round_trip,
+    peak_rss_bytes,
+    produce_raw,
+    raw_batch,
+    record_rss,
+    reset_peak_rss,
+    rss_bytes,
+)
 from tests.support.kafka_workload import confluent_create_topic
 
 from tidelog.client.wire import WireClient
@@ -51,6 +60,7 @@ def test_bomb_is_refused_in_bounded_memory(broker: Broker, topics: None, codec: 
     batch = raw_batch(bomb(codec, INFLATED[codec]), codec=codec)
     assert len(batch) < MIB
     before = rss_bytes(pid)
+    reset_peak_rss(pid)  # this bomb's peak, not an earlier case's
     with WireClient("127.0.0.1", broker.port, timeout=30) as client:
         error_code, message = produce_raw(client, COMPACTED, batch)
     assert error_code == CORRUPT_MESSAGE, (error_code, message)
@@ -58,6 +68,9 @@ def test_bomb_is_refused_in_bounded_memory(broker: Broker, topics: None, codec: 
     assert f"{codec.name} payload" in message
     assert f"limit of {LIMIT}" in message, message
     grew = peak_rss_bytes(pid) - before
+    record_rss(
+        f"{codec.name} decompression bomb ({INFLATED[codec] / MIB:,.0f} MiB inflated)", before, before + grew
+    )
     assert grew < PEAK_GROWTH_BOUND, f"peak RSS rose {grew / MIB:.0f} MiB for a {codec.name} bomb"
     confluent_round_trip(broker.bootstrap_servers, HEALTH)
 

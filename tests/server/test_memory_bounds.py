@@ -25,7 +25,7 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.support.abuse import confluent_round_trip, peak_rss_bytes, produce_raw, rss_bytes
+from tests.support.abuse import confluent_round_trip, peak_rss_bytes, produce_raw, record_rss, rss_bytes
 from tests.support.kafka_workload import confluent_create_topic
 
 from tidelog.client.wire import WireClient
@@ -118,6 +118,7 @@ def test_a_client_that_never_reads_is_muted(broker: Broker, pid: int) -> None:
         for expected in range(1, count):
             assert struct.unpack_from(">i", _read_frame(sock))[0] == expected
     grew = peak_rss_bytes(pid) - before
+    record_rss("client that never reads (3,000 metadata responses)", before, before + grew)
     assert grew < 48 * MIB, f"peak RSS rose {grew / MIB:.0f} MiB for a client that did not read"
 
 
@@ -185,6 +186,7 @@ def test_frames_declared_near_the_limit_allocate_nothing_up_front(broker: Broker
             sock.sendall(struct.pack(">i", 100 * MIB - 1) + b"\x00" * 1024)
         confluent_round_trip(broker.bootstrap_servers, HEALTH)
         grew = rss_bytes(pid) - before
+        record_rss("50 frames declared at 100 MiB", before, before + grew)
         assert grew < 32 * MIB, f"RSS grew {grew / MIB:.0f} MiB for 50 frames declared at 100 MiB"
     finally:
         for sock in socks:
@@ -217,6 +219,7 @@ def test_a_one_gib_fetch_gets_at_most_fetch_max_bytes(broker: Broker, pid: int) 
     assert records is not None
     assert 2 * len(value) < len(records) <= FETCH_MAX_BYTES
     grew = peak_rss_bytes(pid) - before
+    record_rss("1 GiB fetch", before, before + grew, response_bytes=len(records))
     assert grew < 16 * MIB, f"peak RSS rose {grew / MIB:.0f} MiB for a 1 GiB fetch"
 
 
@@ -234,6 +237,9 @@ def _idle_connections(broker: Broker, pid: int, count: int, per_connection_bound
             sock.sendall(probe)
             assert struct.unpack_from(">i", _read_frame(sock))[0] == 7
         grew = rss_bytes(pid) - before
+        record_rss(
+            f"{count:,} idle connections", before, before + grew, per_connection_kib=grew / count / 1024
+        )
         assert grew < count * per_connection_bound, f"{count} idle connections took {grew / MIB:.1f} MiB"
         confluent_round_trip(broker.bootstrap_servers, HEALTH)
     finally:

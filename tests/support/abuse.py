@@ -7,6 +7,8 @@ in bounded memory (it repeats one small compressed unit, never holds the inflate
 
 from __future__ import annotations
 
+import json
+import os
 import struct
 import time
 import uuid
@@ -19,7 +21,16 @@ from tidelog.client.wire import WireClient
 from tidelog.protocol.compression import Compression, _xxh32
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 
-__all__ = ["bomb", "confluent_round_trip", "peak_rss_bytes", "produce_raw", "raw_batch", "rss_bytes"]
+__all__ = [
+    "bomb",
+    "confluent_round_trip",
+    "peak_rss_bytes",
+    "produce_raw",
+    "raw_batch",
+    "record_rss",
+    "reset_peak_rss",
+    "rss_bytes",
+]
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIB = 1 << 20
@@ -41,6 +52,28 @@ def rss_bytes(pid: int) -> int:
 def peak_rss_bytes(pid: int) -> int:
     """The highest resident set size process ``pid`` ever had (``VmHWM``), in bytes."""
     return _status_kib(pid, "VmHWM:")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start ``VmHWM`` of process ``pid`` over from its RSS now (``/proc/<pid>/clear_refs``: 5; the
+    process's owner or root), so :func:`peak_rss_bytes` is the peak since this call."""
+    with open(f"/proc/{pid}/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+RSS_REPORT_ENV = "TIDELOG_RSS_REPORT"
+"""When set, the file :func:`record_rss` appends each abuse case's figures to (bench/abuse_rss.py)."""
+
+
+def record_rss(case: str, before: int, after: int, **figures: object) -> None:
+    """Note an abuse case's broker RSS before and at its peak (or after), in bytes, with any other
+    figures, as one JSON line in ``$TIDELOG_RSS_REPORT``; nothing when it is not set."""
+    path = os.environ.get(RSS_REPORT_ENV)
+    if not path:
+        return
+    line = {"case": case, "before_mib": before / _MIB, "after_mib": after / _MIB, **figures}
+    with open(path, "a") as report:
+        report.write(json.dumps(line) + "\n")
 
 
 def confluent_round_trip(bootstrap: str, topic: str) -> None:
