@@ -14,6 +14,9 @@ Invariants:
 - Generated code inlines nested structs and arrays, packs runs of fixed-width fields with one
   ``struct`` call, and reads/writes tagged fields only in flexible versions.
 - ``generated_source`` returns the source for review and debugging.
+- A decoded uuid comes from a bounded cache of the ids seen (:func:`_uuid`): the same topic id arrives in
+  every Fetch and Produce, and ``UUID(bytes=...)`` costs more than the rest of a small request's header.
+  UUIDs are immutable, so sharing one is safe; the cache never holds more than ``_UUID_CACHE_SIZE``.
 """
 
 from __future__ import annotations
@@ -121,6 +124,20 @@ def _too_long(name: str, n: int) -> LocalProtocolError:
     return LocalProtocolError(f"field {name} is {n} bytes, longer than {_MAX_STRING}")
 
 
+_UUID_CACHE_SIZE = 4096
+_UUIDS: dict[bytes, UUID] = {}
+
+
+def _uuid(raw: bytes) -> UUID:
+    """The UUID of 16 raw bytes, from the bounded cache (emptied when full: ids repeat, junk does not)."""
+    found = _UUIDS.get(raw)
+    if found is None:
+        if len(_UUIDS) >= _UUID_CACHE_SIZE:
+            _UUIDS.clear()
+        found = _UUIDS[raw] = UUID(bytes=raw)
+    return found
+
+
 _BASE_NAMESPACE: dict[str, object] = {
     "_str": str,
     "_bytes": bytes,
@@ -131,6 +148,7 @@ _BASE_NAMESPACE: dict[str, object] = {
     "_hasattr": hasattr,
     "_byte_view": byte_view,
     "_UUID": UUID,
+    "_uuid": _uuid,
     "_unpack_from": struct.unpack_from,
     "_pack": struct.pack,
     "_i8u": struct.Struct(">b").unpack_from,
@@ -281,7 +299,7 @@ def _dec_value(src: _Source, ind: int, f: FieldSpec, type_name: str, nullable: b
         packer = src.const(struct.Struct(">" + code).unpack_from, "U")
         src.add(ind, f"{var} = {packer}(m, p)[0]; p += {size}")
         if type_name == "uuid":
-            src.add(ind, f"{var} = _UUID(bytes={var})")
+            src.add(ind, f"{var} = _uuid({var})")
         return
     if type_name in ("string", "bytes", "records"):
         _dec_length(src, ind, compact, 2 if type_name == "string" else 4)
@@ -344,7 +362,7 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
             src.add(ind, f"{', '.join(names)}, = {unpack}(m, p); p += {size}")
             for f, name in zip(run, names, strict=True):
                 if f.type == "uuid":
-                    src.add(ind, f"{name} = _UUID(bytes={name})")
+                    src.add(ind, f"{name} = _uuid({name})")
                 kwargs.append((f.name, name))
         else:
             name = src.var()

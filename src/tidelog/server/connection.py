@@ -24,6 +24,10 @@ Invariants:
   the writer catches up. And while the writer waits on a full socket (a client that does not read its
   responses), the connection is muted the same way, as Kafka mutes a channel whose response is still
   being sent: unsent output is one response plus the kernel's send buffer, never a growing queue.
+- A response the handler returns at once, with no response ahead of it and the writer idle, is encoded and
+  sent by the reader itself on a plain socket (issue 17: no writer wake-up per request); what the socket
+  does not take at once goes to the writer as the next slot, so order and the writer's back-pressure are
+  unchanged.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
@@ -36,7 +40,8 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
@@ -55,6 +60,16 @@ __all__ = ["Connection"]
 log = logging.getLogger("tidelog.connection")
 
 _RECV_BYTES = 1 << 18
+
+_Bytes = bytes | bytearray | memoryview
+
+
+@dataclass(slots=True)
+class _Encoded:
+    """A pending slot whose response is encoded already: the rest of what the reader began to send."""
+
+    chunks: list[object]
+    response: Response
 
 
 class Connection:
@@ -76,6 +91,7 @@ class Connection:
         sasl: SaslSession | None = None,
     ) -> None:
         self._transport = transport
+        self._send_now: Callable[[_Bytes], _Bytes] | None = getattr(transport, "send_now", None)
         self.security_protocol = security_protocol
         """The listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): SASL_* must authenticate."""
         self._sasl = sasl
@@ -90,7 +106,7 @@ class Connection:
             max_request_bytes if sasl is None else min(max_request_bytes, sasl.max_frame_bytes)
         )
         self._decoder = FrameDecoder(unauthenticated_max, writable_frames=True)
-        self._pending: collections.deque[tuple[RequestHeader, Answer]] = collections.deque()
+        self._pending: collections.deque[tuple[RequestHeader, Answer | _Encoded]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -252,15 +268,48 @@ class Connection:
                     self._metrics.observe(ctx.api_key, ctx.api_version, queue_ms, local_ms, 0.0, 0.0)
                     return
                 timing = (ctx.api_key, ctx.api_version, queue_ms, local_ms, ended)
+                if isinstance(result, Response) and self._sent_now(header, result, timing):
+                    return
                 self._enqueue(
                     header, result, timing
                 )  # a delayed operation's task, created here, inherits ctx
                 return
             if isinstance(result, NoResponse):
                 return
+            if isinstance(result, Response) and self._sent_now(header, result, None):
+                return
             self._enqueue(header, result)
         finally:
             current_request.reset(token)
+
+    def _sent_now(
+        self, header: RequestHeader, response: Response, timing: tuple[int, int, float, float, float] | None
+    ) -> bool:
+        """Hook (issue 17): send ``response`` from the reader when nothing is ahead of it and the writer is
+        idle; what the socket does not take goes to the writer as the next slot. False: not sent here (the
+        caller enqueues it)."""
+        send_now = self._send_now
+        if send_now is None or self._pending or not self._output_flowing.is_set():
+            return False
+        try:
+            chunks = encode_response(header, response)
+        except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
+            return False
+        rest: list[object] = list(chunks)
+        if type(rest[0]) is bytes:
+            rest[0] = send_now(rest[0])
+            if not rest[0]:
+                del rest[0]
+        if rest:
+            self._enqueue(header, _Encoded(rest, response), timing)
+            return True
+        self.last_active = time.monotonic()
+        if timing is not None and self._metrics is not None:
+            api_key, api_version, queue_ms, local_ms, local_end = timing
+            sent = time.perf_counter()
+            self._metrics.observe(api_key, api_version, queue_ms, local_ms, 0.0, (sent - local_end) * 1000)
+            self._metrics.responded(api_key, response)
+        return True
 
     def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
         """Pass the request through the SASL session: True when the session answered it."""
@@ -296,10 +345,10 @@ class Connection:
     def _enqueue(
         self,
         header: RequestHeader,
-        result: Answer,
+        result: Answer | _Encoded,
         timing: tuple[int, int, float, float, float] | None = None,
     ) -> None:
-        if not isinstance(result, Response | asyncio.Future) and inspect.isawaitable(result):
+        if not isinstance(result, Response | asyncio.Future | _Encoded) and inspect.isawaitable(result):
             result = asyncio.ensure_future(result)
         if self._metrics is not None:
             self._timings.append(timing)  # one per pending slot (None: not measured)
@@ -327,7 +376,10 @@ class Connection:
                 await self._has_pending.wait()
                 continue
             header, result = pending[0]
-            if not isinstance(result, Response):  # an awaitable (checked second: an ABC check is slow)
+            encoded: list[object] | None = None
+            if isinstance(result, _Encoded):  # the rest of what the reader began to send
+                encoded, result = result.chunks, result.response
+            elif not isinstance(result, Response):  # an awaitable (checked second: an ABC check is slow)
                 try:
                     result = await result
                 except asyncio.CancelledError:
@@ -345,7 +397,7 @@ class Connection:
                 self._room.set()
             timing = self._timings.popleft() if self._metrics is not None else None
             resolved = time.perf_counter() if timing is not None else 0.0
-            chunks = encode_response(header, result)
+            chunks = encode_response(header, result) if encoded is None else encoded
             await self._send(chunks)
             self.last_active = time.monotonic()
             if timing is not None and self._metrics is not None:

@@ -9,12 +9,17 @@ can be, by :meth:`AsyncPurgatory.check` of a key it watches, by its delay expiri
 :meth:`AsyncPurgatory.complete_all` at shutdown. The clock task sleeps until the purgatory's next
 expiration and is woken early when an operation with an earlier deadline arrives; it never fires an
 operation before its deadline.
+
+The clock is one timer handle of the event loop (``call_later``), not a task waiting on an event under a
+timeout: an empty fetch costs one timer callback, with no task switches, futures or cancellations (issue 17,
+per-request cost). The handle is armed only while :meth:`AsyncPurgatory.run` runs, for the earliest pending
+expiration, in the context :meth:`run` was called in (never in the request's that happened to arm it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import contextvars
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -34,8 +39,11 @@ class AsyncPurgatory(Generic[Op]):
         self._purgatory: DelayedOperationPurgatory[Hashable, Op] = DelayedOperationPurgatory(
             name, start_ms=clock.now_ms()
         )
-        self._wakeup = asyncio.Event()
-        self._next_deadline: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._context: contextvars.Context | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_ms: int | None = None
+        """The expiration the armed timer is for (None: not armed)."""
 
     def delay(self, operation: Op, keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can be (True), else watch it under ``keys`` until it can or its
@@ -43,9 +51,8 @@ class AsyncPurgatory(Generic[Op]):
         now = self._clock.now_ms()
         if self._purgatory.try_complete_else_watch(operation, list(keys), now):
             return True
-        deadline = now + operation.delay_ms
-        if self._next_deadline is None or deadline < self._next_deadline:
-            self._wakeup.set()
+        if self._loop is not None and (self._timer_ms is None or now + operation.delay_ms < self._timer_ms):
+            self._arm()
         return False
 
     def check(self, key: Hashable) -> int:
@@ -62,18 +69,40 @@ class AsyncPurgatory(Generic[Op]):
         return self._purgatory.delayed
 
     async def run(self) -> None:
-        """The clock task: expires operations when due."""
-        while True:
+        """The clock: expires operations when due, until cancelled."""
+        loop = asyncio.get_running_loop()
+        self._loop, self._context = loop, contextvars.copy_context()
+        try:
+            self._expire_due()
+            await loop.create_future()  # the timer callbacks do the work
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._loop = self._context = self._timer = self._timer_ms = None
+
+    def _expire_due(self) -> None:
+        """The timer callback: expire what is due, then arm the timer for the next expiration."""
+        self._timer = self._timer_ms = None
+        try:
             self._purgatory.advance_clock(self._clock.now_ms())
-            self._next_deadline = self._purgatory.next_expiration_ms()
-            timeout = (
-                None
-                if self._next_deadline is None
-                else max(self._next_deadline - self._clock.now_ms(), 0) / 1000
-            )
-            self._wakeup.clear()
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that arrives in the
-            # same turn as the wakeup, and the task would never stop.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wakeup.wait()
+        finally:
+            if self._loop is not None:
+                self._arm()
+
+    def _arm(self) -> None:
+        """(Re)arm the timer for the purgatory's earliest expiration, unless it is armed for that or earlier."""
+        loop = self._loop
+        assert loop is not None
+        due = self._purgatory.next_expiration_ms()
+        if due is None:
+            return
+        if self._timer is not None:
+            assert self._timer_ms is not None
+            if self._timer_ms <= due:
+                return
+            self._timer.cancel()
+        # Never early: ``due`` is a whole millisecond of the broker clock and ``now_ms`` rounds down; a timer
+        # the loop fires a little early finds nothing due and re-arms.
+        delay = max(due - self._clock.now_ms(), 0) / 1000
+        self._timer = loop.call_later(delay, self._expire_due, context=self._context)
+        self._timer_ms = due

@@ -8,8 +8,14 @@ them). A transport writes them in order, whole.
 Invariants:
 
 - :class:`PlainTransport` writes bytes with ``send`` (``sock_sendall`` for what the socket buffer did not
-  take), reads what has arrived without waiting for a loop turn (after yielding one), and sends file
-  regions with ``os.sendfile`` (zero copy: record data never passes through Python). A region whose file
+  take), reads what has arrived without waiting for a loop turn, and sends file regions with
+  ``os.sendfile`` (zero copy: record data never passes through Python). Between two reads that found data
+  already there it yields one loop turn (the connection's writer and the other connections run); a read
+  that had to wait has yielded already. It waits for data with one reader registration kept for the
+  connection's life (not one ``sock_recv`` per read: two ``epoll_ctl`` calls, a future and a handle each),
+  dropped when data arrives that nobody waits for (no spinning on a readable socket) and on close.
+  :meth:`PlainTransport.send_now` sends what the socket takes without ever waiting (a response sent from
+  the reader, issue 17) and returns the rest. A region whose file
   turns out shorter than the region (truncated under the reader) raises ``ConnectionError``: the frame is
   broken, the connection must end.
 - :class:`StreamTransport` (asyncio streams: what a TLS connection is, once ``start_tls`` has wrapped it)
@@ -70,17 +76,60 @@ class PlainTransport:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self._fd = sock.fileno()
         self._loop = asyncio.get_running_loop()
+        self._eager = False
+        """The last read found data without waiting: yield a loop turn before the next."""
+        self._reading = False
+        """A reader is registered with the loop for this socket."""
+        self._read_waiter: asyncio.Future[None] | None = None
+        self._closed = False
 
     async def recv(self, max_bytes: int) -> bytes:
-        # One turn of the loop per read (the connection's writer and the other connections run), then the
-        # bytes a pipelining client has already sent are read at once: uvloop's sock_recv always registers
-        # a reader and waits for the next turn (two epoll_ctl calls, a future and a handle per read).
-        await asyncio.sleep(0)
+        # The bytes a client has already sent are read at once; a read that finds none waits on the
+        # connection's reader registration (uvloop's sock_recv registers and drops a reader per read).
+        if self._eager:
+            await asyncio.sleep(0)
+        sock = self._sock
+        while not self._closed:
+            try:
+                data = sock.recv(max_bytes)
+            except (BlockingIOError, InterruptedError):
+                self._eager = False
+                await self._readable()
+                continue
+            self._eager = True
+            return data
+        return b""
+
+    def _readable(self) -> asyncio.Future[None]:
+        waiter = self._read_waiter = self._loop.create_future()
+        if not self._reading:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+        return waiter
+
+    def _on_readable(self) -> None:
+        waiter = self._read_waiter
+        self._read_waiter = None
+        if waiter is None or waiter.done():  # nobody reads now: stop polling until someone does
+            self._stop_reading()
+        else:
+            waiter.set_result(None)
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # a closed loop or socket
+                self._loop.remove_reader(self._fd)
+
+    def send_now(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+        """Send what the socket takes now, never waiting; returns what it did not take (empty: all sent)."""
         try:
-            return self._sock.recv(max_bytes)
+            sent = self._sock.send(data)
         except (BlockingIOError, InterruptedError):
-            return await self._loop.sock_recv(self._sock, max_bytes)
+            return data
+        return memoryview(data)[sent:] if sent < len(data) else b""
 
     async def send_chunks(self, chunks: Sequence[object]) -> None:
         sock = self._sock
@@ -137,6 +186,11 @@ class PlainTransport:
     def close(self) -> None:
         # shutdown first: under uvloop, close() alone leaves the connection up while a sock_recv is
         # pending on it (the peer never sees EOF and the read never returns), e.g. for an idle close.
+        self._closed = True
+        self._stop_reading()
+        waiter, self._read_waiter = self._read_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)  # the read wakes and sees the closed socket
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
