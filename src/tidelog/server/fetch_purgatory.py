@@ -25,6 +25,7 @@ from .appended_bytes import AppendedBytes
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
 from .purgatory import DelayedOperation
+from .shared_reads import SharedReads
 
 __all__ = ["DelayedFetch", "FetchCondition", "FetchPurgatory", "PredicateWait"]
 
@@ -123,10 +124,10 @@ class FetchPurgatory:
         self.last_change: dict[Hashable, int] = {}
         """Per (topic, partition), :attr:`change_count` at its last change (append, high watermark, last
         stable offset, log start, leadership): what lets a fetch session skip partitions that did not move."""
-        self.shared_reads: dict[Hashable, object] | None = None
+        self.shared_reads: SharedReads | None = None
         """While one change's waiting fetches complete (one synchronous pass, nothing can append meanwhile):
         log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
-        offset read the log once. None outside such a pass."""
+        offset read the log once (:mod:`tidelog.server.shared_reads`). None outside such a pass."""
 
     def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
         """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``; one that watches
@@ -154,7 +155,7 @@ class FetchPurgatory:
         self.last_change[key] = self.change_count
         outer = self.shared_reads is None
         if outer:
-            self.shared_reads = {}
+            self.shared_reads = SharedReads()
         try:
             self._operations.check(key)
         finally:

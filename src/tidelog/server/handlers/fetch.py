@@ -6,7 +6,8 @@ Invariants:
   overlapping the returned batches (Kafka's rule: marker at or after the fetch offset, first offset before
   the end of the data), so the client drops their records; read_uncommitted gets null there.
 - Record bytes are never pulled into Python: each partition's data is a list of file regions that the
-  connection writes with ``os.sendfile``.
+  connection writes with ``os.sendfile``; except the small reads shared by the waiting fetches one change
+  completes (:mod:`tidelog.server.shared_reads`): read once into memory, sent in each frame's one write.
 - ``partition_max_bytes`` bounds each partition and ``max_bytes`` (v3+) the whole response, except that the
   first batch of the first partition with data is always sent whole so a consumer can make progress
   (KIP-74).
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import cast
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -60,7 +60,6 @@ from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.acl import AclOperation
 from tidelog.storage import EpochEndOffset
-from tidelog.storage.fetch_data import FetchDataInfo
 
 __all__ = ["FetchHandler"]
 
@@ -356,18 +355,27 @@ class FetchHandler:
                     continue  # Kafka's shouldLeaderThrottle: no data for a throttled replica out of the ISR
                 shared = self._purgatory.shared_reads
                 try:
-                    if shared is None:
-                        data = partition.read(
-                            p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
-                        )
-                    else:  # many fetches woken by one change: one read per partition and offset
+                    if (
+                        shared is not None
+                    ):  # many fetches woken by one change: one read per partition and offset
                         read_key = (topic.name, p.partition, p.fetch_offset, limit, isolation, total == 0)
-                        found = shared.get(read_key)
-                        if found is None:
-                            found = shared[read_key] = partition.read(
-                                p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
-                            )
-                        data = cast("FetchDataInfo", found)
+                        got = shared.read(
+                            read_key,
+                            partition,
+                            p.fetch_offset,
+                            limit,
+                            isolation=isolation,
+                            min_one_batch=total == 0,
+                        )
+                        if got.nbytes:
+                            result.records = got.records
+                            total += got.nbytes
+                            if committed:
+                                result.aborted_transactions = shared.aborted(got, partition, p.fetch_offset)
+                        continue
+                    data = partition.read(
+                        p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                    )
                 except KafkaProtocolError as exc:
                     result.error_code = exc.error_code
                     has_error = True
