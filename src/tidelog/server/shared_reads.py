@@ -18,12 +18,18 @@ Invariants:
 - A read_committed read's aborted transactions are looked up once per shared read, and the list is shared
   (responses only encode it).
 - Errors are never shared: a read that raises raises for each fetch that asks.
+- Whole answers are shared too, between fetches that asked the same thing the same way (:func:`answer_key`:
+  sessionless consumer fetches of the same version, isolation, ``max_bytes``, listener and partitions at
+  the same offsets, limits and epochs): the first builds the :class:`FetchResponse`, the others get the
+  same object (nothing downstream changes a consumer's answer: a throttled one is replaced, not edited).
+  An answer with an error is never shared. Each fetch still counts its own bytes out.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 from tidelog.protocol.messages import FetchResponse
 from tidelog.protocol.schema import RecordsRegion
@@ -32,7 +38,7 @@ from tidelog.storage.fetch_data import FileRegion
 
 from .regions import RegionList
 
-__all__ = ["INLINE_BYTES", "SharedRead", "SharedReads"]
+__all__ = ["INLINE_BYTES", "SharedRead", "SharedReads", "answer_key"]
 
 INLINE_BYTES = 64 * 1024
 """Shared reads up to this size travel as bytes in the response frame."""
@@ -56,13 +62,54 @@ def _inline(region: FileRegion) -> bytes | FileRegion:
     return data if len(data) == region.nbytes else region
 
 
-class SharedReads:
-    """The reads of one pass, by read key."""
+def answer_key(
+    wanted: Iterable[Any], *, version: int, isolation: FetchIsolation, max_bytes: int, listener: str | None
+) -> Hashable:
+    """What makes two sessionless consumer fetches' answers the same: everything their read depends on
+    (``wanted``: :class:`~tidelog.server.handlers.fetch_session_view.Wanted` topics)."""
+    return (
+        version,
+        isolation,
+        max_bytes,
+        listener,
+        tuple(
+            (
+                w.name,
+                w.topic_id,
+                w.denied,
+                tuple(
+                    (
+                        p.partition,
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        p.current_leader_epoch if version >= 9 else -1,
+                    )
+                    for p in w.partitions
+                ),
+            )
+            for w in wanted
+        ),
+    )
 
-    __slots__ = ("_reads",)
+
+class SharedReads:
+    """The reads and answers of one pass, by key."""
+
+    __slots__ = ("_answers", "_reads")
 
     def __init__(self) -> None:
         self._reads: dict[Hashable, SharedRead] = {}
+        self._answers: dict[Hashable, FetchResponse] = {}
+
+    def answer(self, key: Hashable, build: Callable[[], tuple[FetchResponse, bool]]) -> FetchResponse:
+        """The answer ``key`` names, built (``build`` returns it and whether it has an error) on the first
+        ask of the pass; one with an error is not kept."""
+        found = self._answers.get(key)
+        if found is None:
+            found, has_error = build()
+            if not has_error:
+                self._answers[key] = found
+        return found
 
     def read(
         self,

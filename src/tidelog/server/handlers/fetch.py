@@ -15,7 +15,8 @@ Invariants:
   watching its partitions (a :class:`~tidelog.server.fetch_wait.FetchWait`: a change to one partition costs
   O(1), counted from the appended batch sizes, never a re-read), and completes as soon as enough data is
   visible, a watched partition's leadership changes, or the wait expires; either way the response is built
-  once, from a fresh read at completion.
+  once, from a fresh read at completion (sessionless consumer fetches completed by the same change that asked
+  the same thing get one shared answer: :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -59,6 +60,7 @@ from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.acl import AclOperation
+from tidelog.server.shared_reads import answer_key
 from tidelog.storage import EpochEndOffset
 
 __all__ = ["FetchHandler"]
@@ -196,7 +198,29 @@ class FetchHandler:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
                     return answer(wanted, response)
-        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0]))
+        if replica_id >= 0 or (context is not None and context.session is not None):
+            return self._purgatory.delay(
+                wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0])
+            )
+        # a sessionless consumer: fetches woken together that asked the same share one answer
+        key = answer_key(
+            waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
+        )
+
+        def complete() -> FetchResponse:
+            shared = self._purgatory.shared_reads
+            if shared is None:
+                return answer(waiting, build(waiting)[0])
+            response = shared.answer(key, answer_once)
+            return self._bytes_out(response) if count_out else response
+
+        def answer_once() -> tuple[FetchResponse, bool]:
+            response, _, has_error = build(waiting)
+            if context is not None:  # no session: this only sets the answer's session id (0)
+                response = session_answer(context, waiting, response, committed=committed)
+            return response, has_error
+
+        return self._purgatory.delay(wait, request.max_wait_ms, complete)
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
