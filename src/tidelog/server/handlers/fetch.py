@@ -202,15 +202,15 @@ class FetchHandler:
             return self._purgatory.delay(
                 wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0])
             )
-        # a sessionless consumer: fetches woken together that asked the same share one answer
-        key = answer_key(
-            waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
-        )
 
+        # a sessionless consumer: fetches woken together that asked the same share one answer
         def complete() -> FetchResponse:
             shared = self._purgatory.shared_reads
-            if shared is None:
+            if shared is None:  # expired, or shutdown: answered alone
                 return answer(waiting, build(waiting)[0])
+            key = answer_key(
+                waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
+            )
             response = shared.answer(key, answer_once)
             return self._bytes_out(response) if count_out else response
 
