@@ -198,7 +198,10 @@ def main() -> None:
             for i in range(args.processes)
         ]
         workers = [
-            ctx.Process(target=_worker, args=(bootstrap, n, ready, results, stop)) for n in shares if n
+            # daemons: a run that gives up (no warm-up) does not wait for them at exit
+            ctx.Process(target=_worker, args=(bootstrap, n, ready, results, stop), daemon=True)
+            for n in shares
+            if n
         ]
         for worker in workers:
             worker.start()
@@ -218,7 +221,7 @@ def main() -> None:
                 ready.get()
                 started += 1
             if time.monotonic() > deadline:
-                raise SystemExit("consumers did not warm up")
+                raise SystemExit(f"consumers did not warm up: {started} of {len(workers)} processes ready")
         producer.flush(10)
         acks.clear()
         time.sleep(1)
