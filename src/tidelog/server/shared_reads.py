@@ -18,6 +18,8 @@ Invariants:
 - A read_committed read's aborted transactions are looked up once per shared read, and the list is shared
   (responses only encode it).
 - Errors are never shared: a read that raises raises for each fetch that asks.
+- The same holds for one fetch's own read of a single region of at most :data:`SINGLE_INLINE_BYTES`
+  (:func:`inline`, used by the Fetch handler): small answers go out in one write.
 - Whole answers are shared too, between fetches that asked the same thing the same way (:func:`answer_key`:
   sessionless consumer fetches of the same version, isolation, ``max_bytes``, listener and partitions at
   the same offsets, limits and epochs): the first builds the :class:`FetchResponse`, the others get the
@@ -38,10 +40,15 @@ from tidelog.storage.fetch_data import FileRegion
 
 from .regions import RegionList
 
-__all__ = ["INLINE_BYTES", "SharedRead", "SharedReads", "answer_key"]
+__all__ = ["INLINE_BYTES", "SINGLE_INLINE_BYTES", "SharedRead", "SharedReads", "answer_key", "inline"]
 
 INLINE_BYTES = 64 * 1024
 """Shared reads up to this size travel as bytes in the response frame."""
+
+SINGLE_INLINE_BYTES = 16 * 1024
+"""A fetch's own (unshared) read of one region up to this size travels as bytes too: a consumer that keeps
+up reads a few small batches per fetch, and one write of the whole frame (one TCP segment on loopback)
+costs far less than a write, a ``sendfile`` and a write; larger reads keep ``sendfile``'s zero copy."""
 
 
 class SharedRead:
@@ -57,8 +64,16 @@ class SharedRead:
         self.aborted: list[FetchResponse.AbortedTransaction] | None = None
 
 
-def _inline(region: FileRegion) -> bytes | FileRegion:
-    data = os.pread(region.fileno(), region.nbytes, region.position)
+def inline(region: FileRegion, limit: int) -> bytes | FileRegion:
+    """``region``'s bytes when it is at most ``limit`` bytes (one ``pread``), else the region; the region
+    too when the read fails or comes back short, so the transport meets (and reports) the trouble as it
+    always did."""
+    if region.nbytes > limit:
+        return region
+    try:
+        data = os.pread(region.fileno(), region.nbytes, region.position)
+    except OSError:
+        return region
     return data if len(data) == region.nbytes else region
 
 
@@ -131,7 +146,7 @@ class SharedReads:
         records: bytes | RecordsRegion | None = None
         if len(regions) == 1:
             region = regions[0]
-            records = _inline(region) if region.nbytes <= INLINE_BYTES else region
+            records = inline(region, INLINE_BYTES)
         elif regions:
             records = RegionList(list(regions))
         found = self._reads[key] = SharedRead(records, data.nbytes, data.next_offset)

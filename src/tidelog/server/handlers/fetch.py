@@ -5,9 +5,10 @@ Invariants:
   answer carries the partition's last stable offset; a read_committed one also the aborted transactions
   overlapping the returned batches (Kafka's rule: marker at or after the fetch offset, first offset before
   the end of the data), so the client drops their records; read_uncommitted gets null there.
-- Record bytes are never pulled into Python: each partition's data is a list of file regions that the
-  connection writes with ``os.sendfile``; except the small reads shared by the waiting fetches one change
-  completes (:mod:`tidelog.server.shared_reads`): read once into memory, sent in each frame's one write.
+- Record bytes are pulled into Python only for small reads: a partition's data of one file region up to
+  16 KiB (64 KiB for a read shared by the waiting fetches one change completes) is read into memory and
+  goes out in the frame's one write (:mod:`tidelog.server.shared_reads`); larger data is a list of file
+  regions that the connection writes with ``os.sendfile``.
 - ``partition_max_bytes`` bounds each partition and ``max_bytes`` (v3+) the whole response, except that the
   first batch of the first partition with data is always sent whole so a consumer can make progress
   (KIP-74).
@@ -60,7 +61,7 @@ from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.acl import AclOperation
-from tidelog.server.shared_reads import answer_key
+from tidelog.server.shared_reads import SINGLE_INLINE_BYTES, answer_key, inline
 from tidelog.storage import EpochEndOffset
 
 __all__ = ["FetchHandler"]
@@ -410,9 +411,12 @@ class FetchHandler:
                     continue
                 regions = data.regions
                 if regions:
-                    records = regions[0] if len(regions) == 1 else RegionList(list(regions))
-                    result.records = records
-                    total += records.nbytes
+                    result.records = (
+                        inline(regions[0], SINGLE_INLINE_BYTES)
+                        if len(regions) == 1
+                        else RegionList(list(regions))
+                    )
+                    total += data.nbytes
                     if committed:
                         result.aborted_transactions = [
                             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
