@@ -4,9 +4,11 @@
 Input and output topics have replication factor 3 and ``min.insync.replicas=2``; a producer (acks=all,
 idempotent) feeds the input while the query runs. Mid-query the leader of an output partition is killed
 (SIGKILL) and restarted, then the leader of an input partition, and in the soak more of either (and the
-controller). The query is meant to ride through: the driver retries metadata and list-offsets, the tasks'
-consumers and producers follow the leaders, and a task that still fails is retried by Spark. If the query
-does fail it is restarted from its checkpoint, as a supervisor would, and the test says so.
+controller). The query is meant to ride through: the driver asks metadata and list-offsets again while a
+leader moves, the tasks' consumers and producers and the driver's commit follow the new leaders and
+coordinators. If the query does fail (Spark's local mode retries no task; under a heavily loaded machine
+Spark itself may time out a Python worker) it is restarted from its checkpoint, as a supervisor would, and
+the restarts are printed with the failover events.
 
 Afterwards the output, read with read_committed, holds the transformed input exactly: every input record
 once, each input partition's records in their order (they share a key, so one output partition), and
@@ -272,7 +274,7 @@ def _run_failovers(
 
 
 def test_exactly_once_query_across_leader_failovers(spark: Any, scenario: Scenario, tmp_path: Path) -> None:
-    _run_failovers(spark, scenario, tmp_path, records=3000, rate=120, kills=["output", "input"])
+    _run_failovers(spark, scenario, tmp_path, records=2000, rate=100, kills=["output", "input"])
 
 
 @pytest.mark.soak
