@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.streaming.datasource import ReadMaxRows
 from tests.spark.conftest import Kafka
 
@@ -98,6 +98,7 @@ def test_offsets_json_that_leaves_out_partitions_fails(bootstrap: str, wide_topi
 def test_metadata_errors_are_retried_then_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """fetchOffset.numRetries attempts in all, then the last error (nobody listens on port 1)."""
     monkeypatch.setattr(cluster_module, "_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(cluster_module, "_API_TIMEOUT_S", 0.0)  # no riding through within an attempt
     options = _options(
         "127.0.0.1:1", subscribe="t", **{"fetchOffset.numRetries": "2", "kafka.log_level": "0"}
     )
@@ -105,3 +106,37 @@ def test_metadata_errors_are_retried_then_raised(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(KafkaException, match=r"(?i)timed out|transport"):
         cluster.partitions()
     assert cluster.round_trips == 2
+
+
+def test_a_leader_moving_is_ridden_through_within_one_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE (per partition or for a topic) are asked again, with
+    backoff, inside one ``fetchOffset.numRetries`` attempt (as the Java admin client under Spark's
+    connector does until default.api.timeout.ms); any other error is not."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(cluster_module.time, "sleep", sleeps.append)
+    not_leader = cluster_module.UnknownPartitionError("t:0: NOT_LEADER_OR_FOLLOWER")
+    not_leader.__cause__ = KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+    failures: list[Exception] = [
+        not_leader,
+        KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)),
+        KafkaException(KafkaError(KafkaError._TRANSPORT)),
+        cluster_module.MetadataUnavailableError("topic t: LEADER_NOT_AVAILABLE"),
+    ]
+    calls = []
+
+    def attempt() -> str:
+        calls.append(1)
+        if failures:
+            raise failures.pop(0)
+        return "offsets"
+
+    assert cluster_module._through_leader_moves("offsets", attempt) == "offsets"
+    assert len(calls) == 5
+    assert sleeps == [0.1, 0.2, 0.4, 0.8]
+
+    def unknown() -> str:
+        raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+
+    with pytest.raises(KafkaException):
+        cluster_module._through_leader_moves("offsets", unknown)
+    assert sleeps == [0.1, 0.2, 0.4, 0.8]

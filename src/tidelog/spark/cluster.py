@@ -13,7 +13,12 @@ Invariants:
   that is only unavailable is never taken for a deleted one.
 - A failed metadata or list-offsets request is retried as Spark's connector does:
   ``fetchOffset.numRetries`` attempts in all, ``fetchOffset.retryIntervalMs`` apart; the last error is
-  raised. ``round_trips`` counts the requests made (one per call that reached the client).
+  raised. Within one attempt, an error of a leader moving or a broker going away (NOT_LEADER_OR_FOLLOWER,
+  LEADER_NOT_AVAILABLE, a lost connection, a topic's metadata unavailable: :func:`leader_moving`) is
+  retried with backoff (0.1 s doubling to 1 s) for up to ``_API_TIMEOUT_S`` (60 s, the Java admin
+  client's ``default.api.timeout.ms``, which Spark's connector relies on to ride through a failover);
+  each retry asks afresh, so librdkafka refreshes its metadata. ``round_trips`` counts the requests made
+  (one per call that reached the client).
 - :meth:`ClusterView.resolve` turns an :class:`~tidelog.spark.options.OffsetBound` into concrete offsets,
   each within ``[log_start_offset, high_watermark]`` of its partition except explicit JSON offsets, which
   are kept as given (the reader reports them per ``failOnDataLoss`` if retention removed them). JSON
@@ -67,6 +72,54 @@ class NoOffsetForTimestampError(RuntimeError):
     """No record at or after the requested timestamp (startingOffsetsByTimestampStrategy=error)."""
 
 
+_API_TIMEOUT_S = 60.0
+"""How long one attempt rides through leader moves: the Java admin client's ``default.api.timeout.ms``."""
+
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._NODE_UPDATE,
+    }
+)
+
+
+def leader_moving(exc: BaseException) -> bool:
+    """The error of a leader moving or a broker going away: asking again shortly is expected to work."""
+    if isinstance(exc, MetadataUnavailableError):
+        return True
+    cause = exc.__cause__ if isinstance(exc, UnknownPartitionError) else exc
+    if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError):
+        return cause.args[0].code() in _LEADER_MOVING
+    return False
+
+
+def _through_leader_moves(what: str, attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, again while it fails with :func:`leader_moving` errors, for up to ``_API_TIMEOUT_S``."""
+    deadline = time.monotonic() + _API_TIMEOUT_S
+    backoff = 0.1
+    while True:
+        try:
+            return attempt()
+        except (KafkaException, MetadataUnavailableError, UnknownPartitionError) as exc:
+            if not leader_moving(exc) or time.monotonic() + backoff > deadline:
+                raise
+            log.info("fetching %s: a leader is moving (%s); asking again in %.1f s", what, exc, backoff)
+            time.sleep(backoff)
+            backoff = min(1.0, backoff * 2)
+
+
 class ClusterView:
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
@@ -90,11 +143,12 @@ class ClusterView:
         self.close()
 
     def retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
-        """``attempt()``, again after a failure, up to ``fetchOffset.numRetries`` attempts in all."""
+        """``attempt()``, again after a failure, up to ``fetchOffset.numRetries`` attempts in all (each
+        riding through a leader move, see the module's invariants)."""
         attempts = max(1, self.options.fetch_offset_retries)
         for number in range(1, attempts + 1):
             try:
-                return attempt()
+                return _through_leader_moves(what, attempt)
             except (KafkaException, MetadataUnavailableError, UnknownPartitionError) as exc:
                 if number == attempts:
                     raise

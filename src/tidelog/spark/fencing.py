@@ -54,6 +54,7 @@ log = logging.getLogger("tidelog.spark")
 TRANSACTIONAL_ID_PREFIX = "tidelog-spark-"
 _OPEN_STATES = ("Ongoing",)
 _TIMEOUT_S = 60.0
+_TRANSACTION_STATE = "__transaction_state"
 # Spark's query ids are UUIDs; the partition is the last dash-separated part.
 _ID = re.compile(r"^tidelog-spark-(?P<query>.+)-(?P<partition>\d+)$")
 
@@ -109,29 +110,45 @@ def checkpoint_query_id(checkpoint_location: str | None) -> str | None:
 
 def open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
     """``(transactional id, state)`` of every open transaction of the cluster (ListTransactions on every
-    broker). Raises :class:`~tidelog.client.wire.WireError` when that cannot be asked."""
+    broker). While a broker is going away or a transaction coordinator is moving (a broker unreachable, a
+    partition of ``__transaction_state`` without a live leader, a retriable error) it asks again, with a
+    fresh metadata, every 0.5 s for up to ``_TIMEOUT_S``; then raises
+    :class:`~tidelog.client.wire.WireError`."""
+    from tidelog.client.wire import WireError
+
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            return _open_transactions_once(options)
+        except WireError as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.info("listing open transactions: %s; asking again", exc)
+            time.sleep(0.5)
+
+
+def _open_transactions_once(options: WriterOptions) -> list[tuple[str, str]]:
+    from tidelog.client.lookup import partition_leaders
     from tidelog.client.security import WireSecurity
     from tidelog.client.wire import WireClient, WireError, connect
     from tidelog.protocol.errors import ErrorCode
-    from tidelog.protocol.messages import (
-        ListTransactionsRequest,
-        ListTransactionsResponse,
-        MetadataRequest,
-        MetadataResponse,
-    )
+    from tidelog.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 
     security = WireSecurity.from_settings(options.client_config)
     with connect(
         options.bootstrap_servers, timeout=_TIMEOUT_S, sasl=security.sasl, tls=security.tls
     ) as bootstrap:
-        metadata = bootstrap.call(
-            MetadataRequest(topics=[]), bootstrap.version_for(MetadataRequest, 12), expect=MetadataResponse
-        )
+        brokers, topics = partition_leaders(bootstrap, [_TRANSACTION_STATE])
+    state_topic = topics.get(_TRANSACTION_STATE)
+    if state_topic is not None and state_topic.error_code == ErrorCode.NONE:
+        # complete only if every coordinator partition is led by a broker that answers below
+        leaderless = [p.partition_index for p in state_topic.partitions if p.leader_id not in brokers]
+        if leaderless:
+            raise WireError(f"{_TRANSACTION_STATE} partitions {sorted(leaderless)} have no leader now")
     listed: list[tuple[str, str]] = []
-    for broker in sorted(metadata.brokers, key=lambda b: b.node_id):
-        with WireClient(
-            broker.host, broker.port, timeout=_TIMEOUT_S, sasl=security.sasl, tls=security.tls
-        ) as wire:
+    for node_id, address in sorted(brokers.items()):
+        host, _, port = address.rpartition(":")
+        with WireClient(host, int(port), timeout=_TIMEOUT_S, sasl=security.sasl, tls=security.tls) as wire:
             deadline = time.monotonic() + _TIMEOUT_S
             while True:
                 response = wire.call(
@@ -141,9 +158,7 @@ def open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
                 if error == ErrorCode.NONE:
                     break
                 if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-                    raise WireError(
-                        f"broker {broker.node_id} cannot list transactions: {ErrorCode.name_of(error)}"
-                    )
+                    raise WireError(f"broker {node_id} cannot list transactions: {ErrorCode.name_of(error)}")
                 time.sleep(0.1)  # a coordinator still loading its transactions
         listed.extend((t.transactional_id, t.transaction_state) for t in response.transaction_states)
     return listed

@@ -22,6 +22,7 @@ The design and its limits are in :mod:`tidelog.spark.exactly_once`. Invariants o
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -85,7 +86,9 @@ def probe_transactions(options: WriterOptions, timeout_s: float = 15.0) -> None:
     """Raise :class:`ExactlyOnceUnavailableError` unless the broker hands out a transactional producer id.
 
     A plain ``init_transactions()`` (no record written), so it works with any security settings; a broker
-    without transactions answers COORDINATOR_NOT_AVAILABLE until the timeout.
+    without transactions answers COORDINATOR_NOT_AVAILABLE until the timeout. A retriable failure (a
+    timeout: also what a transaction coordinator moving to another broker looks like, and Spark builds the
+    writer again for every commit) is resumed, for up to four times ``timeout_s`` in all.
     """
     producer = Producer(
         {
@@ -94,8 +97,17 @@ def probe_transactions(options: WriterOptions, timeout_s: float = 15.0) -> None:
             "transactional.id": "tidelog-spark-probe",
         }
     )
+    deadline = time.monotonic() + 4 * timeout_s
     try:
-        producer.init_transactions(timeout_s)
+        while True:
+            try:
+                producer.init_transactions(timeout_s)
+                return
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and error.retriable() and not error.fatal()
+                if not retriable or time.monotonic() + timeout_s > deadline:
+                    raise
     except KafkaException as exc:
         raise ExactlyOnceUnavailableError(
             f"broker transactions (InitProducerId with a transactional.id: {exc})"

@@ -14,6 +14,10 @@ Invariants:
 - :func:`read_intent` answers the intent the pointer names, or None when there is no pointer; a record
   that is gone (``__tidelog_spark_sinks``'s retention, after a long stop) gives the pointer's batch with no
   transactions, and a warning.
+- Across a failover of ``__tidelog_spark_sinks-0``'s leader or of the group's coordinator, the pointer's
+  commit and read are asked again (a retriable or connection error, every 0.2 s, up to ``_TIMEOUT_S``), and
+  a connection error while reading the record is waited out (librdkafka follows the new leader): a
+  failover never fails the micro-batch's commit by itself.
 - A pointer moves forward only: the driver writes intent ``b + 1`` after every transaction of intent ``b``
   was committed (the driver's ``commit`` returned), so only the latest intent can be incomplete.
 """
@@ -22,9 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from tidelog.client.txn_producer import PreparedTransaction
 from tidelog.spark.options import WriterOptions
@@ -35,6 +42,42 @@ __all__ = ["BatchIntent", "intent_group", "read_intent", "record_intent"]
 log = logging.getLogger("tidelog.spark")
 
 _TIMEOUT_S = 60.0
+_T = TypeVar("_T")
+
+# errors of a broker going away or a leader / coordinator moving: asking again shortly is expected to work
+_TRANSIENT = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+
+
+def _transient(error: KafkaError) -> bool:
+    return not error.fatal() and (error.code() in _TRANSIENT or error.retriable())
+
+
+def _retrying(what: str, call: Callable[[], _T]) -> _T:
+    """``call()``, asked again while it fails with a transient error, for up to ``_TIMEOUT_S``."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or not _transient(error) or time.monotonic() > deadline:
+                raise
+            log.info("%s: %s; asking again", what, error)
+            time.sleep(0.2)
 
 
 @dataclass(frozen=True)
@@ -107,9 +150,12 @@ def record_intent(options: WriterOptions, query_id: str, intent: BatchIntent) ->
     pointer = json.dumps({"batch": intent.batch, "offset": offset}, separators=(",", ":"))
     consumer = _consumer(options, key)
     try:
-        consumer.commit(
-            offsets=[TopicPartition(PROGRESS_TOPIC, 0, intent.batch + 1, metadata=pointer)],
-            asynchronous=False,
+        _retrying(
+            f"recording the commit intent of micro-batch {intent.batch}",
+            lambda: consumer.commit(
+                offsets=[TopicPartition(PROGRESS_TOPIC, 0, intent.batch + 1, metadata=pointer)],
+                asynchronous=False,
+            ),
         )
     finally:
         consumer.close()
@@ -120,15 +166,19 @@ def read_intent(options: WriterOptions, query_id: str) -> BatchIntent | None:
     key = intent_group(query_id)
     consumer = _consumer(options, key)
     try:
-        [committed] = consumer.committed([TopicPartition(PROGRESS_TOPIC, 0)], timeout=_TIMEOUT_S)
+        [committed] = _retrying(
+            f"reading the commit intent of query {query_id}",
+            lambda: consumer.committed([TopicPartition(PROGRESS_TOPIC, 0)], timeout=_TIMEOUT_S),
+        )
         try:
             pointer = json.loads(committed.metadata or "")
             batch, offset = int(pointer["batch"]), int(pointer["offset"])
         except (ValueError, KeyError, TypeError):
             return None
         consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, offset)])
+        deadline = time.monotonic() + _TIMEOUT_S
         while True:
-            message = consumer.poll(_TIMEOUT_S)
+            message = consumer.poll(max(0.0, deadline - time.monotonic()))
             if message is None:
                 raise RuntimeError(
                     f"timed out reading the commit intent of query {query_id} at offset {offset}"
@@ -137,6 +187,8 @@ def read_intent(options: WriterOptions, query_id: str) -> BatchIntent | None:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     break
+                if _transient(error) and time.monotonic() < deadline:
+                    continue  # a broker went away: librdkafka reconnects, or follows the new leader
                 raise RuntimeError(f"cannot read the commit intent of query {query_id}: {error}")
             if message.offset() != offset:
                 break
