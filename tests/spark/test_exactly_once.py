@@ -234,14 +234,15 @@ def _python_workers(driver: int) -> list[int]:
     table = subprocess.run(
         ["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True
     ).stdout
-    rows = [line.split(None, 2) for line in table.splitlines()]
     children: dict[int, list[tuple[int, str]]] = {}
-    for pid, ppid, *args in rows:
-        children.setdefault(int(ppid), []).append((int(pid), args[0] if args else ""))
-    workers, stack = [], [pid for pid, args in children.get(driver, []) if "java" in args]
+    for line in table.splitlines():
+        pid, ppid, *command = line.split(None, 2)
+        children.setdefault(int(ppid), []).append((int(pid), command[0] if command else ""))
+    workers: list[int] = []
+    stack = [jvm for jvm, args in children.get(driver, []) if "java" in args]
     while stack:
-        pid = stack.pop()
-        for child, args in children.get(pid, []):
+        parent = stack.pop()
+        for child, args in children.get(parent, []):
             stack.append(child)
             if "pyspark" in args:
                 workers.append(child)
@@ -329,10 +330,10 @@ def test_killed_windowed_counts_restarted_from_its_checkpoint_read_committed_see
         )
         assert final.returncode == 0, f"seed {seed}: {final.stderr[-3000:]}"
         output = _output(bootstrap, "eos-out", 3)
-        expected = _expected(records, checkpoint)
-        assert Counter((r.batch, r.key, r.value) for r in output) == expected, (
+        assert Counter((r.key, r.value) for r in output) == _expected(records), (
             f"seed {seed}, kills {outcomes}"
         )
+        assert {r.batch for r in output} <= set(range(_committed(checkpoint)))
         # The reader saw the whole output, each record once, in offset order, as the final read has it.
         drained = time.monotonic() + 60
         while len(reader.delivered) < len(output) and time.monotonic() < drained:
