@@ -3,8 +3,8 @@
     tidelog pipeline examples/windowed_counts.py --source clicks --sink click-counts
 
 Counts records per key in tumbling windows of the records' event time (their Kafka timestamp). The
-watermark lets records arrive up to ``--watermark`` late; in the default ``append`` output mode a
-window's count is written once, when the watermark passes the window's end, as a JSON value
+watermark lets records arrive up to ``--watermark`` late; a window's count is written once (``append``
+output mode, the one the tidelog sink takes), when the watermark passes the window's end, as a JSON value
 ``{"key": ..., "window_start": ..., "window_end": ..., "count": ...}`` keyed by ``<key>@<window_start>``.
 """
 
@@ -22,7 +22,6 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--sink", required=True, help="topic to write the counts to")
     parser.add_argument("--window", default="1 minute", help="window length (default: %(default)s)")
     parser.add_argument("--watermark", default="30 seconds", help="allowed lateness (default: %(default)s)")
-    parser.add_argument("--output-mode", default="append", choices=["append", "update"])
     parser.add_argument("--starting-offsets", default="earliest")
 
 
@@ -50,7 +49,7 @@ def build(spark: SparkSession, args: argparse.Namespace) -> DataStreamWriter:
     )
     return (
         out.writeStream.format("tidelog")
-        .outputMode(args.output_mode)
+        .outputMode("append")
         .option("kafka.bootstrap.servers", args.bootstrap_server)
         .option("topic", args.sink)
     )
