@@ -254,7 +254,9 @@ def _python_workers(driver: int) -> list[int]:
 # CI: a Python worker kill, then a driver kill (two runs with the final one); the soak: 20 kills.
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("kills", "n"), [(2, 800), pytest.param(20, 6000, marks=pytest.mark.soak)], ids=["ci", "soak"]
+    ("kills", "n"),
+    [(2, 800), pytest.param(20, 6000, marks=[pytest.mark.soak, pytest.mark.timeout(3600)])],
+    ids=["ci", "soak"],
 )
 def test_killed_windowed_counts_restarted_from_its_checkpoint_read_committed_sees_whole_batches(
     tmp_path: Path, kills: int, n: int
