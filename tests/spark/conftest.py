@@ -180,8 +180,8 @@ def spark_rows(rows: list[Any]) -> list[tuple[Any, ...]]:
     return sorted(result, key=lambda t: (t[2], t[3], t[4]))
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
-    """Every record of ``topic``'s first ``partitions`` partitions up to their last stable offsets, read
+def read_committed_messages(bootstrap: str, topic: str, partitions: int = 1) -> list[Any]:
+    """Every message of ``topic``'s first ``partitions`` partitions up to their last stable offsets, read
     read_committed, partition by partition in offset order."""
     consumer: Any = Consumer(
         {
@@ -192,7 +192,7 @@ def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[byte
             "enable.auto.commit": False,
         }
     )
-    values = []
+    messages = []
     try:
         for p in range(partitions):
             consumer.assign([TopicPartition(topic, p, 0)])
@@ -201,7 +201,12 @@ def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[byte
                 assert m is not None, "timed out reading the sink topic"
                 if m.error():
                     break  # partition EOF (at the last stable offset)
-                values.append(m.value())
+                messages.append(m)
     finally:
         consumer.close()
-    return values
+    return messages
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
+    """The values of :func:`read_committed_messages`."""
+    return [m.value() for m in read_committed_messages(bootstrap, topic, partitions)]

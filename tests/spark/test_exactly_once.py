@@ -32,7 +32,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
 from tests.spark.batch_visibility import OutputRecord, check_samples, partial_batch_samples
-from tests.spark.conftest import Kafka, read_committed
+from tests.spark.conftest import Kafka, read_committed, read_committed_messages
 
 from tidelog.spark import pipeline
 from tidelog.testing import Broker
@@ -158,28 +158,7 @@ def _expected(records: list[dict[str, Any]]) -> Counter[tuple[bytes, bytes]]:
 
 def _output(bootstrap: str, topic: str, partitions: int) -> list[OutputRecord]:
     """Every committed record of ``topic`` (read_committed, up to each partition's LSO)."""
-    consumer: Any = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "eos-final",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    out = []
-    try:
-        for p in range(partitions):
-            consumer.assign([TopicPartition(topic, p, 0)])
-            while True:
-                m = consumer.poll(15)
-                assert m is not None, "timed out reading the sink topic"
-                if m.error():
-                    break  # partition EOF (at the last stable offset)
-                out.append(_record(m))
-    finally:
-        consumer.close()
-    return out
+    return [_record(m) for m in read_committed_messages(bootstrap, topic, partitions)]
 
 
 def _record(m: Any) -> OutputRecord:
