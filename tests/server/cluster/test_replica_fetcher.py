@@ -155,7 +155,8 @@ def test_a_follower_catches_up_from_empty_byte_identical_to_the_leader(tmp_path:
             assert view is not None
             assert view.requests == 0  # added at the election, waiting for start()
             cluster[2].fetchers.start()
-            await until(lambda: in_sync(leader, follower))
+            # the ISR grows by an asynchronous write after the fetch that caught up: wait for both
+            await until(lambda: in_sync(leader, follower) and leader.isr == {1, 2})
 
             assert batches(follower) == batches(leader)
             assert epochs(cluster, 2) == epochs(cluster, 1) == [(0, 0)]
