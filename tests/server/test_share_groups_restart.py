@@ -3,7 +3,8 @@
 A ``ShareConsumer`` keeps polling while its broker (the group coordinator) is SIGKILLed and restarted on the
 same data directory: it goes on receiving every record produced, each once, and the group the restarted
 broker describes has the same member, with the member epoch and group epoch it had before (the member went
-on with them; it did not join again, which would start a new member at epoch 1).
+on with them; it did not join again, which would start the group again at epoch 3), and the group's id is
+still refused to a classic consumer.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
 from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
+    JoinGroupRequest,
+    JoinGroupResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
@@ -113,5 +116,16 @@ def test_a_consumer_keeps_its_membership_across_a_broker_kill() -> None:
         after = [b"b%02d" % i for i in range(20)]
         assert consume(after) == after  # every record, once, in order: nothing acknowledged comes again
         assert _described(broker.bootstrap_servers, group) == ("Stable", 6, [(member_id, 6, "worker")])
+        with connect(broker.bootstrap_servers, timeout=10) as wire:  # still a share group's id
+            join = JoinGroupRequest(
+                group_id=group,
+                session_timeout_ms=10_000,
+                rebalance_timeout_ms=10_000,
+                member_id="",
+                protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+            )
+            joined = wire.call(join, 9, expect=JoinGroupResponse)
+        assert joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         consumer.close()
         assert _described(broker.bootstrap_servers, group) == ("Empty", 7, [])

@@ -43,6 +43,10 @@ class ShareMembership:
 
         self._groups.add_load_listener(heard)
 
+    def loading(self, group_id: str) -> bool:
+        """Whether ``group_id``'s coordinator partition is being loaded here (its share group is not known yet)."""
+        return self._groups.coordinator.is_loading(self.partition_for(group_id))
+
     def ready(self, group_id: str) -> ErrorCode:
         """Whether ``group_id``'s coordinator partition is loaded here (NONE), so its share group may change;
         else COORDINATOR_LOAD_IN_PROGRESS (``__consumer_offsets`` is created first if it does not exist)."""

@@ -608,9 +608,14 @@ class ShareRuntime:
         for group_id in request.group_ids:
             group = self.groups.get(group_id)
             if group is None:
+                loading = self._membership is not None and self._membership.loading(group_id)
                 response.groups.append(
                     ShareGroupDescribeResponse.DescribedGroup(
-                        group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND, group_state="Dead"
+                        group_id=group_id,
+                        error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                        if loading
+                        else ErrorCode.GROUP_ID_NOT_FOUND,
+                        group_state="" if loading else "Dead",
                     )
                 )
                 continue
