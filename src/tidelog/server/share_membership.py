@@ -5,8 +5,8 @@ Invariants:
 - After every change of a share group (a member joins, leaves, is fenced, changes its subscription or
   epoch; the group is deleted) the runtime hands :meth:`ShareMembership.write` the group's image, and the
   group coordinator's shard appends the records of the difference (:mod:`tidelog.coordinator.group.
-  share_group_records`) before the heartbeat is answered (on a single node the append is the commit; in a
-  cluster the answer does not wait for the followers).
+  share_group_records`) and the heartbeat is answered once they are committed (on a single node the append
+  is the commit); a failed append answers it with the error, and the partition is loaded again.
 - A group whose ``__consumer_offsets`` partition is not loaded here yet is COORDINATOR_LOAD_IN_PROGRESS to
   its members (:meth:`ShareMembership.ready`); when the partition begins loading or is unloaded the runtime drops its
   groups, and once it is loaded adopts the groups it holds (members keep their ids and epochs, their
@@ -16,12 +16,18 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import overload
 
 from tidelog.coordinator.group.share_group_records import ShareGroupImage
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+from tidelog.server.dispatch import Answer
 from tidelog.server.group_runtime import GroupRuntime
 
 __all__ = ["ShareMembership"]
+
+_HEARTBEAT_VERSION = 1
+"""The version an append failure's error response is built at (ShareGroupHeartbeat's responses are alike)."""
 
 
 class ShareMembership:
@@ -61,11 +67,32 @@ class ShareMembership:
             else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         )
 
-    def write(self, group_id: str, image: ShareGroupImage | None) -> ErrorCode:
-        """Persist ``group_id``'s share group as ``image`` (None: deleted)."""
-        coordinator = self._groups.coordinator
-        result = coordinator.write_share_group(group_id, image)
+    @overload
+    def write(self, group_id: str, image: ShareGroupImage | None) -> None: ...
+
+    @overload
+    def write(
+        self,
+        group_id: str,
+        image: ShareGroupImage | None,
+        request: ShareGroupHeartbeatRequest,
+        response: ShareGroupHeartbeatResponse,
+    ) -> Answer: ...
+
+    def write(
+        self,
+        group_id: str,
+        image: ShareGroupImage | None,
+        request: ShareGroupHeartbeatRequest | None = None,
+        response: ShareGroupHeartbeatResponse | None = None,
+    ) -> Answer | None:
+        """Persist ``group_id``'s share group as ``image`` (None: deleted); with a heartbeat's ``request``,
+        its ``response`` once the records are committed (or the error if they cannot be)."""
+        result = self._groups.coordinator.write_share_group(group_id, image)
         if isinstance(result, ErrorCode):
-            return result
-        self._groups.apply(result)
-        return ErrorCode.NONE
+            return None if request is None else ShareGroupHeartbeatResponse(error_code=result)
+        if request is None:
+            self._groups.apply(result)
+            return None
+        result.response = response
+        return self._groups.apply(result, request, _HEARTBEAT_VERSION)

@@ -84,8 +84,8 @@ class ShareRouting:
         self,
         ctx: RequestContext,
         request: ShareGroupHeartbeatRequest,
-        serve: Callable[[RequestContext, ShareGroupHeartbeatRequest], ShareGroupHeartbeatResponse],
-    ) -> ShareGroupHeartbeatResponse:
+        serve: Callable[[RequestContext, ShareGroupHeartbeatRequest], Answer],
+    ) -> Answer:
         if request.group_id and not self.is_coordinator(request.group_id):
             return ShareGroupHeartbeatResponse(error_code=ErrorCode.NOT_COORDINATOR)
         return serve(ctx, request)

@@ -98,6 +98,12 @@ GroupConfigLookup = Callable[[str], Mapping[str, str]]
 _EMPTY = b""
 _ZERO_UUID = uuid.UUID(int=0)
 _SHARE_KEY = tuple[str, str, int]
+_NOT_SERVED = (
+    ErrorCode.INVALID_GROUP_ID,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+)
+"""Heartbeat errors before the group was looked at: nothing of it to persist."""
 
 
 def no_group_configs(_group_id: str) -> Mapping[str, str]:
@@ -261,16 +267,15 @@ class ShareRuntime:
         for group_id, image in images.items():
             self.groups[group_id] = ShareGroup.restore(image, self._metadata.topic_name, now)
 
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        info = self._metadata.topic(name)
+        return None if info is None else info.topic_id
+
     def _persist(self, group_id: str, group: ShareGroup | None) -> None:
-        """Write ``group_id``'s share group (None: deleted) to ``__consumer_offsets``, if it changed."""
-        if self._membership is None:
-            return
-
-        def topic_id(name: str) -> uuid.UUID | None:
-            info = self._metadata.topic(name)
-            return None if info is None else info.topic_id
-
-        self._membership.write(group_id, None if group is None else group.image(topic_id))
+        """Write ``group_id``'s share group (None: deleted) to ``__consumer_offsets``, if it changed (a fenced
+        member, a deleted group: no request waits for it)."""
+        if self._membership is not None:
+            self._membership.write(group_id, None if group is None else group.image(self._topic_id))
 
     def session_partitions(self, group_id: str, member_id: str) -> list[tuple[uuid.UUID, int]]:
         """The partitions of the member's open share session (issue 13 cluster hook: loaded first)."""
@@ -547,7 +552,16 @@ class ShareRuntime:
 
     # -- ShareGroupHeartbeat -----------------------------------------------------------------------------
 
-    def heartbeat(
+    def heartbeat(self, ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> Answer:
+        """ShareGroupHeartbeat, answered once the group's change is in ``__consumer_offsets`` (committed, in a
+        cluster)."""
+        response = self._heartbeat(ctx, request)
+        group = self.groups.get(request.group_id)
+        if self._membership is None or group is None or response.error_code in _NOT_SERVED:
+            return response
+        return self._membership.write(group.group_id, group.image(self._topic_id), request, response)
+
+    def _heartbeat(
         self, ctx: RequestContext, request: ShareGroupHeartbeatRequest
     ) -> ShareGroupHeartbeatResponse:
         if not request.group_id:
@@ -558,7 +572,6 @@ class ShareRuntime:
                 return ShareGroupHeartbeatResponse(error_code=ready)
         group = self.groups.setdefault(request.group_id, ShareGroup(request.group_id))
         self._expire_members(group)
-        epoch = group.group_epoch
         partitions_of = {t.name: t.num_partitions for t in self._metadata.topics() if not t.is_internal}
         result = group.heartbeat(
             member_id=request.member_id,
@@ -572,8 +585,6 @@ class ShareRuntime:
             new_member_id=lambda: str(uuid.uuid4()),
             max_size=self.defaults.max_size,
         )
-        if result.left is not None or result.member is not None or group.group_epoch != epoch:
-            self._persist(group.group_id, group)
         if result.left is not None:
             self._member_left(group.group_id, result.left)
             return ShareGroupHeartbeatResponse(member_id=result.left, member_epoch=-1)

@@ -100,7 +100,8 @@ def test_requests_go_to_the_coordinator_and_the_leader(tmp_path: Path) -> None:
             refused = one.heartbeat(_ctx(76, 1), heartbeat, serve)
             assert refused.error_code == ErrorCode.NOT_COORDINATOR
             assert served == []
-            joined = two.heartbeat(_ctx(76, 1), heartbeat, c[2].broker.shares.heartbeat)
+            joined = await _resolve(two.heartbeat(_ctx(76, 1), heartbeat, c[2].broker.shares.heartbeat))
+            assert isinstance(joined, ShareGroupHeartbeatResponse)  # answered once its records are committed
             assert (joined.error_code, joined.member_id) == (ErrorCode.NONE, "m1")
             assert GROUP in c[2].broker.shares.groups
             described = one.describe(ShareGroupDescribeRequest(group_ids=[GROUP]), b1.shares.describe)
