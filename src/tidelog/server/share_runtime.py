@@ -31,8 +31,9 @@ Invariants:
   (WriteShareGroupState), and the request is answered only after those writes are committed. So an
   acknowledgement a client was told succeeded survives a crash; an acquisition does not need to.
 - Membership (given a :class:`~tidelog.server.share_membership.ShareMembership`): every change of a share
-  group is written to ``__consumer_offsets`` before its heartbeat is answered (:meth:`ShareRuntime._persist`),
-  a group deleted is tombstoned, and the groups of a coordinator partition are adopted from it once it is
+  group is written to ``__consumer_offsets``, and a heartbeat is answered once what it changed is committed
+  there (a member fenced on the way is written at once, with no answer waiting for it); a group deleted is
+  tombstoned, and the groups of a coordinator partition are adopted from it once it is
   loaded (:meth:`ShareRuntime.on_coordinator_partition`); while it loads, heartbeats are
   COORDINATOR_LOAD_IN_PROGRESS.
 - State epochs (Kafka's): a share-partition is written with the state epoch it was read with. A write
