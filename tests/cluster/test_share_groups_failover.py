@@ -9,7 +9,8 @@ broker, is routed to the new leader (which loads the state from the share coordi
 the records not acknowledged: no acknowledged record again, none lost (the held ones' acquisitions died
 with the leader).
 
-The soak (``--soak``; ~30 s more) kills the share coordinator's broker first, then the leader's.
+The soak (``--soak``; ~30 s more) kills the share coordinator's broker first, then the leader's; another soak
+(~45 s) kills the group coordinator's broker, whose successor loads the share group's membership.
 """
 
 from __future__ import annotations
@@ -324,3 +325,96 @@ def test_dead_letter_copies_go_to_another_brokers_leader_and_follow_its_failover
     finally:
         with contextlib.suppress(KafkaException):
             consumer.close()
+
+
+def _described_members(bootstrap: str, group: str) -> list[tuple[str, int]] | None:
+    """The group's (member id, member epoch) at the broker ``bootstrap`` (None: it does not serve it yet)."""
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+
+    with connect(bootstrap, timeout=10) as wire:
+        (described,) = wire.call(
+            ShareGroupDescribeRequest(group_ids=[group]), 0, expect=ShareGroupDescribeResponse
+        ).groups
+    if described.error_code != ErrorCode.NONE:
+        return None
+    return [(m.member_id, m.member_epoch) for m in described.members]
+
+
+@pytest.mark.soak
+def test_group_coordinator_kill_keeps_the_share_groups_members(scenario: Scenario) -> None:
+    """The group coordinator's broker dies: the next leader of the group's ``__consumer_offsets`` partition
+    loads the share group from its replicated ShareGroup* records, and the member carries on with its member
+    id and epoch (6, after another member came and went; one that joined again would be at 3)."""
+    from tidelog.client.wire import connect
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+
+    _share_coordinator, _leader, third = _start(scenario)
+    group = _group_coordinated_by(scenario, third)
+    at_third = scenario.c.brokers[third].bootstrap_servers
+    deadline = time.monotonic() + 120
+    producer = Producer(
+        {"bootstrap.servers": scenario.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3}
+    )
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": scenario.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    prime_acknowledging(producer, TOPIC, consumer, deadline)
+    with connect(at_third, timeout=10) as wire:
+        for epoch in (0, -1):
+            beat = wire.call(
+                ShareGroupHeartbeatRequest(
+                    group_id=group,
+                    member_id="passer-by",
+                    member_epoch=epoch,
+                    subscribed_topic_names=[TOPIC] if epoch == 0 else None,
+                ),
+                1,
+                expect=ShareGroupHeartbeatResponse,
+            )
+            assert beat.error_code == ErrorCode.NONE
+    while (members := _described_members(at_third, group)) is None or members[0][1] != 6:
+        assert time.monotonic() < deadline, f"the worker's epoch never became 6: {members}"
+        consumer.poll(0.5)
+    [(member_id, _epoch)] = members
+
+    partition = scenario.coordinator_partition(OFFSETS_TOPIC, group)
+    old = scenario.state(OFFSETS_TOPIC, partition)
+    scenario.c.kill(third)
+    scenario.event(f"group coordinator {third} killed")
+    new = scenario.wait_new_leader(OFFSETS_TOPIC, partition, old)
+
+    values = [b"after-%02d" % i for i in range(10)]
+    for value in values:
+        producer.produce(TOPIC, value)
+    producer.flush(10)
+    got: list[bytes] = []
+    while not set(values) <= set(got):
+        assert time.monotonic() < deadline, f"received only {got}"
+        try:
+            messages = consumer.poll(0.5)
+        except KafkaException:
+            # the share-partition leader re-reads its state after the ISR changed (COORDINATOR_LOAD_IN_PROGRESS
+            # meanwhile), which librdkafka raises from poll(): the application polls again
+            continue
+        for message in messages:
+            if message.error() is None:
+                consumer.acknowledge(message)
+                if value_of(message) != PRIMER:
+                    got.append(value_of(message))
+    consumer.commit_sync()
+    assert got == values
+    at_new = scenario.c.brokers[new.leader].bootstrap_servers
+    while (members := _described_members(at_new, group)) is None:
+        assert time.monotonic() < deadline, "the new coordinator never served the group"
+        time.sleep(0.2)
+    assert members == [(member_id, 6)]
+    consumer.close()

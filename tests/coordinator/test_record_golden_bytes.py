@@ -96,6 +96,8 @@ def test_encoding_is_byte_for_byte_what_tidelog_wrote(entry: dict[str, Any]) -> 
 def test_every_schema_and_version_is_covered() -> None:
     covered = {(e["schema"], e.get("version")) for e in ENTRIES}
     for name, cls in _SCHEMAS.items():
+        if name.startswith("ShareGroup"):
+            continue  # read and written since share groups are persisted: no hand-written encoder's bytes to pin
         if name.endswith("Key"):
             assert (name, None) in covered
         else:

@@ -215,11 +215,16 @@ def test_tombstone_value_stays_none() -> None:
     assert decode_value(GroupMetadataKey(group="g"), None) is None
 
 
-@pytest.mark.parametrize("record_type", [9, 10, 11, 12, 13, 14])
-def test_known_but_unimplemented_record_types_are_named(record_type: int) -> None:
-    with pytest.raises(UnsupportedRecordTypeError) as info:
-        decode_key(i16(record_type) + string("g"))
-    assert info.value.record_type == record_type
+@pytest.mark.parametrize("record_type", [9, 11, 12, 15])
+def test_share_group_record_types_are_read(record_type: int) -> None:
+    """KIP-932's record types decode since share groups are persisted (they were rejected before)."""
+    key = decode_key(i16(record_type) + string("g"))
+    assert (record_type, record_type) == type(key).VALID_VERSIONS
+    assert key.group_id == "g"  # type: ignore[union-attr]
+
+
+def test_unsupported_record_type_error_names_the_type() -> None:
+    assert UnsupportedRecordTypeError(16).record_type == 16
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x00", i16(999) + string("g"), i16(-1), i16(1) + string("g")])

@@ -83,6 +83,7 @@ def _join(b: Broker) -> ShareGroupHeartbeatResponse:
             group_id=GROUP, member_id=uuid.uuid4().hex, member_epoch=0, subscribed_topic_names=["t"]
         ),
     )
+    assert isinstance(answer, ShareGroupHeartbeatResponse)  # a single node answers at once
     assert answer.error_code == ErrorCode.NONE
     return answer
 
@@ -163,6 +164,7 @@ def _leave(b: Broker, member: str) -> None:
         _context(),
         ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=-1),
     )
+    assert isinstance(answer, ShareGroupHeartbeatResponse)
     assert (answer.error_code, answer.member_epoch) == (ErrorCode.NONE, -1)
 
 

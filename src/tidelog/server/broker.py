@@ -77,6 +77,7 @@ from .security.scram_credentials import credential_lookup
 from .security.tls_accept import accept_tls
 from .security.tls_config import ListenerTls, listener_tls
 from .security.zk_acl_store import ZkAclStore
+from .share_membership import ShareMembership
 from .share_persister import SharePersister
 from .share_routing import ShareRouting
 from .share_runtime import ShareRuntime, share_defaults
@@ -224,6 +225,7 @@ class Broker:
             group_configs=self.group_configs.configs_of,
             state=self.share_states,
         )
+        self.shares.set_membership(ShareMembership(self.groups))  # issue 13: membership in __consumer_offsets
         self.shares.dead_letters.admin = self.admin  # KIP-1191: auto-creates dead-letter topics if enabled
         self.shares.dead_letters.producer.producer_ids = self.producer_ids  # idempotent dead-letter copies
         self.share_routing: ShareRouting | None = None

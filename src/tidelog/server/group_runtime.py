@@ -16,6 +16,9 @@ parks JoinGroup/SyncGroup and fires its timers. What is the group coordinator's 
   metadata cache's topics, rebuilt only when a topic was created, deleted or grew partitions.
 - A deleted topic's committed offsets are tombstoned in every group at once
   (:meth:`GroupRuntime.on_topics_deleted`); partitions still loading do it when loaded.
+- Share groups (KIP-932) are run by the share runtime and persisted here: load listeners
+  (:meth:`GroupRuntime.add_load_listener`) hear when a partition begins loading, is unloaded, or is loaded
+  (see :mod:`tidelog.server.share_membership`).
 - In a cluster its records are answered once committed, within ``offsets.commit.timeout.ms`` (Kafka's
   write timeout of the group coordinator); a marker written on one of its partitions counts as written
   by it, so what is answered after the marker waits for the marker's commit too.
@@ -122,7 +125,27 @@ class GroupRuntime(CoordinatorRuntime[TimerKey]):
         )
         self._compression = Compression(config.offsets_topic_compression_codec)
         self._topics_image: tuple[tuple[tuple[str, object, int], ...], TopicsImage] | None = None
+        self._load_listeners: list[Callable[[int, bool], None]] = []
         admin.add_topics_deleted_listener(self.on_topics_deleted)
+
+    def add_load_listener(self, listener: Callable[[int, bool], None]) -> None:
+        """issue 13 hook: ``listener(partition, True)`` once ``partition`` is loaded, ``(partition, False)``
+        when it begins loading or is unloaded."""
+        self._load_listeners.append(listener)
+
+    def _on_begin_loading(self, partition: int) -> None:
+        for listener in self._load_listeners:
+            listener(partition, False)
+
+    def _unload(self, partition: int) -> None:
+        super()._unload(partition)
+        for listener in self._load_listeners:
+            listener(partition, False)
+
+    def _complete_loading(self, partition: int, count: int, started: float) -> None:
+        super()._complete_loading(partition, count, started)
+        for listener in self._load_listeners:
+            listener(partition, True)
 
     def ensure_offsets_topic(self) -> TopicInfo | None:
         """Create ``__consumer_offsets`` if it does not exist (its empty partitions are loaded at once)."""

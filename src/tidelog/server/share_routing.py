@@ -12,9 +12,9 @@ Invariants:
 - Before a ShareFetch or ShareAcknowledge is served, the state of every share-partition it names (a
   ShareFetch in an open share session: its session's too) that this broker leads and has not loaded is read from the share coordinator
   (:class:`~tidelog.server.share_persister.SharePersister`), so the runtime starts from what is persisted.
-- A share group whose ``__consumer_offsets`` partition changes leadership on this broker is dropped
-  (membership is not persisted: its members join the next coordinator again, as after UNKNOWN_MEMBER_ID),
-  so a broker that coordinated it once never expires live members from a stale copy.
+- A share group whose ``__consumer_offsets`` partition changes leadership on this broker is dropped, so a
+  broker that coordinated it once never expires live members from a stale copy; the next coordinator
+  adopts it from the partition once loaded (:mod:`tidelog.server.share_membership`).
 - A share-partition whose leadership changes on this broker (lost, or gained at a new leader epoch) is
   dropped from the runtime at once (acquisitions are not persisted: they lapse with the leader; the next
   leader loads the persisted state), together with any state loaded for it.
@@ -84,8 +84,8 @@ class ShareRouting:
         self,
         ctx: RequestContext,
         request: ShareGroupHeartbeatRequest,
-        serve: Callable[[RequestContext, ShareGroupHeartbeatRequest], ShareGroupHeartbeatResponse],
-    ) -> ShareGroupHeartbeatResponse:
+        serve: Callable[[RequestContext, ShareGroupHeartbeatRequest], Answer],
+    ) -> Answer:
         if request.group_id and not self.is_coordinator(request.group_id):
             return ShareGroupHeartbeatResponse(error_code=ErrorCode.NOT_COORDINATOR)
         return serve(ctx, request)

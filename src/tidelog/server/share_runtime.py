@@ -30,6 +30,12 @@ Invariants:
   archived, available with delivery counts; acquisitions are not persisted) changed is written
   (WriteShareGroupState), and the request is answered only after those writes are committed. So an
   acknowledgement a client was told succeeded survives a crash; an acquisition does not need to.
+- Membership (given a :class:`~tidelog.server.share_membership.ShareMembership`): every change of a share
+  group is written to ``__consumer_offsets``, and a heartbeat is answered once what it changed is committed
+  there (a member fenced on the way is written at once, with no answer waiting for it); a group deleted is
+  tombstoned, and the groups of a coordinator partition are adopted from it once it is
+  loaded (:meth:`ShareRuntime.on_coordinator_partition`); while it loads, heartbeats are
+  COORDINATOR_LOAD_IN_PROGRESS.
 - State epochs (Kafka's): a share-partition is written with the state epoch it was read with. A write
   refused with FENCED_STATE_EPOCH (an administrator reset or deleted the group's state at the share
   coordinator, possibly through another broker, since this leader read it) drops the share-partition from
@@ -47,6 +53,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tidelog.coordinator.share.acquire_mode import batch_last_offsets
 from tidelog.coordinator.share.config import ShareBrokerDefaults, ShareGroupSettings, resolve_settings
@@ -80,6 +87,10 @@ from tidelog.server.share_admission import ReadAhead, admission, scan
 from tidelog.server.share_dead_letter import ShareDeadLetters
 from tidelog.server.share_persister import ShareStateFencedError, ShareStateStore
 
+if TYPE_CHECKING:
+    from tidelog.coordinator.group.share_group_records import ShareGroupImage
+    from tidelog.server.share_membership import ShareMembership
+
 __all__ = ["GroupConfigLookup", "ShareRuntime", "no_group_configs", "share_defaults"]
 
 GroupConfigLookup = Callable[[str], Mapping[str, str]]
@@ -88,6 +99,12 @@ GroupConfigLookup = Callable[[str], Mapping[str, str]]
 _EMPTY = b""
 _ZERO_UUID = uuid.UUID(int=0)
 _SHARE_KEY = tuple[str, str, int]
+_NOT_SERVED = (
+    ErrorCode.INVALID_GROUP_ID,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+)
+"""Heartbeat errors before the group was looked at: nothing of it to persist."""
 
 
 def no_group_configs(_group_id: str) -> Mapping[str, str]:
@@ -154,6 +171,7 @@ class ShareRuntime:
         self.partitions: dict[_SHARE_KEY, SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
         self._state = state
+        self._membership: ShareMembership | None = None
         self._persisted: dict[_SHARE_KEY, tuple[int, list[tuple[int, int, int, int]]]] = {}
         """Per share-partition: the view last written to (or read from) ``__share_group_state``."""
         self._touched: set[_SHARE_KEY] = set()
@@ -233,6 +251,33 @@ class ShareRuntime:
         :class:`~tidelog.server.share_persister.SharePersister` in a cluster)."""
         self._state = state
 
+    def set_membership(self, membership: ShareMembership) -> None:
+        """Where share groups' membership is persisted (``__consumer_offsets``, through the group runtime)."""
+        self._membership = membership
+        membership.listen(self.on_coordinator_partition)
+
+    def on_coordinator_partition(self, partition: int, images: Mapping[str, ShareGroupImage] | None) -> None:
+        """``__consumer_offsets-partition`` was loaded here (``images``: its share groups, adopted with their
+        members' sessions starting now) or began loading or went away (None: its groups are dropped)."""
+        assert self._membership is not None
+        for group_id in [g for g in self.groups if self._membership.partition_for(g) == partition]:
+            del self.groups[group_id]
+        if images is None:
+            return
+        now = self._clock.now_ms()
+        for group_id, image in images.items():
+            self.groups[group_id] = ShareGroup.restore(image, self._metadata.topic_name, now)
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        info = self._metadata.topic(name)
+        return None if info is None else info.topic_id
+
+    def _persist(self, group_id: str, group: ShareGroup | None) -> None:
+        """Write ``group_id``'s share group (None: deleted) to ``__consumer_offsets``, if it changed (a fenced
+        member, a deleted group: no request waits for it)."""
+        if self._membership is not None:
+            self._membership.write(group_id, None if group is None else group.image(self._topic_id))
+
     def session_partitions(self, group_id: str, member_id: str) -> list[tuple[uuid.UUID, int]]:
         """The partitions of the member's open share session (issue 13 cluster hook: loaded first)."""
         session = self._sessions.get((group_id, member_id))
@@ -285,9 +330,12 @@ class ShareRuntime:
     def _expire_members(self, group: ShareGroup) -> None:
         now = self._clock.now_ms()
         timeout = self.settings(group.group_id).session_timeout_ms
-        for member_id in group.expire(now, timeout):
+        gone = group.expire(now, timeout)
+        for member_id in gone:
             self._sessions.pop((group.group_id, member_id), None)
             self._release_member(group.group_id, member_id)
+        if gone:
+            self._persist(group.group_id, group)
         for (group_id, member_id), session in list(self._sessions.items()):
             if (
                 group_id == group.group_id
@@ -324,7 +372,8 @@ class ShareRuntime:
             self._state_epochs.pop(key, None)
             self._ahead.pop(key, None)
         if topics is None:
-            self.groups.pop(group_id, None)
+            if self.groups.pop(group_id, None) is not None:
+                self._persist(group_id, None)
             self._settings.pop(group_id, None)
             for session in [k for k in self._sessions if k[0] == group_id]:
                 del self._sessions[session]
@@ -504,11 +553,24 @@ class ShareRuntime:
 
     # -- ShareGroupHeartbeat -----------------------------------------------------------------------------
 
-    def heartbeat(
+    def heartbeat(self, ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> Answer:
+        """ShareGroupHeartbeat, answered once the group's change is in ``__consumer_offsets`` (committed, in a
+        cluster)."""
+        response = self._heartbeat(ctx, request)
+        group = self.groups.get(request.group_id)
+        if self._membership is None or group is None or response.error_code in _NOT_SERVED:
+            return response
+        return self._membership.write(group.group_id, group.image(self._topic_id), request, response)
+
+    def _heartbeat(
         self, ctx: RequestContext, request: ShareGroupHeartbeatRequest
     ) -> ShareGroupHeartbeatResponse:
         if not request.group_id:
             return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        if self._membership is not None:
+            ready = self._membership.ready(request.group_id)
+            if ready != ErrorCode.NONE:
+                return ShareGroupHeartbeatResponse(error_code=ready)
         group = self.groups.setdefault(request.group_id, ShareGroup(request.group_id))
         self._expire_members(group)
         partitions_of = {t.name: t.num_partitions for t in self._metadata.topics() if not t.is_internal}
@@ -558,9 +620,14 @@ class ShareRuntime:
         for group_id in request.group_ids:
             group = self.groups.get(group_id)
             if group is None:
+                loading = self._membership is not None and self._membership.loading(group_id)
                 response.groups.append(
                     ShareGroupDescribeResponse.DescribedGroup(
-                        group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND, group_state="Dead"
+                        group_id=group_id,
+                        error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                        if loading
+                        else ErrorCode.GROUP_ID_NOT_FOUND,
+                        group_state="" if loading else "Dead",
                     )
                 )
                 continue

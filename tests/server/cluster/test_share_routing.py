@@ -78,6 +78,13 @@ def test_requests_go_to_the_coordinator_and_the_leader(tmp_path: Path) -> None:
             c.elect("__consumer_offsets", 2, 0, (2,))
             one, two = _routing(c, 1), _routing(c, 2)
             b1 = c[1].broker
+            # broker 2 coordinates the group once it has loaded its __consumer_offsets partition (share
+            # groups are persisted there): until then its heartbeats are COORDINATOR_LOAD_IN_PROGRESS
+            coordinator = c[2].broker.groups.coordinator
+            deadline = asyncio.get_running_loop().time() + 10
+            while (shard := coordinator.shard(coordinator.partition_for(GROUP))) is None or shard.loading:
+                assert asyncio.get_running_loop().time() < deadline, "__consumer_offsets never loaded"
+                await asyncio.sleep(0.01)
 
             heartbeat = ShareGroupHeartbeatRequest(
                 group_id=GROUP, member_id="m1", subscribed_topic_names=["jobs"]
@@ -93,7 +100,8 @@ def test_requests_go_to_the_coordinator_and_the_leader(tmp_path: Path) -> None:
             refused = one.heartbeat(_ctx(76, 1), heartbeat, serve)
             assert refused.error_code == ErrorCode.NOT_COORDINATOR
             assert served == []
-            joined = two.heartbeat(_ctx(76, 1), heartbeat, c[2].broker.shares.heartbeat)
+            joined = await _resolve(two.heartbeat(_ctx(76, 1), heartbeat, c[2].broker.shares.heartbeat))
+            assert isinstance(joined, ShareGroupHeartbeatResponse)  # answered once its records are committed
             assert (joined.error_code, joined.member_id) == (ErrorCode.NONE, "m1")
             assert GROUP in c[2].broker.shares.groups
             described = one.describe(ShareGroupDescribeRequest(group_ids=[GROUP]), b1.shares.describe)

@@ -45,6 +45,7 @@ from tidelog.coordinator.group.responses import (
     offset_fetch_response,
 )
 from tidelog.coordinator.group.shard import GroupCoordinatorShard
+from tidelog.coordinator.group.share_group_records import ShareGroupImage
 from tidelog.coordinator.group.timers import TimerKey
 from tidelog.coordinator.group.topics_image import TopicsImage
 from tidelog.protocol.errors import ErrorCode
@@ -187,6 +188,23 @@ class GroupCoordinator:
         if shard.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return shard
+
+    # -- share groups (KIP-932: the share runtime runs them, this coordinator persists them) ----------
+
+    def share_group_images(self, partition: int) -> dict[str, ShareGroupImage]:
+        """The share groups persisted in loaded ``partition`` (empty if it is not loaded here)."""
+        shard = self._shards.get(partition)
+        return {} if shard is None or shard.loading else dict(shard.state.share_groups)
+
+    def write_share_group(
+        self, group_id: str, image: ShareGroupImage | None
+    ) -> CoordinatorResult[TimerKey] | ErrorCode:
+        """Persist ``group_id``'s share group as ``image`` (None: deleted); NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS where its partition is not served here."""
+        shard = self._route(group_id)
+        if isinstance(shard, ErrorCode):
+            return shard
+        return shard.write_share_group(group_id, image)
 
     # -- requests ------------------------------------------------------------------------------------
 

@@ -32,12 +32,15 @@ implements, the versions it writes, and frames them:
 
   Tagged fields Kafka versions newer than the specs add (``MetadataHash`` ...) are kept in
   ``unknown_tagged_fields`` and written back unchanged.
+- record types 9-15, KIP-932 share groups: keys of the group (and member), values at version 0,
+  flexible; which of them tidelog writes, and how it replays them, is
+  :mod:`tidelog.coordinator.group.share_group_records`.
 
 Invariants: a key is written at its highest record type and encoded at that version (a key schema's
 versions are its record types); ``decode_key(encode_key(k)) == k`` and
 ``decode_value(k, encode_value(v, n)) == v`` for every field present in version ``n``; decoding never
-accepts a record type or value version Kafka does not define; record types Kafka defines beyond 8 (share
-groups ...) raise :class:`UnsupportedRecordTypeError`.
+accepts a record type or value version Kafka does not define; record types Kafka defines that tidelog
+does not read (none today, newer ones later) raise :class:`UnsupportedRecordTypeError`.
 """
 
 from __future__ import annotations
@@ -65,6 +68,11 @@ from tidelog.coordinator.common._generated.records import (
     OffsetCommitValue,
 )
 from tidelog.coordinator.common.records import CoordinatorRecordError, decode_body, encode_framed, read_prefix
+from tidelog.coordinator.group.share_group_records import (
+    SHARE_GROUP_RECORD_SCHEMAS,
+    ShareGroupRecordKey,
+    ShareGroupRecordValue,
+)
 
 __all__ = [
     "CONSUMER_GROUP_RECORD_SCHEMAS",
@@ -156,8 +164,10 @@ ConsumerGroupRecordValue: TypeAlias = (
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
 )
-RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey
-RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue | ConsumerGroupRecordValue
+RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | ShareGroupRecordKey
+RecordValue: TypeAlias = (
+    OffsetCommitValue | GroupMetadataValue | ConsumerGroupRecordValue | ShareGroupRecordValue
+)
 
 CONSUMER_GROUP_RECORD_SCHEMAS: dict[
     int, tuple[type[ConsumerGroupRecordKey], type[ConsumerGroupRecordValue]]
@@ -175,6 +185,7 @@ RECORD_SCHEMAS: dict[int, tuple[type[RecordKey], type[RecordValue]]] = {
     CoordinatorRecordType.OFFSET_COMMIT: (OffsetCommitKey, OffsetCommitValue),
     CoordinatorRecordType.GROUP_METADATA: (GroupMetadataKey, GroupMetadataValue),
     **CONSUMER_GROUP_RECORD_SCHEMAS,
+    **SHARE_GROUP_RECORD_SCHEMAS,
 }
 """Every record type tidelog reads -> (key class, value class): a subset of Kafka's
 (``CONSUMER_OFFSETS_RECORDS`` of the generated module), the same classes for each."""

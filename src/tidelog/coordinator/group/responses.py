@@ -39,6 +39,8 @@ from tidelog.protocol.messages import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     TxnOffsetCommitRequest,
@@ -219,6 +221,8 @@ def group_error_response(request: Request, api_version: int, error: ErrorCode) -
         return ListGroupsResponse(error_code=error)
     if isinstance(request, ConsumerGroupHeartbeatRequest):
         return ConsumerGroupHeartbeatResponse(error_code=error)
+    if isinstance(request, ShareGroupHeartbeatRequest):  # its records: share_group_records
+        return ShareGroupHeartbeatResponse(error_code=error)
     if isinstance(request, ConsumerGroupDescribeRequest):
         return ConsumerGroupDescribeResponse(
             groups=[

@@ -28,6 +28,7 @@ from tidelog.coordinator.group.offset_manager import OffsetManager
 from tidelog.coordinator.group.records import GroupMetadataKey, decode_key, decode_value
 from tidelog.coordinator.group.responses import join_group_response
 from tidelog.coordinator.group.shard_state import ShardState
+from tidelog.coordinator.group.share_group_records import ShareGroupImage, share_group_records
 from tidelog.coordinator.group.timers import JoinTimer, MemberRebalanceTimer, SyncTimer, TimerKey, TimerKind
 from tidelog.coordinator.group.txn_offset_commit import commit_transactional_offsets
 from tidelog.protocol.errors import ErrorCode
@@ -122,8 +123,10 @@ class GroupCoordinatorShard:
         self.state.begin()
         consumer_group = self.state.consumer_groups.get(request.group_id)
         response: JoinGroupResponse | DeferredResponse
-        if consumer_group is not None and not consumer_group.is_empty:
-            # A classic member cannot join a KIP-848 consumer group (no online migration).
+        if request.group_id in self.state.share_groups or (
+            consumer_group is not None and not consumer_group.is_empty
+        ):
+            # A classic member cannot join a KIP-848 consumer group (no online migration) nor a share group.
             response = join_group_response(
                 api_version, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id
             )
@@ -202,6 +205,14 @@ class GroupCoordinatorShard:
         result = self.state.finish()
         result.response = response
         return result
+
+    def write_share_group(self, group_id: str, image: ShareGroupImage | None) -> CoordinatorResult[TimerKey]:
+        """The share runtime changed ``group_id``'s share group to ``image`` (None: deleted it): the records
+        that take the persisted image there, applied at once (:mod:`.share_group_records`)."""
+        self.state.begin()
+        for key, value in share_group_records(self.state.share_groups.get(group_id), image):
+            self.state.write(key, value, replay=True)
+        return self.state.finish()
 
     def delete_offsets(self, request: OffsetDeleteRequest) -> CoordinatorResult[TimerKey]:
         self.state.begin()

@@ -9,7 +9,8 @@ Kafka's runtime replays them: offset commits and all tombstones at once; a ``Gro
 is only a snapshot of a live group (Kafka appends it with ``replayRecords=false``: the live group
 object is the authority for a classic group's in-flight rebalance, which no record describes), so
 it is applied when loading only. Consumer-group records (types 3-8) describe the whole group and are
-always replayed (:mod:`tidelog.coordinator.group.consumer_group_replay`).
+always replayed (:mod:`tidelog.coordinator.group.consumer_group_replay`), and so are share-group records
+(types 9-15, into :attr:`ShardState.share_groups`, :mod:`tidelog.coordinator.group.share_group_records`).
 
 Invariants:
 
@@ -37,6 +38,7 @@ from tidelog.coordinator.group.consumer_group import ConsumerGroup
 from tidelog.coordinator.group.consumer_group_replay import replay_consumer_group_record
 from tidelog.coordinator.group.offsets import OffsetAndMetadata, OffsetStore
 from tidelog.coordinator.group.records import (
+    ConsumerGroupRecordKey,
     ConsumerGroupRecordValue,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -46,6 +48,11 @@ from tidelog.coordinator.group.records import (
     RecordValue,
     encode_key,
     encode_value,
+)
+from tidelog.coordinator.group.share_group_records import (
+    ShareGroupImage,
+    ShareGroupRecordValue,
+    replay_share_group_record,
 )
 from tidelog.coordinator.group.timers import (
     JoinTimer,
@@ -75,6 +82,8 @@ class ShardState:
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.share_groups: dict[str, ShareGroupImage] = {}
+        """KIP-932 share groups' durable part (the live groups are the share runtime's)."""
         self.offsets = OffsetStore()
         self.pending_offsets = PendingTransactionalOffsets()
         """Offsets of open transactions (TxnOffsetCommit), by producer, until their markers."""
@@ -172,9 +181,12 @@ class ShardState:
             else:
                 assert isinstance(value, GroupMetadataValue)
                 self.load_group(key, value)
-        else:
+        elif isinstance(key, ConsumerGroupRecordKey):
             assert value is None or isinstance(value, ConsumerGroupRecordValue)
             replay_consumer_group_record(self.groups, self.consumer_groups, key, value)
+        else:
+            assert value is None or isinstance(value, ShareGroupRecordValue)
+            replay_share_group_record(self.share_groups, key, value)
 
     def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
         """A COMMIT/ABORT marker of ``producer_id`` landed in this partition: its pending transactional

@@ -10,13 +10,18 @@ Invariants:
   heartbeat (no revocation step is needed, as no partition is ever taken from anyone).
 - A member that has not heartbeated for the session timeout is fenced by :meth:`ShareGroup.expire`, which
   names it so the caller releases the records it holds.
+- :meth:`ShareGroup.image` is the group's durable part as ``__consumer_offsets`` records hold it
+  (:mod:`tidelog.coordinator.group.share_group_records`); :meth:`ShareGroup.restore` rebuilds the group from
+  it, every member's session starting at the restore (as Kafka restarts session timers at load).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from uuid import UUID
 
+from tidelog.coordinator.group.share_group_records import ShareGroupImage, ShareMemberImage
 from tidelog.protocol.errors import ErrorCode
 
 __all__ = ["HeartbeatResult", "ShareGroup", "ShareMember"]
@@ -55,6 +60,55 @@ class ShareGroup:
     @property
     def state(self) -> str:
         return "Stable" if self.members else "Empty"
+
+    def image(self, topic_id: Callable[[str], UUID | None]) -> ShareGroupImage:
+        """The group's durable part; ``topic_id`` names topics by id (a topic without one is left out)."""
+        image = ShareGroupImage(self.group_id, self.group_epoch, self.group_epoch)
+        for member in self.members.values():
+            assignment = {
+                tid: parts
+                for topic, parts in member.assignment.items()
+                if (tid := topic_id(topic)) is not None
+            }
+            image.members[member.member_id] = ShareMemberImage(
+                member.member_id,
+                rack_id=member.rack_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed=member.subscribed,
+                member_epoch=member.member_epoch,
+                previous_epoch=member.previous_epoch,
+                assignment=assignment,
+                target=dict(assignment),
+                has_metadata=True,
+            )
+        return image
+
+    @classmethod
+    def restore(
+        cls, image: ShareGroupImage, topic_name: Callable[[UUID], str | None], now_ms: int
+    ) -> ShareGroup:
+        """The group ``image`` describes, each member's session starting at ``now_ms``."""
+        group = cls(image.group_id)
+        group.group_epoch = image.group_epoch
+        for m in image.members.values():
+            assignment = {
+                name: parts for tid, parts in m.assignment.items() if (name := topic_name(tid)) is not None
+            }
+            group.members[m.member_id] = ShareMember(
+                m.member_id,
+                m.member_epoch,
+                m.previous_epoch,
+                tuple(sorted(m.subscribed)),
+                m.client_id,
+                m.client_host,
+                m.rack_id,
+                now_ms,
+                assignment,
+            )
+        assigned = {t: len(p) for member in group.members.values() for t, p in member.assignment.items()}
+        group._topics = {t: assigned.get(t, 0) for t in group.subscribed_topics()}
+        return group
 
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}

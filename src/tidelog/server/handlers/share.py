@@ -44,9 +44,7 @@ class ShareHandler:
         self._authz = authz
         self._routing = routing
 
-    def heartbeat(
-        self, ctx: RequestContext, request: ShareGroupHeartbeatRequest
-    ) -> ShareGroupHeartbeatResponse:
+    def heartbeat(self, ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> Answer:
         if not group_allowed(self._authz, ctx, AclOperation.READ, request.group_id):
             return ShareGroupHeartbeatResponse(error_code=_DENIED)
         if self._routing is not None:
