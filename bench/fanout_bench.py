@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +115,26 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _start_broker(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _fetches(metrics_url: str | None) -> int:
+    """Fetch requests the broker has answered (its Prometheus endpoint), 0 without one."""
+    if metrics_url is None:
+        return 0
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("kafka_network_requestmetrics_requests_total{") and 'request="Fetch"' in line
+    )
+
+
+def _start_broker(work: Path, metrics_port: int) -> tuple[subprocess.Popen[bytes], str]:
     ready = work / "ready"
     broker = subprocess.Popen(
         [
@@ -123,6 +144,8 @@ def _start_broker(work: Path) -> tuple[subprocess.Popen[bytes], str]:
             "listeners=PLAINTEXT://127.0.0.1:0",
             "--set",
             f"log.dirs={work / 'data'}",
+            "--set",
+            f"metrics.listener=http://127.0.0.1:{metrics_port}",
             "--ready-file",
             str(ready),
         ],
@@ -144,14 +167,22 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--rate", type=int, default=1000, help="messages per second")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--bootstrap", help="use this broker instead of starting one (no broker CPU figure)")
+    parser.add_argument("--bootstrap", help="use this broker instead of starting one")
+    parser.add_argument(
+        "--broker-pid", type=int, help="with --bootstrap: the broker's pid, for its CPU figure"
+    )
     args = parser.parse_args()
 
     broker = None
+    broker_pid: int | None = args.broker_pid
+    metrics_url: str | None = None
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        broker, bootstrap = _start_broker(Path(tempfile.mkdtemp(prefix="tidelog-fanout-")))
+        metrics_port = _free_port()
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        broker, bootstrap = _start_broker(Path(tempfile.mkdtemp(prefix="tidelog-fanout-")), metrics_port)
+        broker_pid = broker.pid
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
@@ -167,7 +198,10 @@ def main() -> None:
             for i in range(args.processes)
         ]
         workers = [
-            ctx.Process(target=_worker, args=(bootstrap, n, ready, results, stop)) for n in shares if n
+            # daemons: a run that gives up (no warm-up) does not wait for them at exit
+            ctx.Process(target=_worker, args=(bootstrap, n, ready, results, stop), daemon=True)
+            for n in shares
+            if n
         ]
         for worker in workers:
             worker.start()
@@ -187,11 +221,13 @@ def main() -> None:
                 ready.get()
                 started += 1
             if time.monotonic() > deadline:
-                raise SystemExit("consumers did not warm up")
+                raise SystemExit(f"consumers did not warm up: {started} of {len(workers)} processes ready")
         producer.flush(10)
         acks.clear()
         time.sleep(1)
-        cpu_before = _cpu_seconds(broker.pid) if broker else 0.0
+        cpu_before = _cpu_seconds(broker_pid) if broker_pid else 0.0
+        client_before = sum(_cpu_seconds(w.pid) for w in workers if w.pid)
+        fetches_before = _fetches(metrics_url)
         count = int(args.rate * args.seconds)
         interval = 1 / args.rate
         begin = time.monotonic()
@@ -205,7 +241,9 @@ def main() -> None:
         producer.flush(30)
         elapsed = time.monotonic() - begin
         time.sleep(2)  # let the last deliveries land
-        cpu = (_cpu_seconds(broker.pid) - cpu_before) if broker else float("nan")
+        cpu = (_cpu_seconds(broker_pid) - cpu_before) if broker_pid else float("nan")
+        client_cpu = sum(_cpu_seconds(w.pid) for w in workers if w.pid) - client_before
+        fetches = _fetches(metrics_url) - fetches_before
         stop.set()
         hist: dict[int, int] = {}
         for _ in workers:
@@ -230,6 +268,9 @@ def main() -> None:
         print(
             f"broker CPU {cpu:.2f} s over {elapsed + 2:.1f} s, {cpu / count * 1e6:.0f} us per message produced"
         )
+        if fetches:
+            print(f"fetch responses {fetches}, broker CPU {cpu / fetches * 1e6:.0f} us per fetch response")
+        print(f"consumer processes CPU {client_cpu:.2f} s")
         del admin, producer  # closed before the broker goes, so they do not log its disappearance
     finally:
         if broker is not None:

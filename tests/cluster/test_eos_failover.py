@@ -24,6 +24,19 @@ INPUT, OUTPUT, PARTITIONS = "payments", "ledger", 3
 GROUP, TRANSACTIONAL_ID = "ledger-app", "ledger-app-0"
 TXN_TOPIC = "__transaction_state"
 
+IDLE_MS = 5000
+"""The application's producer closes connections idle this long (librdkafka's ``connections.max.idle.ms``).
+
+GROUP_COORDINATOR_HANG: when the killed broker was also the group's coordinator, librdkafka (2.16.0,
+confluentinc/librdkafka#5511, #5456) can block ``send_offsets_to_transaction`` for ever, past its timeout:
+AddOffsetsToTxn succeeds on the new transaction coordinator, then the TxnOffsetCommit waits for the
+group coordinator it cached (the killed broker), which librdkafka has meanwhile decommissioned because
+Metadata no longer lists it; the wait is only re-examined when some broker connection goes up or down,
+and none does while the application is blocked, so no FindCoordinator for the group (and no
+TxnOffsetCommit) is ever sent. A producer that closes its idle connections has one go down within
+seconds, which makes librdkafka look the coordinator up again. Kafka answers the same way here (a dead
+broker leaves Metadata once its ZooKeeper session expires), so this is the client's, not the broker's."""
+
 
 def transformed(value: bytes) -> bytes:
     return b"ledger:" + value
@@ -50,6 +63,8 @@ class Transformer(ClientThread):
                 "transaction.timeout.ms": 30_000,
                 "linger.ms": 5,
                 "topic.metadata.refresh.interval.ms": 2000,
+                # librdkafka (2.16) work-around, see GROUP_COORDINATOR_HANG below
+                "connections.max.idle.ms": IDLE_MS,
                 "log_level": 3,
             }
         )

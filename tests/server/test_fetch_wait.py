@@ -28,6 +28,7 @@ from tidelog.replication.partition import Partition
 from tidelog.server.appended_bytes import HISTORY, AppendedBytes
 from tidelog.server.broker import Broker
 from tidelog.server.regions import RegionList
+from tidelog.server.shared_reads import INLINE_BYTES
 from tidelog.storage.fetch_data import FileRegion
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -179,7 +180,47 @@ def test_fetches_woken_by_one_append_share_one_read(broker: Broker, monkeypatch:
         for fetch in parked:
             assert isinstance(fetch, asyncio.Future)
             assert records_of(fetch.result()) == {2: [(0, b"one"), (1, b"two")]}
+            data = fetch.result().responses[0].partitions[2].records
+            assert isinstance(data, bytes)  # small: read into memory once, one write per answer
+            assert fetch.result() is parked[0].result()  # the same question: one answer, built once
         assert broker.fetch_purgatory.shared_reads is None  # nothing kept after the pass
+
+    asyncio.run(scenario())
+
+
+def test_woken_fetches_that_asked_differently_get_their_own_answers(broker: Broker) -> None:
+    async def scenario() -> None:
+        small = fetch_all(1)
+        small.max_bytes = 10
+        fetches = [fetch_all(1), fetch_all(1), small, fetch_all(1, offset=1)]
+        parked = [handle(broker, ctx(ApiKey.FETCH, 11), f) for f in fetches]
+        broker.replicas.append("t", 5, batch(b"a"), now_ms=broker.clock.now_ms())
+        assert all(isinstance(f, asyncio.Future) for f in parked[:3])
+        first, same, limited = (f.result() for f in parked[:3])
+        assert same is first
+        assert limited is not first
+        assert records_of(first) == records_of(limited) == {5: [(0, b"a")]}  # the first batch goes whole
+        assert isinstance(parked[3], FetchResponse)  # offset 1 is out of range: answered at once
+
+    asyncio.run(scenario())
+
+
+def test_a_large_shared_read_stays_a_file_region_and_read_committed_gets_its_aborted_list(
+    broker: Broker,
+) -> None:
+    big = b"x" * (INLINE_BYTES + 1)
+
+    async def scenario() -> None:
+        committed = fetch_all(1)
+        committed.isolation_level = 1
+        parked = [handle(broker, ctx(ApiKey.FETCH, 11), committed) for _ in range(2)]
+        broker.replicas.append("t", 3, batch(big), now_ms=broker.clock.now_ms())
+        for fetch in parked:
+            assert isinstance(fetch, asyncio.Future)
+            result = fetch.result().responses[0].partitions[3]
+            assert isinstance(result.records, FileRegion)
+            assert result.aborted_transactions == []
+            assert records_of(fetch.result()) == {3: [(0, big)]}
 
     asyncio.run(scenario())
 

@@ -65,6 +65,7 @@ __all__ = [
     "iter_batch_headers",
     "read_batch_header",
     "set_log_append_time",
+    "single_batch_header",
     "validate_batch",
     "validate_batches",
 ]
@@ -235,6 +236,19 @@ def iter_batch_headers(
             return
         yield pos, read_batch_header(buf, pos)
         pos = next_pos
+
+
+def single_batch_header(buf: Buffer) -> RecordBatchHeader | None:
+    """The header of ``buf`` when it is exactly one whole batch (its length field covers the rest of
+    ``buf``, magic 2), else None: what :func:`iter_batch_headers` would yield as its only batch, without the
+    generator (a produce request over many partitions asks this of each one's payload)."""
+    if len(buf) < RECORD_BATCH_HEADER_SIZE:
+        return None
+    (batch_length,) = _LENGTH.unpack_from(buf, BATCH_LENGTH_OFFSET)
+    if batch_length + LOG_OVERHEAD != len(buf):
+        return None
+    fields = _HEADER.unpack_from(buf, 0)
+    return RecordBatchHeader(*fields) if fields[3] == MAGIC else None
 
 
 def compute_crc(buf: Buffer, pos: int = 0) -> int:

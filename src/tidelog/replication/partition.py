@@ -281,8 +281,9 @@ class Partition:
             return False
         leader_end = self._log.log_end_offset
         candidate = leader_end
-        maximal = self.maximal_isr
-        for replica, follower in self._followers.items():
+        followers = self._followers
+        maximal = self.maximal_isr if followers else frozenset()
+        for replica, follower in followers.items():
             if follower.log_end_offset < candidate and (
                 replica in maximal
                 or (
@@ -438,14 +439,16 @@ class Partition:
             )
         config = self._log.config
         self._check_min_isr(required_acks)
-        validate_batches(
+        headers = validate_batches(
             records, max_batch_bytes=config.max_message_bytes, from_client=origin is AppendOrigin.CLIENT
         )
         if config.compact_enabled:
             require_record_keys(
                 records, f"{self.topic}-{self.index}", max_message_bytes=config.max_message_bytes
             )
-        info = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin)
+        info = self._log.append(
+            records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin, headers=headers
+        )
         self.maybe_increment_high_watermark(now_ms)
         return info
 

@@ -5,7 +5,8 @@ makes it completable (:meth:`FetchPurgatory.appended` / :meth:`FetchPurgatory.on
 watchers of that partition, and each asks its :class:`~tidelog.server.fetch_wait.FetchWait` about that
 partition alone, O(1), without reading the log), by its ``max_wait_ms`` expiring, or by shutdown — and
 always with a response built once, from a fresh read at that moment (fetches completed by the same change
-share their reads of one partition at one offset: read once, not once per consumer). A fetch that watches no
+share their reads of one partition at one offset: read once, not once per consumer; sessionless consumers
+that asked the same thing share one answer, :mod:`tidelog.server.shared_reads`). A fetch that watches no
 partition (a request whose topics list no partitions) is answered at once, as Kafka's ``fetchMessages`` does
 for an empty fetch: nothing could ever wake it. The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
@@ -25,6 +26,7 @@ from .appended_bytes import AppendedBytes
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
 from .purgatory import DelayedOperation
+from .shared_reads import SharedReads
 
 __all__ = ["DelayedFetch", "FetchCondition", "FetchPurgatory", "PredicateWait"]
 
@@ -123,10 +125,10 @@ class FetchPurgatory:
         self.last_change: dict[Hashable, int] = {}
         """Per (topic, partition), :attr:`change_count` at its last change (append, high watermark, last
         stable offset, log start, leadership): what lets a fetch session skip partitions that did not move."""
-        self.shared_reads: dict[Hashable, object] | None = None
+        self.shared_reads: SharedReads | None = None
         """While one change's waiting fetches complete (one synchronous pass, nothing can append meanwhile):
         log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
-        offset read the log once. None outside such a pass."""
+        offset read the log once (:mod:`tidelog.server.shared_reads`). None outside such a pass."""
 
     def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
         """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``; one that watches
@@ -154,7 +156,7 @@ class FetchPurgatory:
         self.last_change[key] = self.change_count
         outer = self.shared_reads is None
         if outer:
-            self.shared_reads = {}
+            self.shared_reads = SharedReads()
         try:
             self._operations.check(key)
         finally:

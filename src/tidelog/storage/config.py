@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -110,6 +111,13 @@ _BROKER_KEYS: Final[Mapping[str, tuple[tuple[str, int], ...]]] = {
 }
 
 
+@functools.lru_cache(maxsize=64)
+def _parse_cleanup_policy(value: str) -> frozenset[str]:
+    """``cleanup.policy``'s set (parsed once per distinct value: every append asks whether its log is
+    compacted)."""
+    return frozenset(p.strip() for p in value.split(",") if p.strip())
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     """The configs of one topic's logs. Defaults are Kafka's."""
@@ -148,7 +156,7 @@ class LogConfig:
 
     @property
     def cleanup_policies(self) -> frozenset[str]:
-        return frozenset(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
+        return _parse_cleanup_policy(self.cleanup_policy)
 
     @property
     def delete_enabled(self) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tidelog.protocol.records import (
+    LOG_OVERHEAD,
     InvalidTimestampError,
     RecordBatchHeader,
     RecordError,
@@ -43,6 +44,7 @@ __all__ = [
     "check_follower_offsets",
     "check_timestamps",
     "end_txn_markers",
+    "positioned",
     "validate_whole",
     "whole_batches",
 ]
@@ -57,6 +59,17 @@ def whole_batches(buf: bytearray | memoryview) -> Batches:
     consumed = batches[-1][0] + batches[-1][1].size_in_bytes if batches else 0
     if not batches or consumed != len(buf):
         raise UnexpectedAppendOffsetError(f"append of {len(buf)} bytes is not a sequence of whole batches")
+    return batches
+
+
+def positioned(headers: Sequence[RecordBatchHeader]) -> Batches:
+    """``(position, header)`` of consecutive batches starting at 0 (the headers ``records.validate_batches``
+    returned for a buffer it found to be exactly these batches)."""
+    batches = []
+    position = 0
+    for header in headers:
+        batches.append((position, header))
+        position += header.batch_length + LOG_OVERHEAD
     return batches
 
 

@@ -266,20 +266,24 @@ class PartitionLog:
         """Set the high watermark, bounded to ``[log_start_offset, log_end_offset]``; returns the value set.
         A follower sets min(leader's high watermark, its log end offset) after each fetch, lower than
         before after a truncation (Kafka's ``updateHighWatermark``)."""
-        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        return self._set_high_watermark(offset, self.log_end_offset)
+
+    def _set_high_watermark(self, offset: int, log_end_offset: int) -> int:
+        self._high_watermark = min(max(offset, self._log_start_offset), log_end_offset)
         self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """A leader's high watermark only rises (Kafka's ``maybeIncrementHighWatermark``): set ``offset`` if
         it is above the current one; returns whether it was. ``ValueError`` above the log end offset."""
-        if offset > self.log_end_offset:
+        log_end = self.log_end_offset
+        if offset > log_end:
             raise ValueError(
-                f"high watermark {offset} of {self._dir.name} above the log end offset {self.log_end_offset}"
+                f"high watermark {offset} of {self._dir.name} above the log end offset {log_end}"
             )
         if offset <= self._high_watermark:
             return False
-        self.update_high_watermark(offset)
+        self._set_high_watermark(offset, log_end)
         return True
 
     # ---- leader epochs ----------------------------------------------------------------------------
@@ -358,6 +362,7 @@ class PartitionLog:
         now_ms: int,
         assign_offsets: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        headers: Sequence[RecordBatchHeader] | None = None,
     ) -> LogAppendInfo:
         """Append one or more whole batches as leader (already checked by ``records.validate_batches``; the
         log's own checks and rewrites are :mod:`.log_validator`'s).
@@ -374,6 +379,9 @@ class PartitionLog:
         not go backwards (a gap starts a new segment), and replays them into the producer state without
         checks; their partition leader epochs go to the cache. Tools and tests use it; a replica uses
         :meth:`append_as_follower`.
+
+        ``headers``: what ``records.validate_batches`` returned for ``records`` (so they fill it exactly),
+        not parsed again.
         """
         self._observe(now_ms)
         buf: bytearray | memoryview
@@ -383,7 +391,7 @@ class PartitionLog:
             buf = records
         else:
             buf = bytearray(records)
-        batches = log_validator.whole_batches(buf)
+        batches = log_validator.whole_batches(buf) if headers is None else log_validator.positioned(headers)
         self._check_append_size(len(buf))
         config = self._config
         log_end = self.log_end_offset
@@ -392,7 +400,9 @@ class PartitionLog:
             log_validator.check_assigned_offsets(batches, log_end)
             self._assign_batch_epochs(batches)
             return self._write(buf, batches, None, markers, now_ms=now_ms, log_append_time=-1)
-        log_validator.check_timestamps(config, batches, now_ms)
+        append_time = config.log_append_time
+        if not append_time:
+            log_validator.check_timestamps(config, batches, now_ms)
         producer_info = self.producer_state.prepare([header for _, header in batches], markers, origin=origin)
         if producer_info.status is AppendStatus.DUPLICATE:
             assert producer_info.duplicate is not None
@@ -403,11 +413,11 @@ class PartitionLog:
             batches,
             first_offset=log_end,
             leader_epoch=leader_epoch,
-            log_append_time_ms=now_ms if config.log_append_time else None,
+            log_append_time_ms=now_ms if append_time else None,
         )
         if leader_epoch >= 0:
             self._epochs.assign(leader_epoch, log_end)
-        log_append_time = now_ms if config.log_append_time else -1
+        log_append_time = now_ms if append_time else -1
         return self._write(
             buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=log_append_time
         )
@@ -503,7 +513,8 @@ class PartitionLog:
             completed = [txn for txn in replayed if txn is not None]
         self._index_completed_transactions(completed)
 
-        if self.unflushed_messages >= self._config.flush_messages:
+        # the log end is now last_offset + 1 (the active segment's next offset)
+        if last_offset + 1 - self._flushes.recovery_point >= self._config.flush_messages:
             self.flush(now_ms)
         return LogAppendInfo(
             first_offset=first_offset,
@@ -513,7 +524,11 @@ class PartitionLog:
             log_append_time=log_append_time,
             log_start_offset=self._log_start_offset,
             shallow_count=len(batches),
-            records_count=sum(header.records_count for _, header in batches),
+            records_count=(
+                batches[0][1].records_count
+                if len(batches) == 1
+                else sum(header.records_count for _, header in batches)
+            ),
             valid_bytes=total,
         )
 

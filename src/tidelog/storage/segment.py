@@ -15,7 +15,9 @@ Invariants:
   log rebuilds it from the markers) and checked against the log at load.
 * Reads never load payloads: headers are read with ``os.pread`` (a small window) starting from an index
   entry, and whole-batch :class:`FileRegion` s are returned. Every index entry used is checked against the
-  header it points at; a mismatch rebuilds the indexes from the log.
+  header it points at; a mismatch rebuilds the indexes from the log. A read among the last batches this
+  process appended to the active segment finds them in :class:`~tidelog.storage.recent_batches.RecentBatches`
+  instead (no header read); every truncation, recovery and index rebuild forgets them.
 * The ``.log`` is written with ``os.pwrite`` at ``size`` only; nothing else writes the file. Every segment,
   active or not, may release its handles when the limiter says so and reopens them on its next use (see
   :mod:`.file_handles`): open descriptors and maps stay bounded however many partitions there are. A new
@@ -52,6 +54,7 @@ from tidelog.storage.fetch_data import FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter, SegmentFile
 from tidelog.storage.flush_plan import close_descriptors
 from tidelog.storage.index import OffsetIndex, OffsetPosition, TimeIndex
+from tidelog.storage.recent_batches import RecentBatch, RecentBatches
 from tidelog.storage.txn_index import TransactionIndex
 
 __all__ = ["LogSegment", "SegmentDescriptors"]
@@ -126,6 +129,9 @@ class LogSegment:
         self._offset_of_max_timestamp = -1
         self._max_timestamp_loaded = False
         self._bytes_since_last_index_entry = 0
+        self._recent: RecentBatches | None = None
+        """Where the last batches appended in this process lie (tail reads skip the header scan); None
+        until the first append."""
 
     def __repr__(self) -> str:
         state = "active" if self._active else "inactive"
@@ -259,6 +265,7 @@ class LogSegment:
         """The log rolled past this segment: write the time index's final entry, trim both indexes."""
         self._finish_indexes()
         self._active = False
+        self._recent = None
         self._limiter.touch(self)
 
     def _finish_indexes(self) -> None:
@@ -437,8 +444,12 @@ class LogSegment:
         if position == 0:
             self._first_append_ms = now_ms
         self._ensure_max_timestamp()
+        recent = self._recent
+        if recent is None:
+            recent = self._recent = RecentBatches()
         for relative, header in batches:
             self._index_batch(position + relative, header)
+            recent.record(position + relative, header.base_offset, header.last_offset, header.size_in_bytes)
         self._size = position + total
         self._next_offset = batches[-1][1].next_offset
 
@@ -483,6 +494,21 @@ class LogSegment:
                 return position, header
         return None
 
+    def _locate(self, offset: int, start_position: int = 0) -> RecentBatch | None:
+        """:meth:`translate_offset` as ``(position, base_offset, last_offset, size_in_bytes)``, from the
+        recent batches when they know (a tail read), else by scanning."""
+        if self._recent is not None:
+            known = self._recent.find(offset, self._size)
+            if known is False:
+                return None
+            if known is not None and known[0] >= start_position:
+                return known
+        found = self.translate_offset(offset, start_position)
+        if found is None:
+            return None
+        position, header = found
+        return position, header.base_offset, header.last_offset, header.size_in_bytes
+
     def _last_boundary(self, start: int, limit: int) -> tuple[int, int]:
         """The largest batch end at or before ``limit`` scanning from ``start`` (a batch start), and the
         offset of the batch that starts there."""
@@ -520,29 +546,29 @@ class LogSegment:
         ``upper_bound_offset`` (next segment's base offset, or the log end) is where offsets of this segment
         end; it spares looking up ``max_offset`` when that lies beyond.
         """
-        found = self.translate_offset(start_offset)
+        found = self._locate(start_offset)
         if found is None:
             return None
-        start, first = found
-        if first.base_offset >= max_offset:
+        start, first_base, first_last, first_size = found
+        if first_base >= max_offset:
             return None
         end_limit, limit_next = self._size, upper_bound_offset
         if max_offset < upper_bound_offset:
-            bound = self.translate_offset(max_offset, start)
+            bound = self._locate(max_offset, start)
             if bound is not None:
-                bound_position, bound_header = bound
-                if bound_header.base_offset >= max_offset:
-                    end_limit, limit_next = bound_position, bound_header.base_offset
+                bound_position, bound_base, bound_last, bound_size = bound
+                if bound_base >= max_offset:
+                    end_limit, limit_next = bound_position, bound_base
                 else:
-                    end_limit = bound_position + bound_header.size_in_bytes
-                    limit_next = bound_header.next_offset
+                    end_limit = bound_position + bound_size
+                    limit_next = bound_last + 1
         if self._active and end_limit == self._size:
             limit_next = self.next_offset
-        first_end = start + first.size_in_bytes
-        if first.size_in_bytes > max_bytes:
+        first_end = start + first_size
+        if first_size > max_bytes:
             if not min_one_batch:
                 return None
-            end, next_offset = first_end, first.next_offset
+            end, next_offset = first_end, first_last + 1
         elif start + max_bytes >= end_limit:
             end, next_offset = end_limit, limit_next
         else:
@@ -698,6 +724,8 @@ class LogSegment:
                 )
 
     def _reset_index_state(self) -> None:
+        if self._recent is not None:
+            self._recent.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self._max_timestamp = _NO_TIMESTAMP
@@ -735,6 +763,8 @@ class LogSegment:
         handle = self._handle()
         cut = self._size - size
         if cut > 0:
+            if self._recent is not None:
+                self._recent.clear()
             os.ftruncate(handle.fileno(), size)
             self._size = size
             self._first_batch_timestamp = None

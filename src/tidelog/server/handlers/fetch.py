@@ -5,8 +5,10 @@ Invariants:
   answer carries the partition's last stable offset; a read_committed one also the aborted transactions
   overlapping the returned batches (Kafka's rule: marker at or after the fetch offset, first offset before
   the end of the data), so the client drops their records; read_uncommitted gets null there.
-- Record bytes are never pulled into Python: each partition's data is a list of file regions that the
-  connection writes with ``os.sendfile``.
+- Record bytes are pulled into Python only for small reads: a partition's data of one file region up to
+  16 KiB (64 KiB for a read shared by the waiting fetches one change completes) is read into memory and
+  goes out in the frame's one write (:mod:`tidelog.server.shared_reads`); larger data is a list of file
+  regions that the connection writes with ``os.sendfile``.
 - ``partition_max_bytes`` bounds each partition and ``max_bytes`` (v3+) the whole response, except that the
   first batch of the first partition with data is always sent whole so a consumer can make progress
   (KIP-74).
@@ -14,7 +16,8 @@ Invariants:
   watching its partitions (a :class:`~tidelog.server.fetch_wait.FetchWait`: a change to one partition costs
   O(1), counted from the appended batch sizes, never a re-read), and completes as soon as enough data is
   visible, a watched partition's leadership changes, or the wait expires; either way the response is built
-  once, from a fresh read at completion.
+  once, from a fresh read at completion (sessionless consumer fetches completed by the same change that asked
+  the same thing get one shared answer: :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -42,7 +45,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import cast
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -59,8 +61,8 @@ from tidelog.server.regions import RegionList
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.replication_quota import ReplicationQuotaManager
 from tidelog.server.security.acl import AclOperation
+from tidelog.server.shared_reads import SINGLE_INLINE_BYTES, answer_key, inline
 from tidelog.storage import EpochEndOffset
-from tidelog.storage.fetch_data import FetchDataInfo
 
 __all__ = ["FetchHandler"]
 
@@ -197,7 +199,29 @@ class FetchHandler:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
                     return answer(wanted, response)
-        return self._purgatory.delay(wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0]))
+        if replica_id >= 0 or (context is not None and context.session is not None):
+            return self._purgatory.delay(
+                wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0])
+            )
+
+        # a sessionless consumer: fetches woken together that asked the same share one answer
+        def complete() -> FetchResponse:
+            shared = self._purgatory.shared_reads
+            if shared is None:  # expired, or shutdown: answered alone
+                return answer(waiting, build(waiting)[0])
+            key = answer_key(
+                waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
+            )
+            response = shared.answer(key, answer_once)
+            return self._bytes_out(response) if count_out else response
+
+        def answer_once() -> tuple[FetchResponse, bool]:
+            response, _, has_error = build(waiting)
+            if context is not None:  # no session: this only sets the answer's session id (0)
+                response = session_answer(context, waiting, response, committed=committed)
+            return response, has_error
+
+        return self._purgatory.delay(wait, request.max_wait_ms, complete)
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
@@ -356,18 +380,27 @@ class FetchHandler:
                     continue  # Kafka's shouldLeaderThrottle: no data for a throttled replica out of the ISR
                 shared = self._purgatory.shared_reads
                 try:
-                    if shared is None:
-                        data = partition.read(
-                            p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
-                        )
-                    else:  # many fetches woken by one change: one read per partition and offset
+                    if (
+                        shared is not None
+                    ):  # many fetches woken by one change: one read per partition and offset
                         read_key = (topic.name, p.partition, p.fetch_offset, limit, isolation, total == 0)
-                        found = shared.get(read_key)
-                        if found is None:
-                            found = shared[read_key] = partition.read(
-                                p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
-                            )
-                        data = cast("FetchDataInfo", found)
+                        got = shared.read(
+                            read_key,
+                            partition,
+                            p.fetch_offset,
+                            limit,
+                            isolation=isolation,
+                            min_one_batch=total == 0,
+                        )
+                        if got.nbytes:
+                            result.records = got.records
+                            total += got.nbytes
+                            if committed:
+                                result.aborted_transactions = shared.aborted(got, partition, p.fetch_offset)
+                        continue
+                    data = partition.read(
+                        p.fetch_offset, max(limit, 0), isolation=isolation, min_one_batch=total == 0
+                    )
                 except KafkaProtocolError as exc:
                     result.error_code = exc.error_code
                     has_error = True
@@ -378,9 +411,12 @@ class FetchHandler:
                     continue
                 regions = data.regions
                 if regions:
-                    records = regions[0] if len(regions) == 1 else RegionList(list(regions))
-                    result.records = records
-                    total += records.nbytes
+                    result.records = (
+                        inline(regions[0], SINGLE_INLINE_BYTES)
+                        if len(regions) == 1
+                        else RegionList(list(regions))
+                    )
+                    total += data.nbytes
                     if committed:
                         result.aborted_transactions = [
                             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
+from tidelog.protocol.records_header import single_batch_header
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import NO_RESPONSE, Answer, NoResponse, RequestContext
 from tidelog.server.handlers.authz import Authz, topic_allowed, txn_allowed
@@ -51,6 +52,11 @@ def _read_payload(records: object, api_version: int) -> tuple[str | None, tuple[
             f"Produce requests with version {api_version} must have at least one record batch per partition",
             None,
         )
+    only = single_batch_header(records)  # the common case, without the generator below
+    if only is not None:
+        if only.is_transactional and only.has_producer_id:
+            return None, (only.producer_id, only.producer_epoch)
+        return None, None
     first = second = None
     try:
         batches = iter_batch_headers(records)
@@ -99,63 +105,56 @@ class ProduceHandler:
         waiting: list[PendingAppend] = []
         hints = LeaderHints(self._metadata, ctx.listener_name)
         refused = self._authz is not None and self._transactional_id_denied(ctx, request)
+        api_version = ctx.api_version
+        with_hints = api_version >= 10
+        transactional_id = request.transactional_id
+        replicas = self._replicas
+        append = replicas.append
         for topic_data in request.topic_data:
             name = topic_data.name
-            topic = self._metadata.topic(name)
-            writable = topic_allowed(self._authz, ctx, Op.WRITE, name)
+            topic_error, topic_message = self._topic_error(ctx, name, acks, refused)
             results = []
             for data in topic_data.partition_data:
+                index = data.index
                 result = _PartitionResponse(
-                    index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
+                    index=index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
                 )
                 results.append(result)
-                if acks not in (0, 1, -1):
-                    result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                if topic_error:  # the same for every partition of the topic: acks, authorization, existence
+                    result.error_code = topic_error
+                    result.error_message = topic_message
                     continue
-                if refused:
-                    result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                    continue
-                if not writable:  # before existence: an unauthorized client learns nothing of the topic
-                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    continue
-                if topic is None:
-                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                if topic.is_internal:
-                    result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                    result.error_message = f"Cannot append to internal topic {name}"
-                    continue
-                problem, producer = _read_payload(data.records, ctx.api_version)
+                records = data.records
+                problem, producer = _read_payload(records, api_version)
                 if problem is not None:
                     result.error_code = ErrorCode.INVALID_RECORD
                     result.error_message = problem
                     continue
-                if producer is not None and self._replicas.get(name, data.index) is not None:
-                    if request.transactional_id is None:
+                if producer is not None and replicas.get(name, index) is not None:
+                    if transactional_id is None:
                         result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                         continue
-                    verdict = self._replicas.verify_transaction(
-                        request.transactional_id, producer[0], producer[1], name, data.index
+                    verdict = replicas.verify_transaction(
+                        transactional_id, producer[0], producer[1], name, index
                     )
                     if verdict != ErrorCode.NONE:
-                        result.error_code, result.error_message = verification_error(verdict, ctx.api_version)
+                        result.error_code, result.error_message = verification_error(verdict, api_version)
                         continue
-                error, info, message = self._replicas.append(
-                    name, data.index, data.records, now_ms=now, required_acks=acks
-                )
-                result.error_code = error
-                result.error_message = message
-                hint = hints.hint(name, data.index, error) if ctx.api_version >= 10 else None
-                if hint is not None:
-                    result.current_leader = ProduceResponse.LeaderIdAndEpoch(
-                        leader_id=hint.leader_id, leader_epoch=hint.leader_epoch
-                    )
+                error, info, message = append(name, index, records, now_ms=now, required_acks=acks)
+                if error:
+                    result.error_code = error
+                    result.error_message = message
+                    hint = hints.hint(name, index, error) if with_hints else None
+                    if hint is not None:
+                        result.current_leader = ProduceResponse.LeaderIdAndEpoch(
+                            leader_id=hint.leader_id, leader_epoch=hint.leader_epoch
+                        )
                 if info is not None:
                     result.base_offset = info.first_offset
                     result.log_append_time_ms = info.log_append_time
                     result.log_start_offset = info.log_start_offset
                     if acks == -1:
-                        waiting.append(PendingAppend(name, data.index, info.last_offset + 1, result))
+                        waiting.append(PendingAppend(name, index, info.last_offset + 1, result))
             responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
         if acks == 0:
             return NO_RESPONSE
@@ -167,5 +166,24 @@ class ProduceHandler:
             ],
         )
         if waiting:
-            return self._replicas.produce_purgatory.delay(request.timeout_ms, waiting, response)
+            return replicas.produce_purgatory.delay(request.timeout_ms, waiting, response)
         return response
+
+    def _topic_error(
+        self, ctx: RequestContext, name: str, acks: int, refused: bool
+    ) -> tuple[int, str | None]:
+        """The error every partition of topic ``name`` gets before its payload is looked at (NONE: none),
+        in Kafka's order; asked once per topic, not once per partition."""
+        topic = self._metadata.topic(name)
+        writable = topic_allowed(self._authz, ctx, Op.WRITE, name)
+        if acks not in (0, 1, -1):
+            return ErrorCode.INVALID_REQUIRED_ACKS, None
+        if refused:
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        if not writable:  # before existence: an unauthorized client learns nothing of the topic
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if topic.is_internal:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
+        return ErrorCode.NONE, None
