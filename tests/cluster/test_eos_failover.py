@@ -63,7 +63,7 @@ class Transformer(ClientThread):
                 "transaction.timeout.ms": 30_000,
                 "linger.ms": 5,
                 "topic.metadata.refresh.interval.ms": 2000,
-                # librdkafka (2.16) work-around, see GROUP_COORDINATOR_HANG below
+                # librdkafka (2.16) work-around, see IDLE_MS above
                 "connections.max.idle.ms": IDLE_MS,
                 "log_level": 3,
             }
