@@ -12,6 +12,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from tests.spark.conftest import Kafka
 
 from tidelog.spark import cluster as cluster_module
+from tidelog.spark import retry as retry_module
 from tidelog.spark.cluster import ClusterView
 from tidelog.spark.offsets import OffsetsJsonError
 from tidelog.spark.options import parse_reader_options
@@ -98,7 +99,7 @@ def test_offsets_json_that_leaves_out_partitions_fails(bootstrap: str, wide_topi
 def test_metadata_errors_are_retried_then_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """fetchOffset.numRetries attempts in all, then the last error (nobody listens on port 1)."""
     monkeypatch.setattr(cluster_module, "_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(cluster_module, "_API_TIMEOUT_S", 0.0)  # no riding through within an attempt
+    monkeypatch.setattr(retry_module, "API_TIMEOUT_S", 0.0)  # no riding through within an attempt
     options = _options(
         "127.0.0.1:1", subscribe="t", **{"fetchOffset.numRetries": "2", "kafka.log_level": "0"}
     )
