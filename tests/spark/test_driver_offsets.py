@@ -4,6 +4,8 @@ many partitions, offsets by time, retries, and Spark's rule for offsets JSON (no
 from __future__ import annotations
 
 import json
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -114,7 +116,7 @@ def test_a_leader_moving_is_ridden_through_within_one_attempt(monkeypatch: pytes
     backoff, inside one ``fetchOffset.numRetries`` attempt (as the Java admin client under Spark's
     connector does until default.api.timeout.ms); any other error is not."""
     sleeps: list[float] = []
-    monkeypatch.setattr(cluster_module.time, "sleep", sleeps.append)
+    monkeypatch.setattr(retry_module, "time", SimpleNamespace(monotonic=time.monotonic, sleep=sleeps.append))
     not_leader = cluster_module.UnknownPartitionError("t:0: NOT_LEADER_OR_FOLLOWER")
     not_leader.__cause__ = KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
     failures: list[Exception] = [
