@@ -4,6 +4,8 @@ many partitions, offsets by time, retries, and Spark's rule for offsets JSON (no
 from __future__ import annotations
 
 import json
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from tests.spark.conftest import Kafka
 
 from tidelog.spark import cluster as cluster_module
+from tidelog.spark import retry as retry_module
 from tidelog.spark.cluster import ClusterView
 from tidelog.spark.offsets import OffsetsJsonError
 from tidelog.spark.options import parse_reader_options
@@ -98,7 +101,7 @@ def test_offsets_json_that_leaves_out_partitions_fails(bootstrap: str, wide_topi
 def test_metadata_errors_are_retried_then_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """fetchOffset.numRetries attempts in all, then the last error (nobody listens on port 1)."""
     monkeypatch.setattr(cluster_module, "_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(cluster_module, "_API_TIMEOUT_S", 0.0)  # no riding through within an attempt
+    monkeypatch.setattr(retry_module, "API_TIMEOUT_S", 0.0)  # no riding through within an attempt
     options = _options(
         "127.0.0.1:1", subscribe="t", **{"fetchOffset.numRetries": "2", "kafka.log_level": "0"}
     )
@@ -113,7 +116,7 @@ def test_a_leader_moving_is_ridden_through_within_one_attempt(monkeypatch: pytes
     backoff, inside one ``fetchOffset.numRetries`` attempt (as the Java admin client under Spark's
     connector does until default.api.timeout.ms); any other error is not."""
     sleeps: list[float] = []
-    monkeypatch.setattr(cluster_module.time, "sleep", sleeps.append)
+    monkeypatch.setattr(retry_module, "time", SimpleNamespace(monotonic=time.monotonic, sleep=sleeps.append))
     not_leader = cluster_module.UnknownPartitionError("t:0: NOT_LEADER_OR_FOLLOWER")
     not_leader.__cause__ = KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
     failures: list[Exception] = [

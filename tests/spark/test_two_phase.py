@@ -19,6 +19,9 @@ driver's state when it died, then a restart (:func:`recover`) and Spark's replay
 - Against a broker with the setting off: ``auto`` falls back with one warning naming the setting,
   ``twoPhaseCommit=true`` refuses, ``false`` does not ask. A query whose (local) checkpoint committed one
   transaction per task keeps doing so.
+- Building the writer while the broker is down for longer than one probe attempt (15 s): both probes
+  (transactions, two-phase commit) ask again until it is back, and the writer is the two-phase one; the
+  broker's refusal of two-phase commit is final at its first answer (no retry).
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.murmur2 import PUBLISHED, java_partition
 
 from tidelog.client.txn_producer import PreparedTransaction, complete_prepared
+from tidelog.spark import retry as retry_module
 from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
 from tidelog.spark.fencing import open_transactions
 from tidelog.spark.murmur2 import murmur2, partition_for
@@ -51,6 +57,7 @@ from tidelog.spark.transactional import ensure_progress_topic, record_batch_shap
 from tidelog.spark.two_phase import (
     TWO_PHASE_PREFIX,
     TwoPhaseCommitMessage,
+    TwoPhaseStreamWriter,
     abort_batch,
     choose_two_phase,
     commit_batch,
@@ -478,3 +485,90 @@ def test_a_query_that_committed_per_task_keeps_doing_so(
                 sink.bootstrap_servers, sink.topic, checkpointLocation=str(tmp_path), twoPhaseCommit="true"
             )
         )
+
+
+def test_a_refusal_of_two_phase_commit_is_not_retried(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker without the setting refuses (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): no retry, ``auto``
+    falls back and ``true`` fails, both at the first answer."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(retry_module, "time", SimpleNamespace(monotonic=time.monotonic, sleep=sleeps.append))
+    assert choose_two_phase(_options(bootstrap, "unused")) is False
+    with pytest.raises(ExactlyOnceUnavailableError, match="refused two-phase commit"):
+        choose_two_phase(_options(bootstrap, "unused", twoPhaseCommit="true"))
+    assert sleeps == []
+
+
+class _Retries(logging.Handler):
+    """When each thread logged that it asks again (:func:`tidelog.spark.retry.ride_through`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.times: list[tuple[str, float]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "the broker is away for now" in record.getMessage():
+            self.times.append((record.threadName or "", time.monotonic()))
+
+
+def test_building_the_writer_rides_through_a_broker_away_longer_than_one_attempt(
+    broker: Broker, sink: WriterOptions
+) -> None:
+    """The broker is down when Spark builds the writer, for longer than one probe attempt (15 s), then
+    comes back: both the transactions probe and the two-phase probe ride through it (the last test of the
+    module: it kills the module's broker)."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from tidelog.spark.source import TidelogDataSource
+
+    assert sink.topic is not None
+    source = TidelogDataSource(
+        {
+            "kafka.bootstrap.servers": sink.bootstrap_servers,
+            "topic": sink.topic,
+            "deliveryGuarantee": "exactly-once",
+        }
+    )
+    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+    results: dict[str, Any] = {}
+
+    def run(name: str, call: Any) -> threading.Thread:
+        def target() -> None:
+            try:
+                results[name] = call()
+            except BaseException as exc:  # reported by the asserts below
+                results[name] = exc
+
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    retries = _Retries()
+    logger = logging.getLogger("tidelog.spark")
+    level = logger.level
+    logger.addHandler(retries)
+    logger.setLevel(logging.INFO)
+    try:
+        broker.kill()
+        down = time.monotonic()
+        threads = [
+            run("build", lambda: source.streamWriter(schema, False)),
+            run("probe", lambda: choose_two_phase(sink)),
+        ]
+        # until each has asked again after a whole attempt's 15 s (where it used to give up), still running
+        while {name for name, at in retries.times if at - down > 15} != {"build", "probe"}:
+            assert all(t.is_alive() for t in threads), results
+            assert time.monotonic() - down < 55, retries.times
+            time.sleep(0.1)
+        assert all(t.is_alive() for t in threads), results
+        broker.restart()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        logger.removeHandler(retries)
+        logger.setLevel(level)
+        if not broker.is_running:
+            broker.restart()
+    assert results["probe"] is True
+    assert isinstance(results["build"], TwoPhaseStreamWriter), results["build"]

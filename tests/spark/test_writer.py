@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -143,16 +145,64 @@ def test_other_columns_and_a_timestamp_are_accepted() -> None:
     check_input_schema(schema, options)
 
 
-def test_exactly_once_without_broker_transactions_is_a_typed_error_naming_the_feature() -> None:
+def test_exactly_once_without_broker_transactions_is_a_typed_error_naming_the_feature(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tidelog.spark import retry
     from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
     from tidelog.spark.options import parse_writer_options
     from tidelog.spark.transactional import probe_transactions
 
+    monkeypatch.setattr(retry, "API_TIMEOUT_S", 4.0)  # an unreachable broker is asked again for 4 s, not 60
     nobody = parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"})
     with pytest.raises(ExactlyOnceUnavailableError, match=r"InitProducerId with a transactional\.id") as info:
         probe_transactions(nobody, timeout_s=2)
     assert isinstance(info.value, NotImplementedError)
     assert "deliveryGuarantee=at-least-once" in str(info.value)
+
+
+def test_a_transactions_probe_refused_is_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Authorization or an unsupported version fails the probe at its first answer; a broker away for now
+    (a lost connection, a timeout, the coordinator moving or loading) is asked again."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from tidelog.spark import retry, transactional
+    from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
+    from tidelog.spark.options import parse_writer_options
+
+    answers = [
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError._TIMED_OUT,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ]
+    asked: list[float] = []
+
+    class Producer:
+        def __init__(self, config: dict[str, str]) -> None:
+            assert config["transactional.id"] == "tidelog-spark-probe"
+
+        def init_transactions(self, timeout: float) -> None:
+            asked.append(timeout)
+            raise KafkaException(KafkaError(answers.pop(0)))
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(transactional, "Producer", Producer)
+    monkeypatch.setattr(retry, "time", SimpleNamespace(monotonic=time.monotonic, sleep=sleeps.append))
+    options = parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"})
+    with pytest.raises(ExactlyOnceUnavailableError, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"):
+        transactional.probe_transactions(options)
+    assert (len(asked), sleeps, answers) == (3, [0.1, 0.2], [])
+    assert asked[0] == 15.0
+
+    for code, retriable in [
+        (KafkaError._TRANSPORT, True),
+        (KafkaError.NOT_COORDINATOR, True),
+        (KafkaError.COORDINATOR_NOT_AVAILABLE, True),
+        (KafkaError.REQUEST_TIMED_OUT, True),
+        (KafkaError.CLUSTER_AUTHORIZATION_FAILED, False),
+        (KafkaError.UNSUPPORTED_VERSION, False),
+    ]:
+        assert retry.kafka_unreachable(KafkaException(KafkaError(code))) is retriable, code
 
 
 def test_murmur2_port_matches_kafkas_published_values() -> None:

@@ -2,8 +2,9 @@
 leader (Metadata), over one :class:`~tidelog.client.wire.WireClient` connection.
 
 Invariants: retriable coordinator errors (COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` is made,
-COORDINATOR_LOAD_IN_PROGRESS) are retried every 0.1 s until the connection's timeout, anything else raises
-:class:`~tidelog.client.wire.WireError` naming the id and the error; Metadata never creates a topic.
+COORDINATOR_LOAD_IN_PROGRESS) are retried every 0.1 s until the connection's timeout, anything else (or a retriable one
+past the timeout, then marked ``retriable``) raises :class:`~tidelog.client.wire.WireError` naming the id
+and the error; Metadata never creates a topic.
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ def find_coordinator(wire: WireClient, key: str, *, key_type: int = TRANSACTION_
         error = found.error_code
         if error == ErrorCode.NONE:
             return found.node_id, f"{found.host}:{found.port}"
-        if not ErrorCode.of(error).retriable or time.monotonic() > deadline:
-            raise WireError(f"cannot find the coordinator of {key!r}: {ErrorCode.name_of(error)}")
+        retriable = ErrorCode.of(error).retriable
+        if not retriable or time.monotonic() > deadline:
+            raise WireError(
+                f"cannot find the coordinator of {key!r}: {ErrorCode.name_of(error)}", retriable=retriable
+            )
         time.sleep(0.1)
 
 

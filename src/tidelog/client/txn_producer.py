@@ -27,8 +27,11 @@ Invariants:
   outcome as long as no other session ran a transaction under the same id at the same producer id since
   (a sink using one id per task and batch guarantees it). Otherwise (the id expired, Describe is not
   allowed, another producer id) it is ALREADY_COMPLETED: ended, outcome unknown.
-- Errors are :class:`TransactionError` (a :class:`~tidelog.client.wire.WireError`) naming the Kafka error
-  code; :class:`TwoPhaseCommitUnavailableError` when the broker refuses Enable2Pc or cannot speak v6 (the
+- A coordinator request is retried (finding the coordinator again) while it fails with a retriable error
+  code or a ``retriable`` :class:`~tidelog.client.wire.WireError` (the broker unreachable, a lost
+  connection), until ``timeout``; any other error is raised at once.
+- Errors are :class:`TransactionError` (a :class:`~tidelog.client.wire.WireError`, ``retriable`` as its
+  code is) naming the Kafka error code; :class:`TwoPhaseCommitUnavailableError` when the broker refuses Enable2Pc or cannot speak v6 (the
   setting ``transaction.two.phase.commit.enable`` is off, or the principal lacks TWO_PHASE_COMMIT), so a
   caller can fall back to one-phase transactions.
 """
@@ -90,8 +93,8 @@ class TransactionError(WireError):
     """The broker answered a transactional request with ``error_code``."""
 
     def __init__(self, message: str, error_code: int = ErrorCode.UNKNOWN_SERVER_ERROR) -> None:
-        super().__init__(message)
         self.error_code = ErrorCode.of(error_code)
+        super().__init__(message, retriable=self.error_code.retriable)
 
 
 class TwoPhaseCommitUnavailableError(TransactionError):
@@ -182,8 +185,8 @@ class _Session:
                 code, result = call(wire)
             except TransactionError:
                 raise
-            except WireError:
-                if time.monotonic() > deadline:
+            except WireError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
                     raise
                 self.drop(self.coordinator)
                 self.coordinator = ""

@@ -4,8 +4,9 @@ the web console both speak through it.
 
 Invariants: every request goes at the highest version both sides support (ApiVersions v0 first, so any
 Kafka broker answers); a connection failure or a version the broker lacks raises :class:`WireError` with a
-one-line message (the CLI turns it into ``Error: ...``, exit 1; the console into an error page); sockets
-time out after ``timeout``. Given a ``tls`` context the connection speaks TLS before any byte (SSL and
+one-line message (the CLI turns it into ``Error: ...``, exit 1; the console into an error page), marked
+``retriable`` when the broker could not be reached or the connection was lost (a refused or reset
+connection, a timeout: a broker restarting); sockets time out after ``timeout``. Given a ``tls`` context the connection speaks TLS before any byte (SSL and
 SASL_SSL listeners; the broker's host name is checked when the context says so); given a ``sasl`` login
 (mechanism, username, password), the client logs in right after ApiVersions, as any Kafka client does on a
 SASL_* listener (a failed login never shows the password). A connection that fails while it is being set
@@ -29,7 +30,12 @@ R = TypeVar("R", bound=Response)
 
 
 class WireError(Exception):
-    """The broker could not be reached, or cannot serve a request."""
+    """The broker could not be reached, or cannot serve a request. ``retriable``: asking again later may
+    work (the broker was unreachable, the connection was lost or timed out, or a retriable error code)."""
+
+    def __init__(self, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.retriable = retriable
 
 
 class WireClient:
@@ -51,7 +57,9 @@ class WireClient:
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
-            raise WireError(f"cannot reach broker at {self.address} within {timeout:g} s: {exc}") from None
+            raise WireError(
+                f"cannot reach broker at {self.address} within {timeout:g} s: {exc}", retriable=True
+            ) from None
         if tls is not None:
             sock = tls.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
             try:
@@ -129,7 +137,7 @@ class WireClient:
             (size,) = struct.unpack(">i", self._recv_exact(4))
             response_header, response = decode_response(self._recv_exact(size), body.API_KEY, version)
         except OSError as exc:
-            raise WireError(f"lost the connection to {self.address}: {exc}") from None
+            raise WireError(f"lost the connection to {self.address}: {exc}", retriable=True) from None
         if response_header.correlation_id != self._correlation_id:
             raise WireError(f"{self.address} answered out of order")
         if not isinstance(response, expect):
@@ -163,11 +171,11 @@ def connect(
     tls: ssl.SSLContext | None = None,
 ) -> WireClient:
     """A connection to the first reachable broker of a comma-separated ``bootstrap`` list."""
-    errors = []
+    errors: list[WireError] = []
     for address in bootstrap.split(","):
         host, port = _split(address)
         try:
             return WireClient(host, port, timeout=timeout, sasl=sasl, tls=tls)
         except WireError as exc:
-            errors.append(str(exc))
-    raise WireError(errors[-1] if errors else "no bootstrap server given")
+            errors.append(exc)
+    raise errors[-1] if errors else WireError("no bootstrap server given")

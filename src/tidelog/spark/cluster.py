@@ -15,9 +15,9 @@ Invariants:
   ``fetchOffset.numRetries`` attempts in all, ``fetchOffset.retryIntervalMs`` apart; the last error is
   raised. Within one attempt, an error of a leader moving or a broker going away (NOT_LEADER_OR_FOLLOWER,
   LEADER_NOT_AVAILABLE, a lost connection, a topic's metadata unavailable: :func:`leader_moving`) is
-  retried with backoff (0.1 s doubling to 1 s) for up to ``_API_TIMEOUT_S`` (60 s, the Java admin
-  client's ``default.api.timeout.ms``, which Spark's connector relies on to ride through a failover);
-  each retry asks afresh, so librdkafka refreshes its metadata. ``round_trips`` counts the requests made
+  retried with :mod:`tidelog.spark.retry`'s policy (backoff 0.1 s doubling to 1 s, for up to 60 s, the
+  Java admin client's ``default.api.timeout.ms``, which Spark's connector relies on to ride through a
+  failover); each retry asks afresh, so librdkafka refreshes its metadata. ``round_trips`` counts the requests made
   (one per call that reached the client).
 - :meth:`ClusterView.resolve` turns an :class:`~tidelog.spark.options.OffsetBound` into concrete offsets,
   each within ``[log_start_offset, high_watermark]`` of its partition except explicit JSON offsets, which
@@ -45,6 +45,7 @@ from tidelog.spark.options import (
     Subscribe,
     SubscribePattern,
 )
+from tidelog.spark.retry import ride_through
 
 __all__ = [
     "ClusterView",
@@ -71,9 +72,6 @@ class UnknownPartitionError(RuntimeError):
 class NoOffsetForTimestampError(RuntimeError):
     """No record at or after the requested timestamp (startingOffsetsByTimestampStrategy=error)."""
 
-
-_API_TIMEOUT_S = 60.0
-"""How long one attempt rides through leader moves: the Java admin client's ``default.api.timeout.ms``."""
 
 _LEADER_MOVING = frozenset(
     {
@@ -106,18 +104,9 @@ def leader_moving(exc: BaseException) -> bool:
 
 
 def _through_leader_moves(what: str, attempt: Callable[[], _T]) -> _T:
-    """``attempt()``, again while it fails with :func:`leader_moving` errors, for up to ``_API_TIMEOUT_S``."""
-    deadline = time.monotonic() + _API_TIMEOUT_S
-    backoff = 0.1
-    while True:
-        try:
-            return attempt()
-        except (KafkaException, MetadataUnavailableError, UnknownPartitionError) as exc:
-            if not leader_moving(exc) or time.monotonic() + backoff > deadline:
-                raise
-            log.info("fetching %s: a leader is moving (%s); asking again in %.1f s", what, exc, backoff)
-            time.sleep(backoff)
-            backoff = min(1.0, backoff * 2)
+    """``attempt()``, again while it fails with :func:`leader_moving` errors (:func:`~tidelog.spark.retry.ride_through`:
+    with backoff, for up to ``API_TIMEOUT_S``)."""
+    return ride_through(f"fetching {what}", lambda _left: attempt(), leader_moving)
 
 
 class ClusterView:

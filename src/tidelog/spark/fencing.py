@@ -37,6 +37,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 
 from tidelog.spark.options import WriterOptions
+from tidelog.spark.retry import ride_through
 
 __all__ = [
     "TRANSACTIONAL_ID_PREFIX",
@@ -112,19 +113,16 @@ def open_transactions(options: WriterOptions) -> list[tuple[str, str]]:
     """``(transactional id, state)`` of every open transaction of the cluster (ListTransactions on every
     broker). While a broker is going away or a transaction coordinator is moving (a broker unreachable, a
     partition of ``__transaction_state`` without a live leader, a retriable error) it asks again, with a
-    fresh metadata, every 0.5 s for up to ``_TIMEOUT_S``; then raises
+    fresh metadata, with the source's retry policy (:func:`~tidelog.spark.retry.ride_through`: backoff to
+    1 s, for up to 60 s); then raises
     :class:`~tidelog.client.wire.WireError`."""
     from tidelog.client.wire import WireError
 
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        try:
-            return _open_transactions_once(options)
-        except WireError as exc:
-            if time.monotonic() > deadline:
-                raise
-            log.info("listing open transactions: %s; asking again", exc)
-            time.sleep(0.5)
+    return ride_through(
+        "listing open transactions",
+        lambda _left: _open_transactions_once(options),
+        lambda exc: isinstance(exc, WireError),
+    )
 
 
 def _open_transactions_once(options: WriterOptions) -> list[tuple[str, str]]:

@@ -22,7 +22,6 @@ The design and its limits are in :mod:`tidelog.spark.exactly_once`. Invariants o
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,6 +42,7 @@ from tidelog.spark.replay_shape import (
     check_replayed_task,
     check_unrecorded_task,
 )
+from tidelog.spark.retry import kafka_unreachable, ride_through
 from tidelog.spark.writer import ProducerWriteError, failure_collector, produce_rows
 
 __all__ = [
@@ -86,9 +86,12 @@ def probe_transactions(options: WriterOptions, timeout_s: float = 15.0) -> None:
     """Raise :class:`ExactlyOnceUnavailableError` unless the broker hands out a transactional producer id.
 
     A plain ``init_transactions()`` (no record written), so it works with any security settings; a broker
-    without transactions answers COORDINATOR_NOT_AVAILABLE until the timeout. A retriable failure (a
-    timeout: also what a transaction coordinator moving to another broker looks like, and Spark builds the
-    writer again for every commit) is resumed, for up to four times ``timeout_s`` in all.
+    without transactions answers COORDINATOR_NOT_AVAILABLE until the timeout. An attempt waits up to
+    ``timeout_s``; a broker away for now (a refused or lost connection, a timeout, NOT_COORDINATOR,
+    COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: also what a transaction coordinator moving to
+    another broker looks like, and Spark builds the writer again for every commit) is asked again with the
+    source's retry policy (:func:`~tidelog.spark.retry.ride_through`, up to 60 s); any other error
+    (authorization, an unsupported version) raises at once.
     """
     producer = Producer(
         {
@@ -97,17 +100,12 @@ def probe_transactions(options: WriterOptions, timeout_s: float = 15.0) -> None:
             "transactional.id": "tidelog-spark-probe",
         }
     )
-    deadline = time.monotonic() + 4 * timeout_s
+
+    def attempt(seconds_left: float) -> None:
+        producer.init_transactions(min(timeout_s, seconds_left))
+
     try:
-        while True:
-            try:
-                producer.init_transactions(timeout_s)
-                return
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                retriable = isinstance(error, KafkaError) and error.retriable() and not error.fatal()
-                if not retriable or time.monotonic() + timeout_s > deadline:
-                    raise
+        ride_through("asking the broker for a transactional producer id", attempt, kafka_unreachable)
     except KafkaException as exc:
         raise ExactlyOnceUnavailableError(
             f"broker transactions (InitProducerId with a transactional.id: {exc})"

@@ -4,7 +4,11 @@ commits them all after Spark has the batch, so read_committed readers see a batc
 Chosen by ``deliveryGuarantee=exactly-once`` when the broker lets producers use two-phase commit
 (``transaction.two.phase.commit.enable=true``, InitProducerId v6); ``twoPhaseCommit=true`` requires it,
 ``twoPhaseCommit=false`` keeps one transaction committed per task (:mod:`tidelog.spark.transactional`), which
-is also what ``auto`` (the default) falls back to, with one warning, against a broker without it.
+is also what ``auto`` (the default) falls back to, with one warning, against a broker without it. The
+broker is asked when the writer is built (an InitProducerId with Enable2Pc): a broker restarting or a
+coordinator moving is ridden through with the source's retry policy (:mod:`tidelog.spark.retry`, up to
+60 s), and only a refusal (the setting off, not authorized, no InitProducerId v6) means "without it"; no
+answer within the window, or another error, fails the writer's build (never a silent fall-back).
 
 Protocol (Flink's two-phase Kafka sink, with Spark's ``write`` / ``commit`` / ``abort``):
 
@@ -102,6 +106,7 @@ from tidelog.spark.exactly_once import ExactlyOnceUnavailableError
 from tidelog.spark.fencing import checkpoint_query_id, local_checkpoint, open_transactions
 from tidelog.spark.murmur2 import partition_for
 from tidelog.spark.options import WriterOptions
+from tidelog.spark.retry import ride_through
 from tidelog.spark.transactional import read_batch_shape
 from tidelog.spark.two_phase_intent import BatchIntent, read_intent, record_intent
 from tidelog.spark.writer import (
@@ -132,6 +137,8 @@ log = logging.getLogger("tidelog.spark")
 TWO_PHASE_PREFIX = "tidelog-spark-2pc-"
 _TIMEOUT_S = 60.0
 _PROBE_ID = "tidelog-spark-2pc-probe"
+_PROBE_ATTEMPT_S = 15.0
+"""One probe attempt's socket and coordinator timeout; attempts go on for the retry window."""
 _warned: set[str] = set()
 
 
@@ -429,6 +436,29 @@ def _started_per_task(options: WriterOptions) -> bool:
     return True
 
 
+def _probe_two_phase(options: WriterOptions) -> None:
+    """An InitProducerId with Enable2Pc under :data:`_PROBE_ID`, riding through a broker restarting or the
+    coordinator moving (:func:`~tidelog.spark.retry.ride_through`); raises
+    :class:`~tidelog.client.txn_producer.TwoPhaseCommitUnavailableError` at once when the broker refuses
+    two-phase commit (setting off, not authorized, no InitProducerId v6)."""
+    security = _security(options)
+
+    def attempt(seconds_left: float) -> None:
+        TwoPhaseProducer(
+            options.bootstrap_servers,
+            _PROBE_ID,
+            timeout=min(_PROBE_ATTEMPT_S, seconds_left),
+            sasl=security.sasl,
+            tls=security.tls,
+        ).close()
+
+    ride_through("asking whether the broker allows two-phase commit", attempt, _wire_retriable)
+
+
+def _wire_retriable(exc: BaseException) -> bool:
+    return isinstance(exc, WireError) and exc.retriable
+
+
 def choose_two_phase(options: WriterOptions) -> bool:
     """Whether this exactly-once write uses two-phase commit (``twoPhaseCommit``, and what the broker
     allows): ``auto`` falls back with one warning per process and broker, ``true`` raises
@@ -437,12 +467,15 @@ def choose_two_phase(options: WriterOptions) -> bool:
     if options.two_phase_commit == "false":
         return False
     try:
-        security = _security(options)
-        TwoPhaseProducer(
-            options.bootstrap_servers, _PROBE_ID, timeout=15.0, sasl=security.sasl, tls=security.tls
-        ).close()
-    except (TwoPhaseCommitUnavailableError, WireError) as exc:
+        _probe_two_phase(options)
+    except TwoPhaseCommitUnavailableError as exc:
         reason = str(exc)
+    except WireError as exc:  # no answer within the window, or one that is not about two-phase commit
+        raise WireError(
+            f"deliveryGuarantee=exactly-once: cannot ask the broker at {options.bootstrap_servers} whether it "
+            f"allows two-phase commit ({exc})",
+            retriable=exc.retriable,
+        ) from exc
     else:
         return not _started_per_task(options)
     if options.two_phase_commit == "true":

@@ -15,7 +15,8 @@ Invariants:
   that is gone (``__tidelog_spark_sinks``'s retention, after a long stop) gives the pointer's batch with no
   transactions, and a warning.
 - Across a failover of ``__tidelog_spark_sinks-0``'s leader or of the group's coordinator, the pointer's
-  commit and read are asked again (a retriable or connection error, every 0.2 s, up to ``_TIMEOUT_S``), and
+  commit and read are asked again (a retriable or connection error, with :mod:`tidelog.spark.retry`'s
+  backoff, up to 60 s), and
   a connection error while reading the record is waited out (librdkafka follows the new leader): a
   failover never fails the micro-batch's commit by itself.
 - A pointer moves forward only: the driver writes intent ``b + 1`` after every transaction of intent ``b``
@@ -35,6 +36,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from tidelog.client.txn_producer import PreparedTransaction
 from tidelog.spark.options import WriterOptions
+from tidelog.spark.retry import ride_through
 from tidelog.spark.transactional import PROGRESS_TOPIC
 
 __all__ = ["BatchIntent", "intent_group", "read_intent", "record_intent"]
@@ -66,18 +68,15 @@ def _transient(error: KafkaError) -> bool:
     return not error.fatal() and (error.code() in _TRANSIENT or error.retriable())
 
 
+def _transient_exception(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and _transient(error)
+
+
 def _retrying(what: str, call: Callable[[], _T]) -> _T:
-    """``call()``, asked again while it fails with a transient error, for up to ``_TIMEOUT_S``."""
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        try:
-            return call()
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if not isinstance(error, KafkaError) or not _transient(error) or time.monotonic() > deadline:
-                raise
-            log.info("%s: %s; asking again", what, error)
-            time.sleep(0.2)
+    """``call()``, asked again while it fails with a transient error (the source's retry policy,
+    :func:`~tidelog.spark.retry.ride_through`: backoff 0.1 s doubling to 1 s, for up to 60 s)."""
+    return ride_through(what, lambda _left: call(), _transient_exception)
 
 
 @dataclass(frozen=True)
