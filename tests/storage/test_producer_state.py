@@ -400,6 +400,33 @@ def test_expiry_through_the_log(tmp_path: Path) -> None:
     log.close()
 
 
+def test_a_reload_drops_only_producers_idle_longer_than_the_configured_expiry(tmp_path: Path) -> None:
+    """producer.id.expiration.ms reaches the load of a snapshot: a producer idle for two days survives a
+    reload with a week's expiry and is dropped with Kafka's default of a day."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, LogConfig())
+    log.append(idem_batch(0, ts=TS), leader_epoch=0, now_ms=TS)
+    end = log.log_end_offset
+    log.flush()
+    log.take_producer_snapshot()
+    log.close()
+    two_days_later, week = TS + 2 * 86_400_000, 7 * 86_400_000
+    kept = open_log(
+        directory,
+        LogConfig(),
+        clean=True,
+        recovery_point=end,
+        now_ms=two_days_later,
+        producer_id_expiration_ms=week,
+    )
+    assert kept.producer_state.producer_id_expiration_ms == week
+    assert state(kept) == {PID: (0, [(0, 1, 0, 1)])}
+    kept.close()
+    dropped = open_log(directory, LogConfig(), clean=True, recovery_point=end, now_ms=two_days_later)
+    assert state(dropped) == {}
+    dropped.close()
+
+
 # ---- replication (a follower's append) --------------------------------------------------------------
 
 

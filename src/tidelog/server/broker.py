@@ -117,6 +117,7 @@ class Broker:
             topic_config=self._stored_topic_log_config,
             max_open_segments=config.log_max_open_segments,  # issue 17 hook: descriptors and maps bounded
             recovery_progress=RecoveryProgressLog(),  # issue 14 hook: recovery progress in the log
+            producer_id_expiration_ms=lambda: self.config.producer_id_expiration_ms,
         )
         self.cluster_id = self.logs.cluster_id
         self.metadata = MetadataCache(self.node_id, self.cluster_id)

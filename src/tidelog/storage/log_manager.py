@@ -57,6 +57,7 @@ from tidelog.storage.log_dir_failures import LogDirFailures, takes_dir_offline
 from tidelog.storage.meta_properties import ensure_meta_properties, new_cluster_id, read_meta_properties
 from tidelog.storage.partition_log import PartitionLog
 from tidelog.storage.partition_metadata import read_topic_id, write_topic_id
+from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 __all__ = ["LogManager", "RecoveryProgress"]
 
@@ -134,10 +135,12 @@ class LogManager:
         topic_config: Callable[[str], LogConfig | None] | None = None,
         max_open_segments: int = DEFAULT_MAX_OPEN_SEGMENTS,
         recovery_progress: Callable[[RecoveryProgress], None] | None = None,
+        producer_id_expiration_ms: Callable[[], int] = lambda: DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         """Lock and check every dir, then load every partition in it (recovering after an unclean stop).
 
         ``cluster_id`` None takes the one in an existing meta.properties, or makes a new one.
+        ``producer_id_expiration_ms`` gives the broker's ``producer.id.expiration.ms`` at each load.
         ``topic_config`` gives a topic's config (None: ``default_config``). ``recovery_progress`` hears how
         the recovery of a dir after an unclean shutdown goes (see the module docstring).
         """
@@ -159,6 +162,9 @@ class LogManager:
         self.node_id = node_id
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._recovery_progress = recovery_progress
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        """The current ``producer.id.expiration.ms`` (a dynamic broker config): a log loaded drops the
+        producers of its snapshot idle this long, no others."""
         self.log_dir_failures = LogDirFailures()
         """Dirs an I/O error took offline: checkpoints and the clean stop leave them alone (issue 17)."""
         try:
@@ -264,6 +270,7 @@ class LogManager:
                 clean_shutdown=clean,
                 high_watermark=high_watermarks.get(tp),
                 limiter=self._limiter,
+                producer_id_expiration_ms=self._producer_id_expiration_ms(),
             )
             self._logs_per_dir[log_dir] += 1
             if progress is not None and self._recovery_progress is not None:
@@ -286,6 +293,7 @@ class LogManager:
                     now_ms=now_ms,
                     clean_shutdown=False,
                     limiter=self._limiter,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms(),
                 )
                 self._logs_per_dir[path.parent] += 1
             elif tp in self._logs and tp not in self._futures:
@@ -296,6 +304,7 @@ class LogManager:
                     now_ms=now_ms,
                     clean_shutdown=False,
                     limiter=self._limiter,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms(),
                 )
             else:
                 logger.warning(
@@ -371,6 +380,7 @@ class LogManager:
             now_ms=self._clock_ms,
             clean_shutdown=False,
             limiter=self._limiter,
+            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
         if topic_id is not None:
             write_topic_id(log.dir, topic_id)
@@ -411,6 +421,7 @@ class LogManager:
             now_ms=now_ms,
             clean_shutdown=False,
             limiter=self._limiter,
+            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
         try:
             if current.log_start_offset != future.log_start_offset:
@@ -499,6 +510,7 @@ class LogManager:
             clean_shutdown=True,
             high_watermark=high_watermark,
             limiter=self._limiter,
+            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
         self._logs[tp] = log
         self._logs_per_dir[target_parent] += 1
@@ -516,6 +528,7 @@ class LogManager:
             clean_shutdown=True,
             high_watermark=closed.high_watermark,
             limiter=self._limiter,
+            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
 
     def topic_id(self, topic: str, partition: int) -> uuid.UUID | None:

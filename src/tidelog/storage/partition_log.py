@@ -73,6 +73,7 @@ from tidelog.storage.leader_epoch_cache import (
 )
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
     AppendStatus,
     BatchMetadata,
@@ -138,6 +139,7 @@ class PartitionLog:
         high_watermark: int | None,
         now_ms: int,
         leader_epochs: LeaderEpochFileCache | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self._dir = directory
         self._config = config
@@ -149,7 +151,9 @@ class PartitionLog:
         self._flushes = FlushState(recovery_point=recovery_point, now_ms=now_ms)
         self._deleted = DeletedSegments()
         self._closed = False
-        self.producer_state = ProducerStateManager(directory)
+        self.producer_state = ProducerStateManager(
+            directory, producer_id_expiration_ms=producer_id_expiration_ms
+        )
         self._epochs = (
             leader_epochs
             if leader_epochs is not None
@@ -173,6 +177,7 @@ class PartitionLog:
         clean_shutdown: bool,
         high_watermark: int | None = None,
         limiter: OpenSegmentLimiter | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> PartitionLog:
         """Load the log in ``directory`` (created if absent), recovering it unless ``clean_shutdown``.
 
@@ -201,6 +206,7 @@ class PartitionLog:
             high_watermark=high_watermark,
             now_ms=now_ms,
             leader_epochs=loaded.leader_epochs,
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         if loaded.recovered_from is not None:
             # Kafka's recoverSegment: the state is rebuilt from at most the first revalidated segment on,
