@@ -25,7 +25,7 @@ from tests.cli.cli_support import failed, ok, tidelog_cli
 from tests.cluster.harness import Scenario
 from tests.server.test_share_groups_admin import _squashed
 from tests.support.dead_letters import header_map, read_topic, set_group_configs
-from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
+from tests.support.share_groups import PRIMER, pass_by, prime_acknowledging, value_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.clients, pytest.mark.timeout(180)]
 
@@ -347,9 +347,6 @@ def test_group_coordinator_kill_keeps_the_share_groups_members(scenario: Scenari
     """The group coordinator's broker dies: the next leader of the group's ``__consumer_offsets`` partition
     loads the share group from its replicated ShareGroup* records, and the member carries on with its member
     id and epoch (6, after another member came and went; one that joined again would be at 3)."""
-    from tidelog.client.wire import connect
-    from tidelog.protocol.errors import ErrorCode
-    from tidelog.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
     _share_coordinator, _leader, third = _start(scenario)
     group = _group_coordinated_by(scenario, third)
@@ -368,19 +365,7 @@ def test_group_coordinator_kill_keeps_the_share_groups_members(scenario: Scenari
     )
     consumer.subscribe([TOPIC])
     prime_acknowledging(producer, TOPIC, consumer, deadline)
-    with connect(at_third, timeout=10) as wire:
-        for epoch in (0, -1):
-            beat = wire.call(
-                ShareGroupHeartbeatRequest(
-                    group_id=group,
-                    member_id="passer-by",
-                    member_epoch=epoch,
-                    subscribed_topic_names=[TOPIC] if epoch == 0 else None,
-                ),
-                1,
-                expect=ShareGroupHeartbeatResponse,
-            )
-            assert beat.error_code == ErrorCode.NONE
+    pass_by(at_third, group, TOPIC)
     while (members := _described_members(at_third, group)) is None or members[0][1] != 6:
         assert time.monotonic() < deadline, f"the worker's epoch never became 6: {members}"
         consumer.poll(0.5)

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.support.share_groups import PRIMER, prime_acknowledging, value_of
+from tests.support.share_groups import PRIMER, pass_by, prime_acknowledging, value_of
 
 from tidelog.client.wire import connect
 from tidelog.protocol.errors import ErrorCode
@@ -24,8 +24,6 @@ from tidelog.protocol.messages import (
     JoinGroupResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
-    ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse,
 )
 from tidelog.testing import Broker
 
@@ -87,19 +85,7 @@ def test_a_consumer_keeps_its_membership_across_a_broker_kill() -> None:
         assert _described(bootstrap, group)[:2] == ("Stable", 3)
         # another member comes (4, 5 with its subscription) and goes (6) over the wire: a member that joined
         # again after the restart would start again at epoch 3, not 6
-        with connect(bootstrap, timeout=10) as wire:
-            for epoch in (0, -1):
-                beat = wire.call(
-                    ShareGroupHeartbeatRequest(
-                        group_id=group,
-                        member_id="passer-by",
-                        member_epoch=epoch,
-                        subscribed_topic_names=[topic] if epoch == 0 else None,
-                    ),
-                    1,
-                    expect=ShareGroupHeartbeatResponse,
-                )
-                assert beat.error_code == ErrorCode.NONE
+        pass_by(bootstrap, group, topic)
         before = [b"a%02d" % i for i in range(20)]
         assert consume(before) == before
         while _described(bootstrap, group)[2][0][1] != 6:  # the worker takes epoch 6 at its next heartbeat

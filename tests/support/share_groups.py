@@ -9,6 +9,9 @@ from pathlib import Path
 
 from confluent_kafka import Message, Producer, ShareConsumer
 
+from tidelog.client.wire import connect
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
 from tidelog.server.config import load_broker_config
@@ -34,6 +37,25 @@ def prime_acknowledging(producer: Producer, topic: str, consumer: ShareConsumer,
             consumer.acknowledge(message)
             primed = primed or value_of(message) == PRIMER
     consumer.commit_sync()
+
+
+def pass_by(bootstrap: str, group: str, topic: str) -> None:
+    """Another member joins ``group`` (subscribed to ``topic``) and leaves again over the wire: the group's
+    epoch rises by 3 (the member, its subscription, its leaving), so a member that rejoins after a restart
+    shows a lower epoch than one the group kept."""
+    with connect(bootstrap, timeout=10) as wire:
+        for epoch in (0, -1):
+            beat = wire.call(
+                ShareGroupHeartbeatRequest(
+                    group_id=group,
+                    member_id="passer-by",
+                    member_epoch=epoch,
+                    subscribed_topic_names=[topic] if epoch == 0 else None,
+                ),
+                1,
+                expect=ShareGroupHeartbeatResponse,
+            )
+            assert beat.error_code == ErrorCode.NONE
 
 
 def in_process_broker(log_dir: Path, clock: ManualClock) -> Broker:
