@@ -96,7 +96,10 @@ def test_zookeeper_kill_and_restart(scenario: Scenario) -> None:
         scenario.wait_converged()
         load.wait_acked(300, "after ZooKeeper is back")
         after = {p: scenario.state(TOPIC, p) for p in range(PARTITIONS)}
-        assert {p: s.leader for p, s in after.items()} == {p: s.leader for p, s in before.items()}
+        leaders = {p: s.leader for p, s in after.items()}
+        assert leaders == {p: s.leader for p, s in before.items()}, (
+            f"{scenario.leadership()}\n{scenario.log_tails(40)}"
+        )
         victim = after[0]
         c.kill(victim.leader)
         scenario.event(f"leader {victim.leader} killed")

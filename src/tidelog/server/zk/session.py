@@ -25,6 +25,11 @@ Invariants:
   parents) if missing before the session starts, and every path is relative to it.
 - :meth:`ZkSession.close` ends the session at once (ZooKeeper deletes its ephemeral znodes) and no
   listener is called after it.
+- A connection handshake that gets no answer is given up after a third of the session timeout (kazoo,
+  like ZooKeeper's Java client, waits the whole session timeout) and the next attempt follows within
+  ``max_reconnect_delay_ms``. A ZooKeeper 3.8.0 that is still loading its database when a client
+  reconnects leaves that connection open and unanswered; a full-timeout wait let the session, which the
+  restarted server tracks again from its start, expire before the client asked again.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Connect
 from kazoo.protocol.states import KeeperState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
@@ -357,6 +363,7 @@ class ZkSession:
         client = KazooClient(
             hosts=self.connect_string, timeout=self.session_timeout_ms / 1000, connection_retry=retry
         )
+        _bound_handshake(client, self.session_timeout_ms / 3000)
         client.add_listener(self._kazoo_state_listener(client))
         return client
 
@@ -534,3 +541,22 @@ def _stop_and_close(client: KazooClient) -> None:
         client.stop()
     finally:
         client.close()
+
+
+def _bound_handshake(client: KazooClient, timeout_s: float) -> None:
+    """Give up a connection handshake (kazoo's ``Connect`` request) unanswered for ``timeout_s``.
+
+    kazoo waits ``session timeout / number of hosts`` for the answer and offers no setting for it, so the
+    connection's request call is wrapped (kazoo is pinned in pyproject.toml to the versions whose
+    ``ConnectionHandler._invoke(timeout, request, xid)`` this relies on; tests/server/zk/test_session.py
+    checks it against a server that never answers).
+    """
+    connection = client._connection
+    invoke = connection._invoke
+
+    def bounded(timeout: float, request: Any, xid: int | None = None) -> Any:
+        if isinstance(request, Connect):
+            timeout = min(timeout, timeout_s)
+        return invoke(timeout, request, xid)
+
+    connection._invoke = bounded
