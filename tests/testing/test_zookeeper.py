@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,47 @@ def test_cli_runs_in_the_foreground_and_stops_cleanly(tmp_path: Path, stop_signa
     assert not is_ok("127.0.0.1", port)
     assert (tmp_path / "zk" / "zoo.cfg").is_file()
     assert (tmp_path / "zk" / "version-2").is_dir()
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(child) for child in (task / "children").read_text().split()}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for init to reap counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_cli_killed_with_sigkill_takes_its_zookeeper_along(tmp_path: Path) -> None:
+    """kill -9 of ``tidelog zookeeper`` is one of ZooKeeper: the port is free for the next start."""
+    port = free_port()
+    process = _tidelog("zookeeper", "--data", str(tmp_path / "zk"), "--port", str(port))
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "ready" in line:
+                break
+        assert is_ok("127.0.0.1", port)
+        (java,) = _children(process.pid)
+        process.kill()
+        process.communicate(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(java) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(java)
+        assert not is_ok("127.0.0.1", port)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
 
 
 def test_cli_without_java_says_how_to_install_it(tmp_path: Path) -> None:

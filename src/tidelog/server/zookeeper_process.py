@@ -16,6 +16,7 @@ Invariants:
   retry when the bind races.
 - :func:`run_zookeeper` returns only when the java process has exited; SIGINT and SIGTERM sent to this
   process become one SIGTERM to java (SIGKILL after ``stop_timeout``), so Ctrl-C never leaves a JVM behind.
+  On Linux a SIGKILL of this process kills java too (``PR_SET_PDEATHSIG``): no orphan holds the port.
 - Missing java or a missing jar is reported as :class:`ZooKeeperNotInstalledError` naming the fix, before
   anything is started.
 """
@@ -23,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -264,8 +266,15 @@ def run_zookeeper(
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        # Its own session: a terminal's Ctrl-C reaches only us, and we stop java exactly once.
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+        # Its own session: a terminal's Ctrl-C reaches only us, and we stop java exactly once. A kill -9
+        # of this process is one of ZooKeeper too (as with Kafka's script, which execs java): an orphaned
+        # java would keep the port and the data directory, and the next start would fail on both.
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),  # noqa: PLW1509 - the CLI starts java before any thread
+        )
         try:
             return _supervise(
                 process, host, port, data_dir, stop_requested, startup_timeout, stop_timeout, on_ready, out
@@ -275,6 +284,26 @@ def run_zookeeper(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child SIGKILLed when the thread that started it ends (Linux's
+    ``PR_SET_PDEATHSIG``; :func:`run_zookeeper` runs it on the caller's thread, which supervises until
+    the end); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 def _supervise(
