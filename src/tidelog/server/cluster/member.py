@@ -54,7 +54,7 @@ from tidelog.storage.config import LogConfig
 from tidelog.storage.log_manager import LogManager
 
 from .broker_client import BrokerClient
-from .client_errors import BrokerClientError
+from .client_errors import BrokerClientError, RequestTimeoutError
 from .controller import Controller, ControllerConfig
 from .fetcher_config import ReplicaFetcherConfig
 from .inter_broker import inter_broker_listener_name
@@ -259,7 +259,16 @@ class ClusterMember:
 
     async def _request_controlled_shutdown(self) -> set[TopicPartition]:
         if self.controller.is_active:
-            return await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
+            # bounded as a request to another broker is: the controller's work may wait on ZooKeeper
+            # (its writes are retried until it is back), and a stopping broker must not wait forever
+            timeout_ms = self.config.replica_socket_timeout_ms
+            try:
+                async with asyncio.timeout(timeout_ms / 1000):
+                    return await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    self.node_id, None, f"this broker's controller did not answer within {timeout_ms} ms"
+                ) from None
         controller_id = self._metadata.controller_id
         if controller_id < 0:
             raise KafkaProtocolError("no controller is known", ErrorCode.NOT_CONTROLLER)
