@@ -4,6 +4,7 @@ describe`` showing leaders, replicas, ISR, offline replicas and each partition's
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -18,12 +19,12 @@ from tidelog.testing._zookeeper import free_port
 pytestmark = pytest.mark.clients
 
 
-def _describe(bootstrap: str, *extra: str) -> list[dict[str, object]]:
+def _describe(bootstrap: str, *extra: str, topic: str = "rf3") -> list[dict[str, object]]:
     out = ok(
         tidelog_cli(
             "topics",
             "describe",
-            "rf3",
+            topic,
             "--format",
             "json",
             "--no-offsets",
@@ -118,3 +119,61 @@ def test_cluster_up_runs_a_cluster_until_ctrl_c(tmp_path: Path) -> None:
     assert process.returncode == 0, stderr.decode()
     assert "stopped cleanly" in stderr.decode()
     assert (tmp_path / "data" / "broker-1").is_dir()  # the data is kept
+
+
+def _zookeeper_of(pid: int) -> int:
+    """The pid of the ZooKeeper java among the children of ``tidelog cluster up``."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if "ZooKeeperServerMain" in Path(f"/proc/{child}/cmdline").read_text(errors="replace"):
+                return int(child)
+    raise AssertionError("no ZooKeeper child found")
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_cluster_up_names_the_brokers_it_had_to_kill(tmp_path: Path) -> None:
+    """ZooKeeper killed under the cluster: the controlled shutdowns cannot finish (the controller's decision
+    waits on ZooKeeper; each broker waits for it replica.socket.timeout.ms), so after --stop-timeout each
+    broker is SIGKILLed; the command says so and exits 1 rather than "stopped cleanly"."""
+    port, zk_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [
+            *(TIDELOG, "cluster", "up", "--brokers", "2", "--data", str(tmp_path / "data")),
+            *("--port", str(port), "--zookeeper-port", str(zk_port), "--stop-timeout", "2"),
+            *("--set", "replica.socket.timeout.ms=600000"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        bootstrap = process.stdout.readline().decode().strip()
+        ok(
+            tidelog_cli(
+                "topics", "create", "rf2", "--replication-factor", "2", "--bootstrap-server", bootstrap
+            )
+        )
+        deadline = time.monotonic() + 60
+        while not all(p["status"] == "ok" for p in _describe(bootstrap, topic="rf2")):
+            assert time.monotonic() < deadline, "the new topic's replicas never got in sync"
+            time.sleep(0.2)
+        java = _zookeeper_of(process.pid)
+        os.kill(java, signal.SIGKILL)
+        while _running(java):  # dead once a zombie (its parent reaps it when it looks)
+            assert time.monotonic() < deadline, "ZooKeeper survived SIGKILL"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    err = stderr.decode()
+    assert process.returncode == 1, err
+    assert "ZooKeeper is not running" in err
+    assert "not stopped cleanly: broker 2 (killed), broker 1 (killed)" in err
+    assert "stopped cleanly\n" not in err.replace("not stopped cleanly", "")

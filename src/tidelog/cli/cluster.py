@@ -4,8 +4,9 @@ sees a replicated cluster with one command.
 Invariants: brokers ``1..N`` listen on ``--port``, ``--port + 1``, ...; ZooKeeper on ``--zookeeper-port``;
 everything keeps its data under ``--data`` (started again on the same directory, the cluster comes back
 with its topics). Ctrl-C or SIGTERM stops every broker with a controlled shutdown, then ZooKeeper, and
-exits 0; a broker or ZooKeeper that does not start ends in one error line and exit 1, leaving nothing
-running.
+exits 0; a broker that has not stopped within ``--stop-timeout`` is killed and named, and the exit code is 1
+(never "stopped cleanly" after a kill). A broker or ZooKeeper that does not start ends in one error line
+and exit 1, leaving nothing running.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def cluster_group() -> None:
     help="ZooKeeper's port.",
 )
 @click.option(
+    "--stop-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds each broker gets to stop (controlled shutdown included) before SIGKILL.",
+)
+@click.option(
     "--set",
     "overrides",
     multiple=True,
@@ -52,7 +60,12 @@ def cluster_group() -> None:
     help="A broker config for every broker (repeatable), e.g. --set min.insync.replicas=2.",
 )
 def up_command(
-    brokers: int, data_dir: Path, port: int, zookeeper_port: int, overrides: tuple[str, ...]
+    brokers: int,
+    data_dir: Path,
+    port: int,
+    zookeeper_port: int,
+    stop_timeout: float,
+    overrides: tuple[str, ...],
 ) -> None:
     """Start ZooKeeper and BROKERS brokers on 127.0.0.1 until Ctrl-C."""
     from tidelog.testing import Cluster, ClusterError
@@ -79,6 +92,7 @@ def up_command(
         zookeeper_port=zookeeper_port,
         broker_ports={i: port + i - 1 for i in range(1, brokers + 1)},
         startup_timeout=120,
+        stop_timeout=stop_timeout,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -98,7 +112,20 @@ def up_command(
     err_console.print("Ctrl-C stops every broker (controlled shutdown), then ZooKeeper")
     stop.wait()
     err_console.print("stopping ...")
+    if cluster.zookeeper is not None and not cluster.zookeeper.is_running:
+        err_console.print(
+            "ZooKeeper is not running: the controlled shutdowns cannot move leaderships and each broker "
+            f"gets SIGKILL if it has not stopped after its retries within {stop_timeout:g} s"
+        )
+    killed: list[str] = []
     for broker_id in sorted(cluster.brokers, reverse=True):
-        cluster.stop(broker_id)
+        code = cluster.brokers[broker_id].stop()
+        if code != 0:
+            killed.append(
+                f"broker {broker_id} ({'killed' if code == -signal.SIGKILL else f'exit code {code}'})"
+            )
     cluster.close()
+    if killed:
+        print_error(f"not stopped cleanly: {', '.join(killed)}; its logs are recovered at its next start")
+        raise SystemExit(1)
     err_console.print("stopped cleanly")
