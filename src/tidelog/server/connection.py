@@ -27,7 +27,10 @@ Invariants:
 - A response the handler returns at once, with no response ahead of it and the writer idle, is encoded and
   sent by the reader itself on a plain socket (issue 17: no writer wake-up per request); what the socket
   does not take at once goes to the writer as the next slot, so order and the writer's back-pressure are
-  unchanged.
+  unchanged. Such responses to the frames of one read are gathered and sent together, in one ``send``
+  (a pipelining client, e.g. librdkafka with one produce request per partition, sends dozens per read):
+  before the reader waits for anything, before a response goes to the writer, once ``_CORK_RESPONSES``
+  or ``_CORK_BYTES`` are gathered, and when the read's frames are done, whichever comes first.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
@@ -60,8 +63,15 @@ __all__ = ["Connection"]
 log = logging.getLogger("tidelog.connection")
 
 _RECV_BYTES = 1 << 18
+_CORK_RESPONSES = 32
+"""At most this many responses wait for the other frames of their read before being sent."""
+_CORK_BYTES = 1 << 16
 
 _Bytes = bytes | bytearray | memoryview
+
+
+_Timing = tuple[int, int, float, float, float]
+"""A measured request (api key, version, queue ms, local ms, local end): see ``Connection._timings``."""
 
 
 @dataclass(slots=True)
@@ -69,7 +79,10 @@ class _Encoded:
     """A pending slot whose response is encoded already: the rest of what the reader began to send."""
 
     chunks: list[object]
-    response: Response
+    response: Response | None
+    """None: the rest of several gathered responses (``sent`` says which)."""
+    sent: list[tuple[_Timing, Response]] | None = None
+    """The measured responses among the gathered ones, observed once the rest is sent."""
 
 
 class Connection:
@@ -119,8 +132,14 @@ class Connection:
         self.last_active = time.monotonic()
         # issue 14 hook: request metrics; per pending slot (api key, version, queue ms, local ms, local end)
         self._metrics = request_metrics
-        self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
+        self._timings: collections.deque[_Timing | None] = collections.deque()
         self._received = 0.0
+        self._corked: list[bytes] = []
+        """Encoded responses the reader answered at once, not yet sent (:meth:`_uncork` sends them)."""
+        self._corked_bytes = 0
+        self._corked_timings: list[tuple[_Timing, Response]] = []
+        self._corked_header: RequestHeader | None = None
+        """The last gathered response's request (a slot's header when the writer sends the rest)."""
 
     @property
     def peer(self) -> str:
@@ -198,18 +217,23 @@ class Connection:
             # Frame by frame: a bad size prefix raises right after the frames before it were handled,
             # not on the next recv (which may never come: the peer could wait for those answers).
             decoder.receive_data(data)
-            while (frame := decoder.next_frame()) is not NEED_DATA:
-                if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
-                    await self._await_capacity()
+            try:
+                while (frame := decoder.next_frame()) is not NEED_DATA:
+                    if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
+                        self._uncork()
+                        await self._await_capacity()
+                        if self._closing:
+                            return
+                    if self._muted_until:
+                        self._uncork()
+                        await self._wait_unmuted()
+                        if self._closing:
+                            return
+                    self._handle_frame(frame)
                     if self._closing:
                         return
-                if self._muted_until:
-                    await self._wait_unmuted()
-                    if self._closing:
-                        return
-                self._handle_frame(frame)
-                if self._closing:
-                    return
+            finally:
+                self._uncork()
 
     async def _await_capacity(self) -> None:
         """Hook (bounded memory): wait while ``max_in_flight`` requests are in flight or the writer waits
@@ -295,6 +319,19 @@ class Connection:
             chunks = encode_response(header, response)
         except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
             return False
+        if len(chunks) == 1 and type(chunks[0]) is bytes:  # gathered, sent with the read's others
+            only: bytes = chunks[0]
+            self._corked.append(only)
+            self._corked_header = header
+            self._corked_bytes += len(only)
+            if timing is not None and self._metrics is not None:
+                self._corked_timings.append((timing, response))
+            if len(self._corked) >= _CORK_RESPONSES or self._corked_bytes >= _CORK_BYTES:
+                self._uncork()
+            return True
+        self._uncork()
+        if self._pending or not self._output_flowing.is_set():  # the gathered ones were not all taken
+            return False
         rest: list[object] = list(chunks)
         if type(rest[0]) is bytes:
             rest[0] = send_now(rest[0])
@@ -310,6 +347,41 @@ class Connection:
             self._metrics.observe(api_key, api_version, queue_ms, local_ms, 0.0, (sent - local_end) * 1000)
             self._metrics.responded(api_key, response)
         return True
+
+    def _uncork(self) -> None:
+        """Send the responses :meth:`_sent_now` gathered, in one ``send``; what the socket does not take
+        goes to the writer as its next slot. Gathered responses exist only while nothing is pending (every
+        enqueue sends them first), so that slot is the first."""
+        corked = self._corked
+        if not corked:
+            return
+        data = corked[0] if len(corked) == 1 else b"".join(corked)
+        timings = self._corked_timings
+        assert self._corked_header is not None
+        self._corked = []
+        self._corked_bytes = 0
+        self._corked_timings = []
+        assert self._send_now is not None  # only gathered when the transport sends at once
+        rest = self._send_now(data)
+        if rest:
+            self._pending.append((self._corked_header, _Encoded([rest], None, timings)))
+            if self._metrics is not None:
+                self._timings.append(None)
+            self._has_pending.set()
+            if len(self._pending) >= self._max_in_flight:
+                self._room.clear()
+            return
+        self.last_active = time.monotonic()
+        if timings and self._metrics is not None:
+            self._observe_sent(timings)
+
+    def _observe_sent(self, sent: list[tuple[_Timing, Response]]) -> None:
+        """Request metrics of responses the reader answered, now sent."""
+        assert self._metrics is not None
+        now = time.perf_counter()
+        for (api_key, api_version, queue_ms, local_ms, local_end), response in sent:
+            self._metrics.observe(api_key, api_version, queue_ms, local_ms, 0.0, (now - local_end) * 1000)
+            self._metrics.responded(api_key, response)
 
     def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
         """Pass the request through the SASL session: True when the session answered it."""
@@ -348,6 +420,8 @@ class Connection:
         result: Answer | _Encoded,
         timing: tuple[int, int, float, float, float] | None = None,
     ) -> None:
+        if self._corked:  # the gathered responses leave first
+            self._uncork()
         if not isinstance(result, Response | asyncio.Future | _Encoded) and inspect.isawaitable(result):
             result = asyncio.ensure_future(result)
         if self._metrics is not None:
@@ -378,6 +452,17 @@ class Connection:
             header, result = pending[0]
             encoded: list[object] | None = None
             if isinstance(result, _Encoded):  # the rest of what the reader began to send
+                if result.response is None:  # the rest of several gathered responses
+                    pending.popleft()
+                    if self._metrics is not None:
+                        self._timings.popleft()
+                    if len(pending) < self._max_in_flight:
+                        self._room.set()
+                    await self._send(result.chunks)
+                    self.last_active = time.monotonic()
+                    if result.sent and self._metrics is not None:
+                        self._observe_sent(result.sent)
+                    continue
                 encoded, result = result.chunks, result.response
             elif not isinstance(result, Response):  # an awaitable (checked second: an ABC check is slow)
                 try:

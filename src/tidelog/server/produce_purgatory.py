@@ -56,6 +56,25 @@ class PendingAppend:
     done: bool = False
 
 
+def _decide(pending: list[PendingAppend], partition_of: Callable[[str, int], Partition | None]) -> bool:
+    """Decide every partition of ``pending`` that can be decided now; True when all are."""
+    undecided = False
+    for entry in pending:
+        if entry.done:
+            continue
+        partition = partition_of(entry.topic, entry.index)
+        if partition is None:
+            done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        else:
+            done, error = partition.check_enough_replicas_reach_offset(entry.required_offset)
+        if done:
+            entry.done = True
+            entry.result.error_code = error
+        else:
+            undecided = True
+    return not undecided
+
+
 class DelayedProduce(DelayedOperation, Generic[R]):
     """An acks=all produce waiting for its partitions' high watermarks."""
 
@@ -76,18 +95,7 @@ class DelayedProduce(DelayedOperation, Generic[R]):
     def try_complete(self) -> bool:
         if self._future.done():  # the connection went away: nothing to answer
             return self.force_complete()
-        for entry in self._pending:
-            if entry.done:
-                continue
-            partition = self._partition_of(entry.topic, entry.index)
-            if partition is None:
-                done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
-            else:
-                done, error = partition.check_enough_replicas_reach_offset(entry.required_offset)
-            if done:
-                entry.done = True
-                entry.result.error_code = error
-        if all(entry.done for entry in self._pending):
+        if _decide(self._pending, self._partition_of):
             return self.force_complete()
         return False
 
@@ -113,6 +121,8 @@ class ProducePurgatory:
     def delay(self, timeout_ms: int, pending: list[PendingAppend], response: R) -> R | asyncio.Future[R]:
         """``response`` now if every partition is already decided, else a future of it (set once the last
         one is). A caller that no longer wants the answer cancels the future."""
+        if _decide(pending, self._partition_of):  # e.g. a leader alone in its ISR: no operation, no future
+            return response
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         operation = DelayedProduce(max(timeout_ms, 0), pending, self._partition_of, response, future)
         if self._operations.delay(operation, [(p.topic, p.index) for p in pending]):
