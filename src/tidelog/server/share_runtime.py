@@ -18,7 +18,10 @@ Invariants:
   member's records, any other epoch must be the next one (INVALID_SHARE_SESSION_EPOCH; none open:
   SHARE_SESSION_NOT_FOUND).
 - Lock expiry and member sessions are checked lazily, with the clock's ``now_ms``, on every request that
-  touches the partition or the group; a fenced or departed member's records are released at once.
+  touches the partition or the group; a fenced or departed member's records are released at once, and
+  that release is written at once (below) whatever request saw it, a heartbeat or a describe too: not
+  left for the next ShareFetch, which a failover or a restart of the share-partition's leader may forestall
+  (the delivery it counts would be lost, letting a poison record past ``share.delivery.count.limit``).
 - Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
   read at each request, over the broker's ``group.share.*`` configs.
 
@@ -359,6 +362,7 @@ class ShareRuntime:
         group = self.groups.get(group_id)
         if group is not None:
             self._expire_members(group)
+            self._flush()  # their releases
         return group
 
     def forget(self, group_id: str, topics: set[str] | None = None) -> None:
@@ -557,6 +561,7 @@ class ShareRuntime:
         """ShareGroupHeartbeat, answered once the group's change is in ``__consumer_offsets`` (committed, in a
         cluster)."""
         response = self._heartbeat(ctx, request)
+        self._flush()  # fenced or departed members' releases: written now, the answer depends on none of them
         group = self.groups.get(request.group_id)
         if self._membership is None or group is None or response.error_code in _NOT_SERVED:
             return response
