@@ -365,10 +365,13 @@ class ShareRuntime:
             self._flush()  # their releases
         return group
 
-    def forget(self, group_id: str, topics: set[str] | None = None) -> None:
+    def forget(self, group_id: str, topics: set[str] | None = None) -> Answer | None:
         """Drop what this runtime holds in memory for ``group_id``'s share-partitions (of ``topics``; all of
         them, and the group and its sessions, when None): the admin side (:mod:`.share_admin`) rewrote or
-        deleted their persisted state, which the next ShareFetch reads afresh."""
+        deleted their persisted state, which the next ShareFetch reads afresh. A group dropped is deleted in
+        ``__consumer_offsets`` too: the answer of that write (committed), for the deleting request to await
+        (None: no group, or no membership to write to)."""
+        written: Answer | None = None
         for key in [k for k in self.partitions if k[0] == group_id and (topics is None or k[1] in topics)]:
             del self.partitions[key]
             self._persisted.pop(key, None)
@@ -376,11 +379,12 @@ class ShareRuntime:
             self._state_epochs.pop(key, None)
             self._ahead.pop(key, None)
         if topics is None:
-            if self.groups.pop(group_id, None) is not None:
-                self._persist(group_id, None)
+            if self.groups.pop(group_id, None) is not None and self._membership is not None:
+                written = self._membership.delete(group_id)
             self._settings.pop(group_id, None)
             for session in [k for k in self._sessions if k[0] == group_id]:
                 del self._sessions[session]
+        return written
 
     # -- persistence -------------------------------------------------------------------------------------
 

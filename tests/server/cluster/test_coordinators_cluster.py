@@ -555,3 +555,60 @@ def test_write_txn_markers_answers_once_the_markers_are_committed(tmp_path: Path
             1,
             [("ABORT", 7)],
         )
+
+
+def test_a_deleted_share_group_is_answered_once_its_tombstones_are_committed(tmp_path: Path) -> None:
+    """DeleteGroups of a share group waits for its tombstones in ``__consumer_offsets`` to be committed, as
+    the heartbeats that wrote the group did: answered earlier, a failover of the coordinator's partition
+    before the follower had them brought the deleted group back from its earlier records."""
+    from tidelog.coordinator.share.state_coordinator import SHARE_STATE_TOPIC
+    from tidelog.protocol.messages import (
+        DeleteGroupsRequest,
+        ShareGroupHeartbeatRequest,
+        ShareGroupHeartbeatResponse,
+    )
+
+    overrides = {"offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1"}
+    with inprocess_cluster(tmp_path, (1, 2), **overrides) as cluster:
+        cluster.create_topic(OFFSETS, [(1, 2)])
+        cluster.create_topic(SHARE_STATE_TOPIC, [(1,)])
+        cluster.create_topic("t", [(1,)])
+        cluster.elect("t", 0, leader=1, leader_epoch=0, isr=(1,))
+        cluster.elect(SHARE_STATE_TOPIC, 0, leader=1, leader_epoch=0, isr=(1,))
+        cluster.elect(OFFSETS, 0, leader=1, leader_epoch=0, isr=(1, 2))
+        wait_for(lambda: loaded(cluster, 1, "groups"), "the group coordinator to load")
+        wait_for(lambda: loaded(cluster, 1, "share_states"), "the share coordinator to load")
+        a = cluster[1].broker
+
+        async def waits_for_the_follower(request: Any, api_key: int, version: int) -> Any:
+            answer = handle(a, ctx(api_key, version), request)
+            assert asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future)
+            task = asyncio.ensure_future(answer)
+            await ticks()
+            assert not task.done()  # broker 2 is in the ISR and has not fetched the records
+            return task
+
+        def beat(epoch: int, member_id: str = "") -> Any:
+            request = ShareGroupHeartbeatRequest(
+                group_id=GROUP,
+                member_id=member_id,
+                member_epoch=epoch,
+                subscribed_topic_names=["t"] if epoch == 0 else None,
+            )
+            task = cluster.run(waits_for_the_follower(request, ApiKey.SHARE_GROUP_HEARTBEAT, 1))
+            cluster.replicate(OFFSETS, 0, follower=2)
+            response = cluster.run(wait(task))
+            assert isinstance(response, ShareGroupHeartbeatResponse)
+            assert response.error_code == ErrorCode.NONE
+            return response
+
+        joined = beat(0, "member-1")
+        beat(-1, joined.member_id)  # the group is Empty: it may be deleted
+        task = cluster.run(
+            waits_for_the_follower(DeleteGroupsRequest(groups_names=[GROUP]), ApiKey.DELETE_GROUPS, 2)
+        )
+        cluster.replicate(OFFSETS, 0, follower=2)
+        deleted = cluster.run(wait(task))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [(GROUP, ErrorCode.NONE)]
+        offsets = cluster[1].partition(OFFSETS)
+        assert cluster.call(lambda: offsets.high_watermark == offsets.log_end_offset)
