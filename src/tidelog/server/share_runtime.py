@@ -36,7 +36,7 @@ Invariants:
 - Membership (given a :class:`~tidelog.server.share_membership.ShareMembership`): every change of a share
   group is written to ``__consumer_offsets``, and a heartbeat is answered once what it changed is committed
   there (a member fenced on the way is written at once, with no answer waiting for it); a group deleted is
-  tombstoned, and the groups of a coordinator partition are adopted from it once it is
+  tombstoned (its DeleteGroups answered once that is committed), and the groups of a coordinator partition are adopted from it once it is
   loaded (:meth:`ShareRuntime.on_coordinator_partition`); while it loads, heartbeats are
   COORDINATOR_LOAD_IN_PROGRESS.
 - State epochs (Kafka's): a share-partition is written with the state epoch it was read with. A write
