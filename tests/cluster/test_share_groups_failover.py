@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException, Message, Producer, ShareConsumer
@@ -155,6 +156,10 @@ def test_share_coordinator_kill_then_leader_kill(scenario: Scenario) -> None:
     deadline = time.monotonic() + 120
     values = [b"job-%02d" % i for i in range(30)]
     consumer, batch = _mid_stream(scenario, values, deadline)
+    # the last broker also takes the second consumer into the group: its ShareGroup* records go to
+    # __consumer_offsets, which must accept writes from one replica too (else NOT_ENOUGH_REPLICAS for ever,
+    # or only while the controller has not yet taken the dead brokers out of its ISR)
+    _min_isr_one(scenario, OFFSETS_TOPIC, third)
     acked = _acknowledge(consumer, batch[:10])
 
     old_state = scenario.state(STATE_TOPIC, 0)
@@ -175,6 +180,24 @@ def test_share_coordinator_kill_then_leader_kill(scenario: Scenario) -> None:
         consumer.close()
     assert not acked & set(after), "an acknowledged record came again"
     assert sorted(after) == sorted(remaining)
+
+
+def _min_isr_one(scenario: Scenario, topic: str, broker: int) -> None:
+    """``topic``'s min.insync.replicas set to 1, once ``broker`` shows it."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entry = ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": scenario.bootstrap, "log_level": 3})
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    future.result(30)
+    at = AdminClient({"bootstrap.servers": scenario.c.brokers[broker].bootstrap_servers, "log_level": 3})
+
+    def shown() -> bool:
+        (described,) = at.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
+        return bool(described.result(10)["min.insync.replicas"].value == "1")
+
+    scenario.wait_for(shown, f"broker {broker} to show {topic}'s min.insync.replicas 1")
 
 
 def _group_coordinated_by(scenario: Scenario, broker: int) -> str:
@@ -384,13 +407,7 @@ def test_group_coordinator_kill_keeps_the_share_groups_members(scenario: Scenari
     got: list[bytes] = []
     while not set(values) <= set(got):
         assert time.monotonic() < deadline, f"received only {got}"
-        try:
-            messages = consumer.poll(0.5)
-        except KafkaException:
-            # the share-partition leader re-reads its state after the ISR changed (COORDINATOR_LOAD_IN_PROGRESS
-            # meanwhile), which librdkafka raises from poll(): the application polls again
-            continue
-        for message in messages:
+        for message in consumer.poll(0.5):  # the share-partition's leader kept it across the ISR change
             if message.error() is None:
                 consumer.acknowledge(message)
                 if value_of(message) != PRIMER:
@@ -403,3 +420,105 @@ def test_group_coordinator_kill_keeps_the_share_groups_members(scenario: Scenari
         time.sleep(0.2)
     assert members == [(member_id, 6)]
     consumer.close()
+
+
+def test_isr_shrink_and_expand_under_a_share_consumer_delivers_each_record_once(scenario: Scenario) -> None:
+    """The third broker, a follower of the topic, of ``__share_group_state`` and of the group's
+    ``__consumer_offsets`` partition, is killed while a ShareConsumer consumes and acknowledges: the
+    controller takes it out of each ISR (a new leader epoch, same leader), then it comes back and the
+    leaders take it in again (same leader epoch). No leadership moved, so nothing is reloaded: the consumer
+    gets every record exactly once, and no poll or message fails (COORDINATOR_LOAD_IN_PROGRESS was raised
+    from poll() while the leaders reloaded their share-partitions, coordinators and groups, and acquired
+    records were dropped with the share-partition and delivered again)."""
+    coordinator, leader, third = _start(scenario)
+    group = _group_coordinated_by(scenario, coordinator)
+    offsets_partition = scenario.coordinator_partition(OFFSETS_TOPIC, group)
+    watched = [(TOPIC, 0), (STATE_TOPIC, 0), (OFFSETS_TOPIC, offsets_partition)]
+    deadline = time.monotonic() + 150
+    producer = Producer(
+        {"bootstrap.servers": scenario.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3}
+    )
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": scenario.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    prime_acknowledging(producer, TOPIC, consumer, deadline)
+    before = {t: scenario.state(t, p) for t, p in watched}
+    sent: list[bytes] = []
+    got: list[bytes] = []
+    failures: list[str] = []
+
+    def consume_until(condition: Callable[[], bool], what: str, *, produce: bool = True) -> None:
+        """Produce a record (unless not ``produce``) and poll, acknowledging what came, until ``condition``."""
+        while not condition():
+            assert time.monotonic() < deadline, (
+                f"timed out waiting for {what}; received {len(got)}/{len(sent)}"
+            )
+            if produce:
+                value = b"job-%03d" % len(sent)
+                producer.produce(TOPIC, value)
+                producer.poll(0)
+                sent.append(value)
+            try:
+                messages = consumer.poll(0.2)
+            except KafkaException as exc:
+                failures.append(str(exc))
+                continue
+            for message in messages:
+                if message.error() is not None:
+                    failures.append(str(message.error()))
+                    continue
+                consumer.acknowledge(message)
+                if value_of(message) != PRIMER:
+                    got.append(value_of(message))
+
+    consume_until(lambda: len(got) >= 10, "10 records")
+    producer.produce(TOPIC, b"held")
+    sent.append(b"held")
+    producer.flush(10)
+    held: list[Message] = []
+    while not held:  # records acquired and held (not acknowledged, no poll) across the ISR change
+        assert time.monotonic() < deadline, "the held record never came"
+        for message in consumer.poll(0.5):
+            assert message.error() is None, message.error()
+            held.append(message)
+    scenario.c.kill(third)
+    scenario.event(f"follower {third} killed")
+    scenario.wait_for(
+        lambda: all(third not in scenario.state(t, p).isr for t, p in watched), f"{third} out of the ISRs"
+    )
+    for broker in (coordinator, leader):  # the leaders applied the new leader epochs
+        at = AdminClient({"bootstrap.servers": scenario.c.brokers[broker].bootstrap_servers, "log_level": 3})
+        scenario.wait_for(
+            lambda at=at: all(  # type: ignore[misc]
+                third not in at.list_topics(t, timeout=5).topics[t].partitions[p].isrs for t, p in watched
+            ),
+            f"broker {broker}'s metadata without {third} in the ISRs",
+        )
+    for message in held:
+        consumer.acknowledge(message)
+    committed = consumer.commit_sync()
+    assert all(error is None for error in committed.values()), committed
+    got += [value_of(m) for m in held if value_of(m) != PRIMER]
+    consume_until(lambda: len(got) >= len(sent) - 5, "the consumer to catch up")
+    scenario.c.start_broker(third)
+    scenario.event(f"follower {third} restarted")
+    consume_until(lambda: all(scenario.full_isr(t, p) for t, p in watched), f"{third} back in the ISRs")
+    producer.flush(30)
+    consume_until(lambda: set(sent) <= set(got), "every record", produce=False)
+    consumer.commit_sync()
+    consumer.close()
+
+    after = {t: scenario.state(t, p) for t, p in watched}
+    for topic, state in after.items():  # the ISR changed, the leaders did not
+        assert state.leader == before[topic].leader, topic
+        assert state.leader_epoch > before[topic].leader_epoch, topic
+    assert failures == []
+    assert sorted(got) == sorted(set(got)), "a record came twice"
+    assert sorted(got) == sorted(sent)

@@ -24,6 +24,9 @@ Invariants:
 - Roles: on a single node every hosted partition is led here (leader epoch 0, ISR of this broker). In a
   cluster a partition's role comes only from :meth:`apply_partition_state` (the cluster's state of it) and
   :meth:`fence` (this broker lost its ZooKeeper session: it leads nothing until the state is read again).
+  The leadership listeners (coordinator runtimes, share groups, replica fetchers) hear of every change of
+  role and of leader epoch, except a leader's going on at the very next epoch (the controller's ISR
+  removal): an ISR change is never a leadership change.
   A partition this broker hosts but does not lead answers NOT_LEADER_OR_FOLLOWER; one it does not host
   but the cluster has, NOT_LEADER_OR_FOLLOWER too (the client's metadata is stale); one the cluster does
   not have, UNKNOWN_TOPIC_OR_PARTITION.
@@ -70,7 +73,8 @@ IsrWriter = Callable[[str, int, LeaderAndIsr], Awaitable[LeaderAndIsr | None]]
 """Writes a leader's ISR change conditional on its partition epoch: the stored state, or None (refused)."""
 
 LeadershipListener = Callable[[Partition, bool], None]
-"""Told ``(partition, is_leader)`` each time a partition's role or leader epoch changes here."""
+"""Told ``(partition, is_leader)`` each time a partition's role or leader epoch changes here, except when its
+leader goes on leading at the next leader epoch (see :meth:`ReplicaManager.apply_partition_state`)."""
 
 
 class ReplicaManager:
@@ -276,6 +280,7 @@ class ReplicaManager:
             return partition
         now = self._clock.now_ms()
         was_leader = partition.is_leader
+        epoch_before = partition.leader_epoch
         if state.leader == self._node_id:
             changed = partition.make_leader(
                 state, assignment, now_ms=now, removing_replicas=removing_replicas
@@ -291,7 +296,15 @@ class ReplicaManager:
                 state.leader_epoch,
                 sorted(state.isr),
             )
-            self._changed(partition)
+            if was_leader and partition.is_leader and partition.leader_epoch == epoch_before + 1:
+                # The leader goes on at the next epoch: the controller took a replica out of the ISR (a
+                # follower died) or changed the replicas (a reassignment). Nobody else led in between (every
+                # leader change raises the epoch by one), so nothing held for being the leader is stale: the
+                # coordinators stay loaded, share-partitions keep their acquisitions (Kafka's ZooKeeper-mode
+                # makeLeader is "already the leader" then; its coordinator runtime "already loaded").
+                self._check_waiters((topic, index))
+            else:
+                self._changed(partition)
         else:
             self._check_waiters((topic, index))
         return partition

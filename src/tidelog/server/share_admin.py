@@ -69,6 +69,7 @@ from tidelog.server.dispatch import Answer
 from tidelog.server.group_runtime import GroupRuntime
 from tidelog.server.metadata_cache import MetadataCache
 from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.share_persister import ShareStateWriteError
 from tidelog.server.share_runtime import ShareRuntime
 from tidelog.server.share_state_runtime import ShareStateRuntime
 
@@ -438,8 +439,10 @@ class ShareAdmin:
                 partitions.setdefault(topic_id, []).append(index)
         error = self._delete_state(group_id, partitions, writes) if partitions else ErrorCode.NONE
         if error == ErrorCode.NONE:
-            self._shares.forget(group_id)
+            deleted = self._shares.forget(group_id)
             self._state_known.discard(group_id)
+            if deleted is not None:
+                writes.append(_tombstoned(group_id, deleted))
         return error
 
     def _delete_state(
@@ -469,6 +472,18 @@ class ShareAdmin:
             return self._cluster.persister.persist(request)
         assert self._state is not None
         return self._state.handle_request(request, 0)
+
+
+async def _tombstoned(group_id: str, answer: Answer) -> Response:
+    """The group's tombstones in ``__consumer_offsets``, committed; raises :class:`ShareStateWriteError` if
+    they are not (the DeleteGroups is then not answered: its client asks again)."""
+    response = answer if isinstance(answer, Response) else await answer
+    error = getattr(response, "error_code", ErrorCode.NONE)
+    if error != ErrorCode.NONE:
+        raise ShareStateWriteError(
+            f"share group {group_id}: deletion not committed ({ErrorCode(error).name})"
+        )
+    return response
 
 
 def _collect(answer: Answer, writes: list[Awaitable[Response]]) -> ErrorCode:

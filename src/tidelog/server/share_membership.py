@@ -11,6 +11,9 @@ Invariants:
   its members (:meth:`ShareMembership.ready`); when the partition begins loading or is unloaded the runtime drops its
   groups, and once it is loaded adopts the groups it holds (members keep their ids and epochs, their
   sessions start again).
+- A group deleted (DeleteGroups) is answered once its tombstones are committed
+  (:meth:`ShareMembership.delete`): a failover of the coordinator's partition right after the answer
+  never brings the deleted group back from its earlier records.
 """
 
 from __future__ import annotations
@@ -65,6 +68,16 @@ class ShareMembership:
             ErrorCode.NONE
             if shard is not None and not shard.loading
             else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        )
+
+    def delete(self, group_id: str) -> Answer:
+        """Tombstone ``group_id``'s share group (a DeleteGroups); a ShareGroupHeartbeat response, NONE or the
+        error, once the tombstones are committed (the deleting request waits for it, as a heartbeat does)."""
+        return self.write(
+            group_id,
+            None,
+            ShareGroupHeartbeatRequest(group_id=group_id, member_id="", member_epoch=-1),
+            ShareGroupHeartbeatResponse(),
         )
 
     @overload

@@ -15,8 +15,9 @@ Invariants:
 - A share group whose ``__consumer_offsets`` partition changes leadership on this broker is dropped, so a
   broker that coordinated it once never expires live members from a stale copy; the next coordinator
   adopts it from the partition once loaded (:mod:`tidelog.server.share_membership`).
-- A share-partition whose leadership changes on this broker (lost, or gained at a new leader epoch) is
-  dropped from the runtime at once (acquisitions are not persisted: they lapse with the leader; the next
+- A share-partition whose leadership changes on this broker (lost, or gained at a new leader epoch; not
+  the same leader going on at the next epoch, the controller's ISR removal, which the replica manager does
+  not report) is dropped from the runtime at once (acquisitions are not persisted: they lapse with the leader; the next
   leader loads the persisted state), together with any state loaded for it.
 """
 

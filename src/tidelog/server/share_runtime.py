@@ -18,7 +18,10 @@ Invariants:
   member's records, any other epoch must be the next one (INVALID_SHARE_SESSION_EPOCH; none open:
   SHARE_SESSION_NOT_FOUND).
 - Lock expiry and member sessions are checked lazily, with the clock's ``now_ms``, on every request that
-  touches the partition or the group; a fenced or departed member's records are released at once.
+  touches the partition or the group; a fenced or departed member's records are released at once, and
+  that release is written at once (below) whatever request saw it, a heartbeat or a describe too: not
+  left for the next ShareFetch, which a failover or a restart of the share-partition's leader may forestall
+  (the delivery it counts would be lost, letting a poison record past ``share.delivery.count.limit``).
 - Group configs come from the injected ``group_configs`` lookup (group id → keys explicitly set for it),
   read at each request, over the broker's ``group.share.*`` configs.
 
@@ -33,7 +36,7 @@ Invariants:
 - Membership (given a :class:`~tidelog.server.share_membership.ShareMembership`): every change of a share
   group is written to ``__consumer_offsets``, and a heartbeat is answered once what it changed is committed
   there (a member fenced on the way is written at once, with no answer waiting for it); a group deleted is
-  tombstoned, and the groups of a coordinator partition are adopted from it once it is
+  tombstoned (its DeleteGroups answered once that is committed), and the groups of a coordinator partition are adopted from it once it is
   loaded (:meth:`ShareRuntime.on_coordinator_partition`); while it loads, heartbeats are
   COORDINATOR_LOAD_IN_PROGRESS.
 - State epochs (Kafka's): a share-partition is written with the state epoch it was read with. A write
@@ -359,12 +362,16 @@ class ShareRuntime:
         group = self.groups.get(group_id)
         if group is not None:
             self._expire_members(group)
+            self._flush()  # their releases
         return group
 
-    def forget(self, group_id: str, topics: set[str] | None = None) -> None:
+    def forget(self, group_id: str, topics: set[str] | None = None) -> Answer | None:
         """Drop what this runtime holds in memory for ``group_id``'s share-partitions (of ``topics``; all of
         them, and the group and its sessions, when None): the admin side (:mod:`.share_admin`) rewrote or
-        deleted their persisted state, which the next ShareFetch reads afresh."""
+        deleted their persisted state, which the next ShareFetch reads afresh. A group dropped is deleted in
+        ``__consumer_offsets`` too: the answer of that write (committed), for the deleting request to await
+        (None: no group, or no membership to write to)."""
+        written: Answer | None = None
         for key in [k for k in self.partitions if k[0] == group_id and (topics is None or k[1] in topics)]:
             del self.partitions[key]
             self._persisted.pop(key, None)
@@ -372,11 +379,12 @@ class ShareRuntime:
             self._state_epochs.pop(key, None)
             self._ahead.pop(key, None)
         if topics is None:
-            if self.groups.pop(group_id, None) is not None:
-                self._persist(group_id, None)
+            if self.groups.pop(group_id, None) is not None and self._membership is not None:
+                written = self._membership.delete(group_id)
             self._settings.pop(group_id, None)
             for session in [k for k in self._sessions if k[0] == group_id]:
                 del self._sessions[session]
+        return written
 
     # -- persistence -------------------------------------------------------------------------------------
 
@@ -557,6 +565,7 @@ class ShareRuntime:
         """ShareGroupHeartbeat, answered once the group's change is in ``__consumer_offsets`` (committed, in a
         cluster)."""
         response = self._heartbeat(ctx, request)
+        self._flush()  # fenced or departed members' releases: written now, the answer depends on none of them
         group = self.groups.get(request.group_id)
         if self._membership is None or group is None or response.error_code in _NOT_SERVED:
             return response

@@ -297,6 +297,33 @@ def test_the_group_coordinator_follows_its_partitions_leader(tmp_path: Path) -> 
         assert cluster.call(lambda: (b_offsets.leader_epoch, b_offsets.is_leader)) == (1, True)
 
 
+def test_an_isr_removal_at_the_next_leader_epoch_keeps_the_coordinator_loaded(tmp_path: Path) -> None:
+    """The controller takes a dead follower out of the ISR with the same leader at the next leader epoch
+    (as Kafka's ZooKeeper controller does): no leadership moved, so the group coordinator stays loaded and a
+    commit waiting for the follower is answered NONE once the smaller ISR commits it (not NOT_COORDINATOR
+    and a reload, during which the partition's groups got COORDINATOR_LOAD_IN_PROGRESS)."""
+    with inprocess_cluster(tmp_path, (1, 2)) as cluster:
+        cluster.create_topic(OFFSETS, [(1, 2)])
+        cluster.create_topic("t", [(1,)])
+        cluster.elect("t", 0, leader=1, leader_epoch=0, isr=(1,))
+        cluster.elect(OFFSETS, 0, leader=1, leader_epoch=0, isr=(1, 2))
+        wait_for(lambda: loaded(cluster, 1, "groups"), "broker 1's group coordinator to load")
+        a = cluster[1].broker
+
+        async def commit() -> Any:
+            answer = a.groups.handle(ctx(ApiKey.OFFSET_COMMIT, 8), commit_request(GROUP, 5))
+            assert isinstance(answer, asyncio.Future)  # broker 2 is in the ISR and never fetches
+            await ticks()
+            assert not answer.done()
+            return answer
+
+        waiting = cluster.run(commit())
+        cluster.elect(OFFSETS, 0, leader=1, leader_epoch=1, isr=(1,), partition_epoch=1, on=(1,))
+        assert commit_error(cluster.run(wait(waiting))) == ErrorCode.NONE
+        assert loaded(cluster, 1, "groups")
+        assert fetch_offset(cluster, 1, GROUP) == (ErrorCode.NONE, 5)
+
+
 async def wait(answer: Any) -> Any:
     return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer
 
@@ -392,10 +419,12 @@ def test_markers_wait_for_the_prepare_record_to_be_committed(tmp_path: Path) -> 
         wait_for(lambda: cluster.call(lambda: markers(data)) == [("COMMIT", 0)], "the first marker")
         assert cluster.call(lambda: data.last_stable_offset) == 2
 
-        # 2. a new leader epoch while EndTxn waits: NOT_COORDINATOR, reloaded, markers once committed
+        # 2. a new leader epoch while EndTxn waits, two on (another broker may have led in between; the
+        # very next epoch with the same leader is the controller's ISR removal, which reloads nothing):
+        # NOT_COORDINATOR, reloaded, markers once committed
         transaction(b"second", 1)
         answer = cluster.run(end_txn([("COMMIT", 0)]))
-        cluster.elect(TXN_STATE, 0, leader=1, leader_epoch=1, isr=(1, 2))
+        cluster.elect(TXN_STATE, 0, leader=1, leader_epoch=2, isr=(1, 2))
         assert cluster.run(wait(answer)).error_code == ErrorCode.NOT_COORDINATOR
         wait_for(lambda: loaded(cluster, 1, "transactions"), "the coordinator to load again")
 
@@ -404,7 +433,7 @@ def test_markers_wait_for_the_prepare_record_to_be_committed(tmp_path: Path) -> 
             assert owned is not None
             return int(owned.coordinator_epoch)
 
-        assert cluster.call(coordinator_epoch) == 1
+        assert cluster.call(coordinator_epoch) == 2
 
         def status() -> tuple[str, list[tuple[str, int]]]:
             txn = a.transactions.coordinator.transaction(TXN_ID)
@@ -415,7 +444,7 @@ def test_markers_wait_for_the_prepare_record_to_be_committed(tmp_path: Path) -> 
         assert cluster.call(status) == ("PrepareCommit", [("COMMIT", 0)])  # reloaded, not committed yet
         cluster.replicate(TXN_STATE, 0, follower=2)
         wait_for(
-            lambda: cluster.call(lambda: markers(data)) == [("COMMIT", 0), ("COMMIT", 1)],
+            lambda: cluster.call(lambda: markers(data)) == [("COMMIT", 0), ("COMMIT", 2)],
             "the reloaded transaction's marker",
         )
         # its CompleteCommit (appended once the marker is in) waits for the follower too
@@ -526,3 +555,60 @@ def test_write_txn_markers_answers_once_the_markers_are_committed(tmp_path: Path
             1,
             [("ABORT", 7)],
         )
+
+
+def test_a_deleted_share_group_is_answered_once_its_tombstones_are_committed(tmp_path: Path) -> None:
+    """DeleteGroups of a share group waits for its tombstones in ``__consumer_offsets`` to be committed, as
+    the heartbeats that wrote the group did: answered earlier, a failover of the coordinator's partition
+    before the follower had them brought the deleted group back from its earlier records."""
+    from tidelog.coordinator.share.state_coordinator import SHARE_STATE_TOPIC
+    from tidelog.protocol.messages import (
+        DeleteGroupsRequest,
+        ShareGroupHeartbeatRequest,
+        ShareGroupHeartbeatResponse,
+    )
+
+    overrides = {"offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1"}
+    with inprocess_cluster(tmp_path, (1, 2), **overrides) as cluster:
+        cluster.create_topic(OFFSETS, [(1, 2)])
+        cluster.create_topic(SHARE_STATE_TOPIC, [(1,)])
+        cluster.create_topic("t", [(1,)])
+        cluster.elect("t", 0, leader=1, leader_epoch=0, isr=(1,))
+        cluster.elect(SHARE_STATE_TOPIC, 0, leader=1, leader_epoch=0, isr=(1,))
+        cluster.elect(OFFSETS, 0, leader=1, leader_epoch=0, isr=(1, 2))
+        wait_for(lambda: loaded(cluster, 1, "groups"), "the group coordinator to load")
+        wait_for(lambda: loaded(cluster, 1, "share_states"), "the share coordinator to load")
+        a = cluster[1].broker
+
+        async def waits_for_the_follower(request: Any, api_key: int, version: int) -> Any:
+            answer = handle(a, ctx(api_key, version), request)
+            assert asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future)
+            task = asyncio.ensure_future(answer)
+            await ticks()
+            assert not task.done()  # broker 2 is in the ISR and has not fetched the records
+            return task
+
+        def beat(epoch: int, member_id: str = "") -> Any:
+            request = ShareGroupHeartbeatRequest(
+                group_id=GROUP,
+                member_id=member_id,
+                member_epoch=epoch,
+                subscribed_topic_names=["t"] if epoch == 0 else None,
+            )
+            task = cluster.run(waits_for_the_follower(request, ApiKey.SHARE_GROUP_HEARTBEAT, 1))
+            cluster.replicate(OFFSETS, 0, follower=2)
+            response = cluster.run(wait(task))
+            assert isinstance(response, ShareGroupHeartbeatResponse)
+            assert response.error_code == ErrorCode.NONE
+            return response
+
+        joined = beat(0, "member-1")
+        beat(-1, joined.member_id)  # the group is Empty: it may be deleted
+        task = cluster.run(
+            waits_for_the_follower(DeleteGroupsRequest(groups_names=[GROUP]), ApiKey.DELETE_GROUPS, 2)
+        )
+        cluster.replicate(OFFSETS, 0, follower=2)
+        deleted = cluster.run(wait(task))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [(GROUP, ErrorCode.NONE)]
+        offsets = cluster[1].partition(OFFSETS)
+        assert cluster.call(lambda: offsets.high_watermark == offsets.log_end_offset)
