@@ -27,7 +27,10 @@ Invariants:
 - A response the handler returns at once, with no response ahead of it and the writer idle, is encoded and
   sent by the reader itself on a plain socket (issue 17: no writer wake-up per request); what the socket
   does not take at once goes to the writer as the next slot, so order and the writer's back-pressure are
-  unchanged.
+  unchanged. Likewise a delayed answer (a long poll's future) is sent by its done callback when it is at
+  the head of the queue and the writer idle (:meth:`Connection._flush`): the writer task is woken only for
+  what needs it (the rest of a partial send, file regions, a failed answer, the closing drain, TLS), never
+  merely because a request was parked or its answer came.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
@@ -70,6 +73,11 @@ class _Encoded:
 
     chunks: list[object]
     response: Response
+
+
+def _ready(result: object) -> bool:
+    """Whether a pending slot's answer is there to be sent."""
+    return not isinstance(result, asyncio.Future) or result.done()
 
 
 class Connection:
@@ -121,6 +129,8 @@ class Connection:
         self._metrics = request_metrics
         self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
         self._received = 0.0
+        self._writer_active = False
+        """The writer task is at work (not parked waiting for a ready answer): :meth:`_flush` leaves it the queue."""
 
     @property
     def peer(self) -> str:
@@ -353,9 +363,87 @@ class Connection:
         if self._metrics is not None:
             self._timings.append(timing)  # one per pending slot (None: not measured)
         self._pending.append((header, result))
-        self._has_pending.set()
         if len(self._pending) >= self._max_in_flight:
             self._room.clear()
+        if isinstance(result, asyncio.Future) and not result.done():
+            result.add_done_callback(self._answered)  # nobody wakes until the answer is there
+        else:
+            self._flush()
+
+    def _answered(self, _: object) -> None:
+        """A delayed answer is ready (a future's done callback)."""
+        self._flush()
+
+    def _wake_writer(self) -> None:
+        self._has_pending.set()
+
+    def _flush(self) -> None:
+        """Hook (issue 17): send the ready answers at the head of ``_pending`` from here (the reader, or a
+        delayed answer's done callback) when the writer is idle, instead of waking the writer task for each;
+        the writer gets what needs it: the rest of a partial send, file regions, a failed answer, the
+        closing drain, a transport without ``send_now`` (TLS)."""
+        if self._writer_active:
+            self._has_pending.set()
+            return
+        pending = self._pending
+        send_now = self._send_now
+        while pending:
+            header, result = pending[0]
+            if send_now is None or self._closing or isinstance(result, _Encoded):
+                self._wake_writer()
+                return
+            if not self._output_flowing.is_set():
+                return  # the writer is sending and goes on with the queue
+            if not isinstance(result, Response):
+                if not isinstance(result, asyncio.Future):  # never: _enqueue made every awaitable one
+                    self._wake_writer()
+                    return
+                if not result.done():
+                    return  # its done callback flushes again
+                if result.cancelled() or result.exception() is not None:
+                    self._wake_writer()  # the writer logs it and closes
+                    return
+                result = result.result()
+            try:
+                chunks = encode_response(header, result)
+            except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
+                self._wake_writer()
+                return
+            timing = self._timings[0] if self._metrics is not None else None
+            resolved = time.perf_counter() if timing is not None else 0.0
+            rest: list[object] = list(chunks)
+            if type(rest[0]) is bytes:
+                try:
+                    rest[0] = send_now(rest[0])
+                except OSError as exc:
+                    log.debug("connection %s from %s: %s", self._id, self._peer, exc)
+                    self.close()
+                    self._wake_writer()
+                    return
+                if not rest[0]:
+                    del rest[0]
+            if rest:
+                pending[0] = (header, _Encoded(rest, result))
+                self._wake_writer()
+                return
+            pending.popleft()
+            if len(pending) < self._max_in_flight:
+                self._room.set()
+            self.last_active = time.monotonic()
+            if self._metrics is not None:
+                self._timings.popleft()
+                if timing is not None:
+                    api_key, api_version, queue_ms, local_ms, local_end = timing
+                    sent = time.perf_counter()
+                    self._metrics.observe(
+                        api_key,
+                        api_version,
+                        queue_ms,
+                        local_ms,
+                        (resolved - local_end) * 1000,
+                        (sent - resolved) * 1000,
+                    )
+                    self._metrics.responded(api_key, result)
 
     async def _send(self, chunks: Sequence[object]) -> None:
         """Hook (bounded memory): send one response; the reader is muted while this waits on the socket
@@ -369,11 +457,15 @@ class Connection:
     async def _write_loop(self) -> None:
         pending = self._pending
         while True:
-            if not pending:
-                if self._closing:
+            if not pending or not (self._closing or _ready(pending[0][1])):
+                if self._closing and not pending:
                     return
                 self._has_pending.clear()
-                await self._has_pending.wait()
+                self._writer_active = False
+                try:
+                    await self._has_pending.wait()
+                finally:
+                    self._writer_active = True
                 continue
             header, result = pending[0]
             encoded: list[object] | None = None
