@@ -30,7 +30,10 @@ Invariants:
   unchanged. Likewise a delayed answer (a long poll's future) is sent by its done callback when it is at
   the head of the queue and the writer idle (:meth:`Connection._flush`): the writer task is woken only for
   what needs it (the rest of a partial send, file regions, a failed answer, the closing drain, TLS), never
-  merely because a request was parked or its answer came.
+  merely because a request was parked or its answer came. The answers the reader sends for the frames of
+  one read (a client that pipelines) are corked and leave in one ``send`` (:meth:`Connection._uncork`),
+  before the reader waits for anything (the next read, capacity, a mute) and before anything is queued
+  behind them.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
@@ -63,6 +66,8 @@ __all__ = ["Connection"]
 log = logging.getLogger("tidelog.connection")
 
 _RECV_BYTES = 1 << 18
+_CORK_BYTES = 1 << 16
+"""At most this much of the reader's answers waits for the end of its read (then it is sent at once)."""
 
 _Bytes = bytes | bytearray | memoryview
 
@@ -129,6 +134,11 @@ class Connection:
         self._metrics = request_metrics
         self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
         self._received = 0.0
+        self._corked: list[bytes] = []
+        """Answers the reader encoded for the frames of the current read, sent together by :meth:`_uncork`."""
+        self._corked_bytes = 0
+        self._corked_last: tuple[RequestHeader, Response] | None = None
+        self._corked_timings: list[tuple[tuple[int, int, float, float, float] | None, Response]] = []
         self._writer_active = False
         """The writer task is at work (not parked waiting for a ready answer): :meth:`_flush` leaves it the queue."""
 
@@ -197,29 +207,35 @@ class Connection:
 
     async def _read_loop(self) -> None:
         decoder = self._decoder
-        while not self._closing:
-            await self._await_capacity()
-            data = await self._transport.recv(_RECV_BYTES)
-            if not data:
-                return
-            self.last_active = time.monotonic()
-            if self._metrics is not None:
-                self._received = time.perf_counter()
-            # Frame by frame: a bad size prefix raises right after the frames before it were handled,
-            # not on the next recv (which may never come: the peer could wait for those answers).
-            decoder.receive_data(data)
-            while (frame := decoder.next_frame()) is not NEED_DATA:
-                if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
-                    await self._await_capacity()
-                    if self._closing:
-                        return
-                if self._muted_until:
-                    await self._wait_unmuted()
-                    if self._closing:
-                        return
-                self._handle_frame(frame)
-                if self._closing:
+        try:
+            while not self._closing:
+                await self._await_capacity()
+                data = await self._transport.recv(_RECV_BYTES)
+                if not data:
                     return
+                self.last_active = time.monotonic()
+                if self._metrics is not None:
+                    self._received = time.perf_counter()
+                # Frame by frame: a bad size prefix raises right after the frames before it were handled,
+                # not on the next recv (which may never come: the peer could wait for those answers).
+                decoder.receive_data(data)
+                while (frame := decoder.next_frame()) is not NEED_DATA:
+                    if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
+                        self._uncork()
+                        await self._await_capacity()
+                        if self._closing:
+                            return
+                    if self._muted_until:
+                        self._uncork()
+                        await self._wait_unmuted()
+                        if self._closing:
+                            return
+                    self._handle_frame(frame)
+                    if self._closing:
+                        return
+                self._uncork()
+        finally:
+            self._uncork()
 
     async def _await_capacity(self) -> None:
         """Hook (bounded memory): wait while ``max_in_flight`` requests are in flight or the writer waits
@@ -305,6 +321,15 @@ class Connection:
             chunks = encode_response(header, response)
         except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
             return False
+        if len(chunks) == 1 and type(chunks[0]) is bytes and self._corked_bytes < _CORK_BYTES:
+            # the answers to the frames of one read leave in one send (see _uncork)
+            self._corked.append(chunks[0])
+            self._corked_bytes += len(chunks[0])
+            self._corked_last = (header, response)
+            if self._metrics is not None:
+                self._corked_timings.append((timing, response))
+            return True
+        self._uncork()
         rest: list[object] = list(chunks)
         if type(rest[0]) is bytes:
             rest[0] = send_now(rest[0])
@@ -320,6 +345,42 @@ class Connection:
             self._metrics.observe(api_key, api_version, queue_ms, local_ms, 0.0, (sent - local_end) * 1000)
             self._metrics.responded(api_key, response)
         return True
+
+    def _uncork(self) -> None:
+        """Hook (issue 17): send the answers the reader corked while it handled the frames of one read, in one
+        ``send``: a client that pipelines small requests gets its answers in one segment instead of one
+        syscall and one segment each. Called before the reader waits for anything, before anything is queued
+        behind them, and when the reader stops; what the socket does not take goes to the writer first."""
+        corked = self._corked
+        if not corked:
+            return
+        data = corked[0] if len(corked) == 1 else b"".join(corked)
+        corked.clear()
+        self._corked_bytes = 0
+        last = self._corked_last
+        self._corked_last = None
+        assert last is not None
+        assert self._send_now is not None
+        try:
+            rest = self._send_now(data)
+        except OSError as exc:
+            log.debug("connection %s from %s: %s", self._id, self._peer, exc)
+            self.close()
+            return
+        if rest:
+            header, response = last
+            self._enqueue(header, _Encoded([rest], response))
+        self.last_active = time.monotonic()
+        if self._metrics is not None:
+            sent = time.perf_counter()
+            for timing, response in self._corked_timings:
+                if timing is not None:
+                    api_key, api_version, queue_ms, local_ms, local_end = timing
+                    self._metrics.observe(
+                        api_key, api_version, queue_ms, local_ms, 0.0, (sent - local_end) * 1000
+                    )
+                    self._metrics.responded(api_key, response)
+            self._corked_timings.clear()
 
     def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
         """Pass the request through the SASL session: True when the session answered it."""
@@ -360,6 +421,8 @@ class Connection:
     ) -> None:
         if not isinstance(result, Response | asyncio.Future | _Encoded) and inspect.isawaitable(result):
             result = asyncio.ensure_future(result)
+        if self._corked:
+            self._uncork()  # the answers sent from the reader so far go first
         if self._metrics is not None:
             self._timings.append(timing)  # one per pending slot (None: not measured)
         self._pending.append((header, result))
