@@ -392,3 +392,18 @@ def test_watch_keys_must_not_be_empty() -> None:
     purgatory: DelayedOperationPurgatory[str, FakeOp] = DelayedOperationPurgatory("empty")
     with pytest.raises(ValueError, match="must not be empty"):
         purgatory.try_complete_else_watch(FakeOp("a", 10, Probe()), [], now_ms=0)
+
+
+def test_an_expired_operation_leaves_its_watch_lists_at_once() -> None:
+    probe = Probe()
+    purgatory: DelayedOperationPurgatory[str, FakeOp] = DelayedOperationPurgatory(
+        "expiry", purge_interval=1000
+    )
+    short, long = FakeOp("short", 10, probe), FakeOp("long", 1_000, probe)
+    purgatory.try_complete_else_watch(short, ["a", "b"], now_ms=0)
+    purgatory.try_complete_else_watch(long, ["b"], now_ms=0)
+    assert purgatory.advance_clock(10) == [short]
+    assert purgatory.watched_keys() == ["b"]  # "a" watched nothing else: gone, no purge needed
+    assert purgatory.watchers_for("b") == [long]
+    assert purgatory.advance_clock(1_000) == [long]
+    assert (purgatory.watched, purgatory.watched_keys()) == (0, [])

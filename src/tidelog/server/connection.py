@@ -27,10 +27,13 @@ Invariants:
 - A response the handler returns at once, with no response ahead of it and the writer idle, is encoded and
   sent by the reader itself on a plain socket (issue 17: no writer wake-up per request); what the socket
   does not take at once goes to the writer as the next slot, so order and the writer's back-pressure are
-  unchanged. Such responses to the frames of one read are gathered and sent together, in one ``send``
-  (a pipelining client, e.g. librdkafka with one produce request per partition, sends dozens per read):
-  before the reader waits for anything, before a response goes to the writer, once ``_CORK_RESPONSES``
-  or ``_CORK_BYTES`` are gathered, and when the read's frames are done, whichever comes first.
+  unchanged. Likewise a delayed answer (a long poll's future) is sent by its done callback when it is at
+  the head of the queue and the writer idle (:meth:`Connection._flush`): the writer task is woken only for
+  what needs it (the rest of a partial send, file regions, a failed answer, the closing drain, TLS), never
+  merely because a request was parked or its answer came. The answers the reader sends for the frames of
+  one read (a client that pipelines) are corked and leave in one ``send`` (:meth:`Connection._uncork`),
+  before the reader waits for anything (the next read, capacity, a mute) and before anything is queued
+  behind them.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 """
@@ -63,15 +66,10 @@ __all__ = ["Connection"]
 log = logging.getLogger("tidelog.connection")
 
 _RECV_BYTES = 1 << 18
-_CORK_RESPONSES = 32
-"""At most this many responses wait for the other frames of their read before being sent."""
 _CORK_BYTES = 1 << 16
+"""At most this much of the reader's answers waits for the end of its read (then it is sent at once)."""
 
 _Bytes = bytes | bytearray | memoryview
-
-
-_Timing = tuple[int, int, float, float, float]
-"""A measured request (api key, version, queue ms, local ms, local end): see ``Connection._timings``."""
 
 
 @dataclass(slots=True)
@@ -79,10 +77,12 @@ class _Encoded:
     """A pending slot whose response is encoded already: the rest of what the reader began to send."""
 
     chunks: list[object]
-    response: Response | None
-    """None: the rest of several gathered responses (``sent`` says which)."""
-    sent: list[tuple[_Timing, Response]] | None = None
-    """The measured responses among the gathered ones, observed once the rest is sent."""
+    response: Response
+
+
+def _ready(result: object) -> bool:
+    """Whether a pending slot's answer is there to be sent."""
+    return not isinstance(result, asyncio.Future) or result.done()
 
 
 class Connection:
@@ -132,14 +132,15 @@ class Connection:
         self.last_active = time.monotonic()
         # issue 14 hook: request metrics; per pending slot (api key, version, queue ms, local ms, local end)
         self._metrics = request_metrics
-        self._timings: collections.deque[_Timing | None] = collections.deque()
+        self._timings: collections.deque[tuple[int, int, float, float, float] | None] = collections.deque()
         self._received = 0.0
         self._corked: list[bytes] = []
-        """Encoded responses the reader answered at once, not yet sent (:meth:`_uncork` sends them)."""
+        """Answers the reader encoded for the frames of the current read, sent together by :meth:`_uncork`."""
         self._corked_bytes = 0
-        self._corked_timings: list[tuple[_Timing, Response]] = []
-        self._corked_header: RequestHeader | None = None
-        """The last gathered response's request (a slot's header when the writer sends the rest)."""
+        self._corked_last: tuple[RequestHeader, Response] | None = None
+        self._corked_timings: list[tuple[tuple[int, int, float, float, float] | None, Response]] = []
+        self._writer_active = False
+        """The writer task is at work (not parked waiting for a ready answer): :meth:`_flush` leaves it the queue."""
 
     @property
     def peer(self) -> str:
@@ -206,18 +207,18 @@ class Connection:
 
     async def _read_loop(self) -> None:
         decoder = self._decoder
-        while not self._closing:
-            await self._await_capacity()
-            data = await self._transport.recv(_RECV_BYTES)
-            if not data:
-                return
-            self.last_active = time.monotonic()
-            if self._metrics is not None:
-                self._received = time.perf_counter()
-            # Frame by frame: a bad size prefix raises right after the frames before it were handled,
-            # not on the next recv (which may never come: the peer could wait for those answers).
-            decoder.receive_data(data)
-            try:
+        try:
+            while not self._closing:
+                await self._await_capacity()
+                data = await self._transport.recv(_RECV_BYTES)
+                if not data:
+                    return
+                self.last_active = time.monotonic()
+                if self._metrics is not None:
+                    self._received = time.perf_counter()
+                # Frame by frame: a bad size prefix raises right after the frames before it were handled,
+                # not on the next recv (which may never come: the peer could wait for those answers).
+                decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not NEED_DATA:
                     if not (self._room.is_set() and self._output_flowing.is_set()):  # no coroutine per frame
                         self._uncork()
@@ -232,8 +233,9 @@ class Connection:
                     self._handle_frame(frame)
                     if self._closing:
                         return
-            finally:
                 self._uncork()
+        finally:
+            self._uncork()
 
     async def _await_capacity(self) -> None:
         """Hook (bounded memory): wait while ``max_in_flight`` requests are in flight or the writer waits
@@ -319,19 +321,15 @@ class Connection:
             chunks = encode_response(header, response)
         except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
             return False
-        if len(chunks) == 1 and type(chunks[0]) is bytes:  # gathered, sent with the read's others
-            only: bytes = chunks[0]
-            self._corked.append(only)
-            self._corked_header = header
-            self._corked_bytes += len(only)
-            if timing is not None and self._metrics is not None:
+        if len(chunks) == 1 and type(chunks[0]) is bytes and self._corked_bytes < _CORK_BYTES:
+            # the answers to the frames of one read leave in one send (see _uncork)
+            self._corked.append(chunks[0])
+            self._corked_bytes += len(chunks[0])
+            self._corked_last = (header, response)
+            if self._metrics is not None:
                 self._corked_timings.append((timing, response))
-            if len(self._corked) >= _CORK_RESPONSES or self._corked_bytes >= _CORK_BYTES:
-                self._uncork()
             return True
         self._uncork()
-        if self._pending or not self._output_flowing.is_set():  # the gathered ones were not all taken
-            return False
         rest: list[object] = list(chunks)
         if type(rest[0]) is bytes:
             rest[0] = send_now(rest[0])
@@ -349,39 +347,40 @@ class Connection:
         return True
 
     def _uncork(self) -> None:
-        """Send the responses :meth:`_sent_now` gathered, in one ``send``; what the socket does not take
-        goes to the writer as its next slot. Gathered responses exist only while nothing is pending (every
-        enqueue sends them first), so that slot is the first."""
+        """Hook (issue 17): send the answers the reader corked while it handled the frames of one read, in one
+        ``send``: a client that pipelines small requests gets its answers in one segment instead of one
+        syscall and one segment each. Called before the reader waits for anything, before anything is queued
+        behind them, and when the reader stops; what the socket does not take goes to the writer first."""
         corked = self._corked
         if not corked:
             return
         data = corked[0] if len(corked) == 1 else b"".join(corked)
-        timings = self._corked_timings
-        assert self._corked_header is not None
-        self._corked = []
+        corked.clear()
         self._corked_bytes = 0
-        self._corked_timings = []
-        assert self._send_now is not None  # only gathered when the transport sends at once
-        rest = self._send_now(data)
-        if rest:
-            self._pending.append((self._corked_header, _Encoded([rest], None, timings)))
-            if self._metrics is not None:
-                self._timings.append(None)
-            self._has_pending.set()
-            if len(self._pending) >= self._max_in_flight:
-                self._room.clear()
+        last = self._corked_last
+        self._corked_last = None
+        assert last is not None
+        assert self._send_now is not None
+        try:
+            rest = self._send_now(data)
+        except OSError as exc:
+            log.debug("connection %s from %s: %s", self._id, self._peer, exc)
+            self.close()
             return
+        if rest:
+            header, response = last
+            self._enqueue(header, _Encoded([rest], response))
         self.last_active = time.monotonic()
-        if timings and self._metrics is not None:
-            self._observe_sent(timings)
-
-    def _observe_sent(self, sent: list[tuple[_Timing, Response]]) -> None:
-        """Request metrics of responses the reader answered, now sent."""
-        assert self._metrics is not None
-        now = time.perf_counter()
-        for (api_key, api_version, queue_ms, local_ms, local_end), response in sent:
-            self._metrics.observe(api_key, api_version, queue_ms, local_ms, 0.0, (now - local_end) * 1000)
-            self._metrics.responded(api_key, response)
+        if self._metrics is not None:
+            sent = time.perf_counter()
+            for timing, response in self._corked_timings:
+                if timing is not None:
+                    api_key, api_version, queue_ms, local_ms, local_end = timing
+                    self._metrics.observe(
+                        api_key, api_version, queue_ms, local_ms, 0.0, (sent - local_end) * 1000
+                    )
+                    self._metrics.responded(api_key, response)
+            self._corked_timings.clear()
 
     def _sasl_answered(self, header: RequestHeader, body: object) -> bool:
         """Pass the request through the SASL session: True when the session answered it."""
@@ -420,16 +419,94 @@ class Connection:
         result: Answer | _Encoded,
         timing: tuple[int, int, float, float, float] | None = None,
     ) -> None:
-        if self._corked:  # the gathered responses leave first
-            self._uncork()
         if not isinstance(result, Response | asyncio.Future | _Encoded) and inspect.isawaitable(result):
             result = asyncio.ensure_future(result)
+        if self._corked:
+            self._uncork()  # the answers sent from the reader so far go first
         if self._metrics is not None:
             self._timings.append(timing)  # one per pending slot (None: not measured)
         self._pending.append((header, result))
-        self._has_pending.set()
         if len(self._pending) >= self._max_in_flight:
             self._room.clear()
+        if isinstance(result, asyncio.Future) and not result.done():
+            result.add_done_callback(self._answered)  # nobody wakes until the answer is there
+        else:
+            self._flush()
+
+    def _answered(self, _: object) -> None:
+        """A delayed answer is ready (a future's done callback)."""
+        self._flush()
+
+    def _wake_writer(self) -> None:
+        self._has_pending.set()
+
+    def _flush(self) -> None:
+        """Hook (issue 17): send the ready answers at the head of ``_pending`` from here (the reader, or a
+        delayed answer's done callback) when the writer is idle, instead of waking the writer task for each;
+        the writer gets what needs it: the rest of a partial send, file regions, a failed answer, the
+        closing drain, a transport without ``send_now`` (TLS)."""
+        if self._writer_active:
+            self._has_pending.set()
+            return
+        pending = self._pending
+        send_now = self._send_now
+        while pending:
+            header, result = pending[0]
+            if send_now is None or self._closing or isinstance(result, _Encoded):
+                self._wake_writer()
+                return
+            if not self._output_flowing.is_set():
+                return  # the writer is sending and goes on with the queue
+            if not isinstance(result, Response):
+                if not isinstance(result, asyncio.Future):  # never: _enqueue made every awaitable one
+                    self._wake_writer()
+                    return
+                if not result.done():
+                    return  # its done callback flushes again
+                if result.cancelled() or result.exception() is not None:
+                    self._wake_writer()  # the writer logs it and closes
+                    return
+                result = result.result()
+            try:
+                chunks = encode_response(header, result)
+            except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
+                self._wake_writer()
+                return
+            timing = self._timings[0] if self._metrics is not None else None
+            resolved = time.perf_counter() if timing is not None else 0.0
+            rest: list[object] = list(chunks)
+            if type(rest[0]) is bytes:
+                try:
+                    rest[0] = send_now(rest[0])
+                except OSError as exc:
+                    log.debug("connection %s from %s: %s", self._id, self._peer, exc)
+                    self.close()
+                    self._wake_writer()
+                    return
+                if not rest[0]:
+                    del rest[0]
+            if rest:
+                pending[0] = (header, _Encoded(rest, result))
+                self._wake_writer()
+                return
+            pending.popleft()
+            if len(pending) < self._max_in_flight:
+                self._room.set()
+            self.last_active = time.monotonic()
+            if self._metrics is not None:
+                self._timings.popleft()
+                if timing is not None:
+                    api_key, api_version, queue_ms, local_ms, local_end = timing
+                    sent = time.perf_counter()
+                    self._metrics.observe(
+                        api_key,
+                        api_version,
+                        queue_ms,
+                        local_ms,
+                        (resolved - local_end) * 1000,
+                        (sent - resolved) * 1000,
+                    )
+                    self._metrics.responded(api_key, result)
 
     async def _send(self, chunks: Sequence[object]) -> None:
         """Hook (bounded memory): send one response; the reader is muted while this waits on the socket
@@ -443,26 +520,19 @@ class Connection:
     async def _write_loop(self) -> None:
         pending = self._pending
         while True:
-            if not pending:
-                if self._closing:
+            if not pending or not (self._closing or _ready(pending[0][1])):
+                if self._closing and not pending:
                     return
                 self._has_pending.clear()
-                await self._has_pending.wait()
+                self._writer_active = False
+                try:
+                    await self._has_pending.wait()
+                finally:
+                    self._writer_active = True
                 continue
             header, result = pending[0]
             encoded: list[object] | None = None
             if isinstance(result, _Encoded):  # the rest of what the reader began to send
-                if result.response is None:  # the rest of several gathered responses
-                    pending.popleft()
-                    if self._metrics is not None:
-                        self._timings.popleft()
-                    if len(pending) < self._max_in_flight:
-                        self._room.set()
-                    await self._send(result.chunks)
-                    self.last_active = time.monotonic()
-                    if result.sent and self._metrics is not None:
-                        self._observe_sent(result.sent)
-                    continue
                 encoded, result = result.chunks, result.response
             elif not isinstance(result, Response):  # an awaitable (checked second: an ABC check is slow)
                 try:

@@ -15,7 +15,9 @@ Invariants:
 - ``try_complete`` (or ``try_complete_for`` the key that changed) decides; if the operation can complete it
   must call ``force_complete()`` and return its result. The purgatory never calls ``on_complete`` itself.
 - A completed operation may linger in other keys' watch lists; it is dropped when those keys are checked
-  or when the periodic purge runs (after ``purge_interval`` such leftovers), never run again.
+  or when the periodic purge runs (after ``purge_interval`` such leftovers), never run again. An operation
+  that expires leaves all its watch lists at once (it knows its keys): a long poll that times out, the
+  common case, leaves nothing behind for the purge to walk.
 - Callbacks may re-enter the purgatory (watch new operations, check other keys): iteration is over snapshots.
   An exception from one operation's callback is logged and does not stop the others.
 """
@@ -23,7 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, TypeVar, cast
 
 from tidelog.server.timing_wheel import Timer, TimerTask
@@ -42,11 +44,13 @@ class DelayedOperation(TimerTask):
     Subclasses implement :meth:`try_complete` and :meth:`on_complete`, optionally :meth:`on_expiration`.
     """
 
-    __slots__ = ("_completed",)
+    __slots__ = ("_completed", "_watch_keys")
 
     def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
         self._completed = False
+        self._watch_keys: Sequence[Hashable] = ()
+        """The keys the purgatory watches this operation under (set when it is watched)."""
 
     @property
     def is_completed(self) -> bool:
@@ -145,6 +149,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
             if watchers is None:
                 watchers = self._watchers[key] = _Watchers()
             watchers.watch(op)
+        op._watch_keys = watch_keys
         self._estimated_total_operations += 1
         return False
 
@@ -209,6 +214,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
             op = cast("Op", task)  # only operations are ever added to this timer
             if self._expire(op):
                 expired.append(op)
+            self._unwatch(op)
         if self._estimated_total_operations - self._timer.size > self.purge_interval:
             self.purge_completed()
         return expired
@@ -227,6 +233,20 @@ class DelayedOperationPurgatory(Generic[K, Op]):
                 del self._watchers[key]
         self._estimated_total_operations = self._timer.size
         return removed
+
+    def _unwatch(self, op: Op) -> None:
+        """Take an expired operation off its watch lists now, rather than leave it to the purge."""
+        op_id = id(op)  # ``op`` is alive, so no other operation on a list can have its id
+        watched = False
+        for key in op._watch_keys:
+            watchers = self._watchers.get(cast("K", key))
+            if watchers is not None and watchers.ops.pop(op_id, None) is not None:
+                watched = True
+                if not watchers.ops:
+                    del self._watchers[cast("K", key)]
+        op._watch_keys = ()
+        if watched and self._estimated_total_operations > 0:
+            self._estimated_total_operations -= 1
 
     def _expire(self, op: Op) -> bool:
         try:

@@ -88,8 +88,8 @@ class PlainTransport:
     async def recv(self, max_bytes: int) -> bytes:
         # The bytes a client has already sent are read at once; a read that finds none waits on the
         # connection's reader registration (uvloop's sock_recv registers and drops a reader per read).
-        if self._eager:
-            await asyncio.sleep(0)
+        # A client that waits for each answer finds nothing on the first try and waits (a loop turn); one
+        # that pipelines found data twice running: it yields a loop turn before handling more.
         sock = self._sock
         while not self._closed:
             try:
@@ -98,6 +98,10 @@ class PlainTransport:
                 self._eager = False
                 await self._readable()
                 continue
+            if self._eager:
+                await asyncio.sleep(0)
+                if self._closed:
+                    break
             self._eager = True
             return data
         return b""

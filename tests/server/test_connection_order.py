@@ -1,0 +1,140 @@
+"""Connection, the reader's sends (issue 17): the answers to the frames of one read leave in one ``send``, a
+delayed answer is sent by its done callback, and whatever path an answer takes (corked, sent from the
+reader, from a done callback, or by the writer for what the socket did not take) the client receives every
+answer once, whole, in request order."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from tidelog.protocol.codec import encode_request
+from tidelog.protocol.messages import ApiKey, DescribeClusterRequest, DescribeClusterResponse, RequestHeader
+from tidelog.server.connection import Connection
+from tidelog.server.dispatch import Dispatcher, RequestContext, Route
+
+
+class _Transport:
+    """A plain transport's surface: ``send_now`` takes at most ``take`` bytes per call (None: all)."""
+
+    def __init__(self, incoming: bytes, take: int | None) -> None:
+        self._incoming = [incoming]
+        self._take = take
+        self.sends: list[bytes] = []
+        self.received = bytearray()
+        self.eof = asyncio.Event()
+        self.sent = asyncio.Event()
+        """Set on every send."""
+
+    async def recv(self, max_bytes: int) -> bytes:
+        if self._incoming:
+            return self._incoming.pop()
+        await self.eof.wait()
+        return b""
+
+    def send_now(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+        taken = bytes(data) if self._take is None else bytes(data[: self._take])
+        self.sends.append(taken)
+        self.received += taken
+        self.sent.set()
+        return memoryview(data)[len(taken) :] if len(taken) < len(data) else b""
+
+    async def send_chunks(self, chunks: Sequence[object]) -> None:
+        for chunk in chunks:
+            assert isinstance(chunk, bytes | bytearray | memoryview)
+            self.sends.append(bytes(chunk))
+            self.received += chunk
+            self.sent.set()
+
+    async def until_received(self, answers: int) -> None:
+        while len(_correlation_ids_whole(bytes(self.received))) < answers:
+            self.sent.clear()
+            await self.sent.wait()
+
+    def shutdown_read(self) -> None:
+        self.eof.set()
+
+    def close(self) -> None:
+        self.eof.set()
+
+
+def _frame(correlation_id: int) -> bytes:
+    header = RequestHeader(
+        request_api_key=ApiKey.DESCRIBE_CLUSTER,
+        request_api_version=0,
+        correlation_id=correlation_id,
+        client_id="c",
+    )
+    return encode_request(header, DescribeClusterRequest())
+
+
+def _correlation_ids(data: bytes) -> list[int]:
+    ids, position = [], 0
+    while position < len(data):
+        (size,) = struct.unpack_from(">i", data, position)
+        assert position + 4 + size <= len(data), "a partial answer"
+        ids.append(struct.unpack_from(">i", data, position + 4)[0])
+        position += 4 + size
+    return ids
+
+
+def _run(take: int | None) -> _Transport:
+    """Requests 1-5 in one read; 3 is answered later (a long poll), the others at once."""
+
+    async def scenario() -> _Transport:
+        loop = asyncio.get_running_loop()
+        delayed: asyncio.Future[DescribeClusterResponse] = loop.create_future()
+
+        def handler(ctx: RequestContext, request: Any) -> Any:
+            if ctx.correlation_id == 3:
+                return delayed
+            return DescribeClusterResponse(cluster_id=f"answer-{ctx.correlation_id}")
+
+        transport = _Transport(b"".join(_frame(i) for i in range(1, 6)), take)
+        connection = Connection(
+            transport,  # type: ignore[arg-type]
+            "127.0.0.1:1",
+            1,
+            Dispatcher([Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, handler)]),
+            max_request_bytes=1 << 20,
+        )
+        serving = asyncio.create_task(connection.serve())
+        async with asyncio.timeout(10):
+            await transport.until_received(2)  # 4 and 5 wait behind the parked 3
+            delayed.set_result(DescribeClusterResponse(cluster_id="answer-3"))
+            await transport.until_received(5)
+            transport.eof.set()
+            await serving
+        return transport
+
+    return asyncio.run(scenario())
+
+
+def _correlation_ids_whole(data: bytes) -> list[int]:
+    """The ids of the whole answers at the start of ``data`` (a partial one last is left out)."""
+    ids, position = [], 0
+    while position + 8 <= len(data):
+        (size,) = struct.unpack_from(">i", data, position)
+        if position + 4 + size > len(data):
+            break
+        ids.append(struct.unpack_from(">i", data, position + 4)[0])
+        position += 4 + size
+    return ids
+
+
+def test_answers_of_one_read_leave_in_one_send_and_in_order() -> None:
+    transport = _run(take=None)
+    assert _correlation_ids(bytes(transport.received)) == [1, 2, 3, 4, 5]
+    # 1 and 2 together (the reader corked them until the parked 3 was queued); 3 from its done callback,
+    # then 4 and 5 behind it
+    assert [_correlation_ids(s) for s in transport.sends] == [[1, 2], [3], [4], [5]]
+
+
+@pytest.mark.parametrize("take", [1, 7, 40])
+def test_what_the_socket_does_not_take_follows_in_order(take: int) -> None:
+    transport = _run(take=take)
+    assert _correlation_ids(bytes(transport.received)) == [1, 2, 3, 4, 5]
