@@ -8,7 +8,7 @@ each row reports broker CPU per message and per request. Not a test: nothing is 
 
 Rows (``--rows``, comma-separated, default all):
 
-* ``produce-10`` / ``produce-100`` / ``produce-1000``: ``--n`` (100,000) x 100 B messages produced
+* ``produce-10`` / ``produce-100`` / ``produce-1000`` (or any ``produce-P``, e.g. ``produce-2000``): ``--n`` (100,000) x 100 B messages produced
   round-robin (explicit partition ``i % P``) over P partitions, linger.ms=5, batch.size=1 MiB, acks=all, after
   a warm-up of ``--warmup`` messages over the same partitions; timed until the last delivery report.
 * ``tiny``: one producer, linger.ms=0, batch.num.messages=1 (one 100 B message per produce request, pipelined),
@@ -450,7 +450,7 @@ def main() -> None:
 
     rows = [r for r in args.rows.split(",") if r]
     for row in rows:
-        if row not in ROWS:
+        if row not in ROWS and not (row.startswith("produce-") and row[len("produce-") :].isdigit()):
             parser.error(f"unknown row {row!r}")
     specs = []
     for name in args.brokers.split(","):
