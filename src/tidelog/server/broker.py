@@ -64,7 +64,7 @@ from .metadata_cache import BrokerInfo, Endpoint, MetadataCache
 from .metadata_store import MetadataStore
 from .metrics.endpoint import MetricsEndpoint
 from .metrics.setup import metrics_for, start_metrics_endpoint
-from .open_files_limit import raise_open_files_limit
+from .open_files_limit import max_open_segments
 from .producer_id_floor import highest_in_logs
 from .producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager, ProducerIds
 from .recovery_progress import RecoveryProgressLog
@@ -108,6 +108,9 @@ class Broker:
         authorizer = authorizer_from_config(config)
         if authorizer is not None:
             self.acls = LocalAclStore(log_dirs[0], authorizer) if zk is None else ZkAclStore(zk, authorizer)
+        # issue 17 hook: the open-files limit raised (one descriptor per connection, 10,000 connections)
+        # before the logs load, and descriptors and maps of segments bounded under it
+        open_segments = max_open_segments(config.log_max_open_segments)
         self.logs = LogManager(
             log_dirs,
             log_config_for_topic(self.dynamic_configs.config, {}),
@@ -115,7 +118,7 @@ class Broker:
             node_id=config.node_id,
             cluster_id=config.cluster_id,
             topic_config=self._stored_topic_log_config,
-            max_open_segments=config.log_max_open_segments,  # issue 17 hook: descriptors and maps bounded
+            max_open_segments=open_segments,
             recovery_progress=RecoveryProgressLog(),  # issue 14 hook: recovery progress in the log
             producer_id_expiration_ms=lambda: self.config.producer_id_expiration_ms,
         )
@@ -336,7 +339,6 @@ class Broker:
             await self.group_configs.load()
         if isinstance(self.acls, ZkAclStore):
             await self.acls.start()  # before any listener: no request is authorized without the ACLs
-        raise_open_files_limit()  # issue 17 hook: one descriptor per connection, 10,000 connections
         self.bound_listeners = bind_client_listeners(self.config)
         first = self.bound_listeners[0]
         self.host, self.port = first.host, first.port

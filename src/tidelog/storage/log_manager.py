@@ -187,6 +187,11 @@ class LogManager:
             self.close()
             raise
 
+    @property
+    def max_open_segments(self) -> int:
+        """Segments whose files may stay open at once (the limiter's bound)."""
+        return self._limiter.max_open
+
     # ---- start-up ---------------------------------------------------------------------------------
 
     def _lock(self, log_dir: Path) -> None:

@@ -132,7 +132,7 @@ class BrokerConfig:
     log_index_interval_bytes: int
     log_index_size_max_bytes: int
     log_preallocate: bool
-    log_max_open_segments: int
+    log_max_open_segments: int | None
     log_flush_interval_messages: int
     log_flush_interval_ms: int
     log_flush_scheduler_interval_ms: int

@@ -130,7 +130,7 @@ BROKER_CONFIGS: Final[dict[str, ConfigDef]] = index_by_name(
         ConfigDef("log.index.interval.bytes", I, "4096", "Bytes between offset index entries.", at_least(0)),
         ConfigDef("log.index.size.max.bytes", I, "10485760", "Maximum size of an offset or time index file.", at_least(4)),
         ConfigDef("log.preallocate", B, "false", "Preallocate segment files."),
-        ConfigDef("log.max.open.segments", I, "1000", "Segments (active or not) whose files stay open; the least recently used beyond it are closed and reopen on their next use. Each holds at most four descriptors and two memory maps, so this bounds both however many partitions the broker has. tidelog only.", at_least(1)),
+        ConfigDef("log.max.open.segments", I, None, "Segments (active or not) whose files stay open; the least recently used beyond it are closed and reopen on their next use. Each holds at most four descriptors and two memory maps, so this bounds both however many partitions the broker has. Unset: half the open-files limit (RLIMIT_NOFILE, raised to its hard limit at start) over four, and at most half of vm.max_map_count over two. tidelog only.", at_least(1)),
         ConfigDef("log.flush.interval.messages", L, _LONG_MAX_STR, "Messages accumulated on a partition before an fsync.", at_least(1)),
         ConfigDef("log.flush.interval.ms", L, None, "Maximum time data sits unflushed; log.flush.scheduler.interval.ms when unset.", at_least(0)),
         ConfigDef("log.flush.scheduler.interval.ms", L, _LONG_MAX_STR, "How often the flusher checks whether any log needs flushing.", at_least(0)),
