@@ -130,3 +130,34 @@ def test_cancelling_a_round_waits_for_the_worker(tmp_path: Path, monkeypatch: py
     assert log.recovery_point == 0  # a cancelled round records nothing; the shutdown flush covers it
     manager.shutdown()
     assert log.recovery_point == log.log_end_offset
+
+
+def test_rounds_over_logs_to_flush_plan_only_the_logs_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: wired as the broker wires it (``logs_to_flush``), a round plans only the logs a change
+    may have made due; a rolled log is flushed to its roll as before, then left alone until it rolls again."""
+    manager = LogManager([tmp_path / "d"], SMALL, now_ms=0)  # flush.ms and flush.messages: never
+    quiet = [manager.create(f"quiet{i}", 0) for i in range(50)]
+    busy = manager.create("busy", 0)
+    planned: list[str] = []
+    real_plan = PartitionLog.plan_flush
+
+    def plan_flush(log: PartitionLog, now_ms: int) -> FlushPlan | None:
+        planned.append(log.dir.name)
+        return real_plan(log, now_ms)
+
+    monkeypatch.setattr(PartitionLog, "plan_flush", plan_flush)
+    task = LogFlushTask(manager.logs_to_flush, clock_ms=lambda: 1)
+    asyncio.run(task.run_once())
+    assert planned == []  # nothing was ever due: no log visited
+    for seq in range(20):
+        busy.append(batch(seq), leader_epoch=0, now_ms=0)
+    assert len(busy.segments) > 1
+    asyncio.run(task.run_once())
+    assert planned == ["busy-0"]
+    assert busy.recovery_point == busy.active_segment.base_offset  # the roll flush, as before
+    asyncio.run(task.run_once())
+    assert planned == ["busy-0"]  # only the active segment is unflushed: nothing due, not visited
+    assert all(log.recovery_point == 0 for log in quiet)
+    manager.shutdown()

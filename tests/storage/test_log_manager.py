@@ -323,3 +323,64 @@ def test_default_config_and_cluster_id(tmp_path: Path) -> None:
     again = LogManager([tmp_path / "only"], LogConfig(), now_ms=0)
     assert again.cluster_id == cluster
     again.close()
+
+
+def test_the_periodic_flush_visits_only_logs_that_changed(tmp_path: Path) -> None:
+    """Issue 17: ``logs_to_flush`` lists the logs a change may have made due; an idle one leaves the list
+    and comes back when a change makes a flush due (a roll, flush.messages, a config); a finite flush.ms
+    stays."""
+    timed = dataclasses.replace(SMALL, flush_ms=100)
+    manager = LogManager(
+        dirs(tmp_path, 1), SMALL, now_ms=0, topic_config=lambda t: timed if t == "timed" else None
+    )
+    quiet, busy, timed_log = manager.create("q", 0), manager.create("b", 0), manager.create("timed", 0)
+    assert manager.logs_to_flush() == [timed_log]  # the others are idle: flush.ms never elapses
+    busy.append(batch(0), leader_epoch=1, now_ms=1)
+    # Unflushed data in the active segment is no flush due (flush.ms and flush.messages never reached).
+    assert busy.flush_idle
+    assert manager.logs_to_flush() == [timed_log]
+    few = dataclasses.replace(SMALL, flush_messages=5)
+    manager.update_config("b", few)
+    assert manager.logs_to_flush() == [timed_log]  # visited after the change, and idle (3 < 5)
+    busy.append(batch(0), leader_epoch=1, now_ms=2)  # 6 unflushed: flushed by the append itself
+    assert busy.recovery_point == 6
+    manager.update_config("b", SMALL)
+    seq = 1
+    while len(busy.segments) == 1:  # a roll makes the rolled segments due
+        busy.append(batch(seq), leader_epoch=1, now_ms=3)
+        seq += 1
+    assert busy in manager.logs_to_flush()
+    assert busy in manager.logs_to_flush()  # still due until flushed
+    assert busy.maybe_flush(now_ms=4)
+    assert busy.recovery_point == busy.active_segment.base_offset
+    assert manager.logs_to_flush() == [timed_log]
+    manager.update_config("q", timed)
+    assert quiet in manager.logs_to_flush()
+    assert quiet in manager.logs_to_flush()  # flush.ms is finite now: never idle
+    manager.delete("q", 0)
+    assert quiet not in manager.logs_to_flush()
+    manager.shutdown()
+
+
+def test_an_unchanged_checkpoint_is_not_written_again(tmp_path: Path) -> None:
+    d = dirs(tmp_path, 1)
+    manager = LogManager(d, SMALL, now_ms=0)
+    log = manager.create("t", 0)
+    log.append(batch(0), leader_epoch=1, now_ms=1)
+    log.flush(now_ms=2)
+    path = d[0] / "recovery-point-offset-checkpoint"
+    manager.checkpoint_recovery_points()
+    written = path.stat().st_ino
+    assert read_offsets_checkpoint(path) == {TopicPartition("t", 0): 3}
+    manager.checkpoint_recovery_points()
+    assert path.stat().st_ino == written  # the same content: not replaced
+    path.unlink()  # no one else writes it; proves nothing was written
+    manager.checkpoint_recovery_points()
+    assert not path.exists()
+    log.append(batch(1), leader_epoch=1, now_ms=3)
+    manager.checkpoint_recovery_points()  # the recovery point did not move: still nothing to write
+    assert not path.exists()
+    log.flush(now_ms=4)
+    manager.checkpoint_recovery_points()
+    assert read_offsets_checkpoint(path) == {TopicPartition("t", 0): 6}
+    manager.shutdown()

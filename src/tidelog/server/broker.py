@@ -192,7 +192,7 @@ class Broker:
             after_swap=self.logs.checkpoint_recovery_points,
         )
         self.log_flusher = LogFlushTask(  # issue 17: logs of offline log dirs are left alone
-            self.replicas.online_logs,
+            self.replicas.logs_to_flush,
             clock_ms=clock.now_ms,
             on_io_error=lambda plog, exc: self.replicas.log_dir_failed(plog.dir.parent, plog.dir.name, exc),
         )

@@ -11,6 +11,10 @@ Invariants:
   worker call, then completes them, in batches of at most :data:`PLANS_PER_BATCH` logs (a plan holds
   descriptors: the batches keep them bounded however many logs are due); ``Broker._every`` starts the next
   round only after this one ended.
+- A round asks ``logs`` for the logs to visit: in the broker ``ReplicaManager.logs_to_flush``, the logs a
+  change may have made due since they were last found idle (``LogManager.logs_to_flush``), so an idle
+  broker's rounds cost nothing per partition (issue 17); which of them are due is still
+  :meth:`PartitionLog.plan_flush`'s answer, as for every log before.
 - A recovery point moves only after its fsync returned: the checkpoint written meanwhile
   (``log.flush.offset.checkpoint.interval.ms``) still has the old one, so a ``kill -9`` or a power loss
   at any moment never leaves a checkpoint claiming unsynced data.

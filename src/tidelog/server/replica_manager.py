@@ -232,6 +232,15 @@ class ReplicaManager:
         failures = self.log_dir_failures
         return [plog for _tp, plog in self._logs if not failures or not failures.is_offline(plog.dir.parent)]
 
+    def logs_to_flush(self) -> list[PartitionLog]:
+        """The logs the periodic flush visits: those with a change since they were last idle
+        (:meth:`LogManager.logs_to_flush`), in log dirs that are not offline."""
+        failures = self.log_dir_failures
+        logs = self._logs.logs_to_flush()
+        if not failures:
+            return logs
+        return [plog for plog in logs if not failures.is_offline(plog.dir.parent)]
+
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
 

@@ -32,13 +32,17 @@ Invariants:
 * :class:`FlushState`: the recovery point rises only with what an fsync covered (:meth:`FlushState.record`)
   and falls only with the log (:meth:`FlushState.truncated`, :meth:`FlushState.started_over`); a roll flush
   stays due until the recovery point reaches the roll.
+* :attr:`FlushState.on_change` is told of every change that can make a flush due (an append, a roll, files
+  coming or going, a truncation, a new config), so the periodic flush visits only the logs told since they
+  were last :meth:`FlushState.idle` instead of every log (issue 17: no per-partition cost when idle). An
+  idle log is one :meth:`FlushState.due` would leave exactly as it is however much time passes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +55,9 @@ if TYPE_CHECKING:
     from tidelog.storage.txn_index import TransactionIndex
 
 __all__ = ["FlushPlan", "FlushState", "close_descriptors", "open_dir_for_fsync"]
+
+_LONG_MAX = (1 << 63) - 1
+"""``flush.ms`` at or above this never elapses (``now_ms - last_flush_ms`` never reaches it)."""
 
 
 def open_dir_for_fsync(directory: Path) -> int:
@@ -130,6 +137,7 @@ class FlushState:
         "_dir_changes",
         "_dir_synced",
         "last_flush_ms",
+        "on_change",
         "recovery_point",
         "roll_flush_offset",
         "truncations",
@@ -144,6 +152,8 @@ class FlushState:
         """Truncations of the log that removed something: a plan made before one is stale."""
         self._dir_changes = 0
         self._dir_synced = 0
+        self.on_change: Callable[[], None] | None = None
+        """Told of every change that can make a flush due (the owner's list of logs to visit)."""
 
     def __repr__(self) -> str:
         return (
@@ -153,9 +163,15 @@ class FlushState:
 
     # ---- what happened to the log ---------------------------------------------------------------
 
+    def changed(self) -> None:
+        """Something that can make a flush due happened (an append, a new config): tell ``on_change``."""
+        if self.on_change is not None:
+            self.on_change()
+
     def files_changed(self) -> None:
         """A file of the log was created, renamed or deleted: the directory needs an fsync."""
         self._dir_changes += 1
+        self.changed()
 
     @property
     def dir_generation(self) -> int:
@@ -173,6 +189,7 @@ class FlushState:
     def rolled(self, new_base: int) -> None:
         """A segment with data rolled: everything below ``new_base`` is due at the next periodic flush."""
         self.roll_flush_offset = new_base
+        self.changed()
 
     def truncated(self, log_end_offset: int) -> None:
         """The log was truncated to ``log_end_offset``."""
@@ -180,12 +197,14 @@ class FlushState:
         self.recovery_point = min(self.recovery_point, log_end_offset)
         if self.roll_flush_offset is not None and self.roll_flush_offset > log_end_offset:
             self.roll_flush_offset = None
+        self.changed()
 
     def started_over(self, offset: int) -> None:
         """The log was emptied and starts at ``offset``."""
         self.truncations += 1
         self.recovery_point = offset
         self.roll_flush_offset = None
+        self.changed()
 
     # ---- flushing ---------------------------------------------------------------------------------
 
@@ -201,6 +220,19 @@ class FlushState:
         if self.roll_flush_offset is not None:
             return min(self.roll_flush_offset, log_end_offset), None
         return None
+
+    def idle(self, *, log_end_offset: int, config: LogConfig) -> bool:
+        """Whether :meth:`due` returns None at every time from now on, until a change (``on_change``): no roll
+        pending, fewer than ``flush.messages`` unflushed, and a ``flush.ms`` that never elapses (Kafka's
+        default, ``Long.MAX_VALUE``). Unflushed data in the active segment alone is no flush due (Kafka
+        leaves it to the page cache). A log with a finite ``flush.ms`` is never idle: its periodic rounds
+        move its last flush time even with nothing to fsync, and that time decides when its next data is
+        due."""
+        return (
+            self.roll_flush_offset is None
+            and log_end_offset - self.recovery_point < config.flush_messages
+            and config.flush_ms >= _LONG_MAX
+        )
 
     def record(self, target_offset: int, flush_time_ms: int | None) -> None:
         """An fsync covered everything below ``target_offset`` (a periodic flush at ``flush_time_ms``, None

@@ -153,6 +153,11 @@ class LogManager:
         self._topic_config = topic_config
         self._limiter = OpenSegmentLimiter(max_open_segments)
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._flush_watch: dict[PartitionLog, TopicPartition] = {}
+        self._checkpointed: dict[Path, dict[TopicPartition, int]] = {}
+        """The content this process last wrote to each offsets checkpoint file: an unchanged one is not
+        written again (issue 17: an idle broker rewrites and fsyncs nothing)."""
+        """The logs the periodic flush visits (:meth:`logs_to_flush`), in the order they changed."""
         self._futures: dict[TopicPartition, PartitionLog] = {}
         self._found_futures: list[tuple[TopicPartition, Path]] = []
         self._committed_swaps: set[str] = set()
@@ -266,16 +271,19 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise LogDirError(f"partition {tp} is in two log dirs: {self._logs[tp].dir} and {child}")
-            self._logs[tp] = PartitionLog.open(
-                child,
-                self._config_for(tp.topic),
-                now_ms=now_ms,
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=start_offsets.get(tp, 0),
-                clean_shutdown=clean,
-                high_watermark=high_watermarks.get(tp),
-                limiter=self._limiter,
-                producer_id_expiration_ms=self._producer_id_expiration_ms(),
+            self._adopt(
+                tp,
+                PartitionLog.open(
+                    child,
+                    self._config_for(tp.topic),
+                    now_ms=now_ms,
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    clean_shutdown=clean,
+                    high_watermark=high_watermarks.get(tp),
+                    limiter=self._limiter,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms(),
+                ),
             )
             self._logs_per_dir[log_dir] += 1
             if progress is not None and self._recovery_progress is not None:
@@ -292,13 +300,16 @@ class LogManager:
                 )
                 os.rename(path, target)
                 fsync_dir(path.parent)
-                self._logs[tp] = PartitionLog.open(
-                    target,
-                    self._config_for(tp.topic),
-                    now_ms=now_ms,
-                    clean_shutdown=False,
-                    limiter=self._limiter,
-                    producer_id_expiration_ms=self._producer_id_expiration_ms(),
+                self._adopt(
+                    tp,
+                    PartitionLog.open(
+                        target,
+                        self._config_for(tp.topic),
+                        now_ms=now_ms,
+                        clean_shutdown=False,
+                        limiter=self._limiter,
+                        producer_id_expiration_ms=self._producer_id_expiration_ms(),
+                    ),
                 )
                 self._logs_per_dir[path.parent] += 1
             elif tp in self._logs and tp not in self._futures:
@@ -390,7 +401,7 @@ class LogManager:
         if topic_id is not None:
             write_topic_id(log.dir, topic_id)
         fsync_dir(log_dir)
-        self._logs[tp] = log
+        self._adopt(tp, log)
         self._logs_per_dir[log_dir] += 1
         return log
 
@@ -497,7 +508,7 @@ class LogManager:
         try:
             os.rename(current.dir, doomed)
         except OSError:
-            self._logs[tp] = self._reopen(current.dir, current.config, current, now_ms)
+            self._adopt(tp, self._reopen(current.dir, current.config, current, now_ms))
             self._futures[tp] = self._reopen(future.dir, future.config, future, now_ms)
             self._logs_per_dir[source_parent] += 1
             raise
@@ -517,7 +528,7 @@ class LogManager:
             limiter=self._limiter,
             producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
-        self._logs[tp] = log
+        self._adopt(tp, log)
         self._logs_per_dir[target_parent] += 1
         shutil.rmtree(doomed, ignore_errors=True)
         return log
@@ -581,6 +592,33 @@ class LogManager:
 
     # ---- periodic work ----------------------------------------------------------------------------
 
+    def _adopt(self, tp: TopicPartition, log: PartitionLog) -> None:
+        """``log`` becomes the log of ``tp``; the periodic flush visits it until it is idle."""
+        self._logs[tp] = log
+        self._flush_watch[log] = tp
+        watch = self._flush_watch
+
+        def changed() -> None:
+            watch[log] = tp
+
+        log.watch_flushes(changed)
+
+    def logs_to_flush(self) -> list[PartitionLog]:
+        """The logs the periodic flush must visit (Kafka's ``flushDirtyLogs`` over every log, without the
+        idle ones): every log told of a change since it was last found :attr:`PartitionLog.flush_idle`.
+        A log idle now is dropped here, and comes back with its next change; one no longer current
+        (deleted, replaced) is dropped too. Issue 17: the cost follows the active logs, not all of them."""
+        due: list[PartitionLog] = []
+        dropped: list[PartitionLog] = []
+        for log, tp in self._flush_watch.items():
+            if self._logs.get(tp) is not log or log.closed or log.flush_idle:
+                dropped.append(log)
+            else:
+                due.append(log)
+        for log in dropped:
+            del self._flush_watch[log]
+        return due
+
     def flush_dirty_logs(self, now_ms: int) -> None:
         """``maybe_flush`` every log (Kafka's ``log.flush.scheduler.interval.ms`` task)."""
         for log in self._logs.values():
@@ -602,7 +640,12 @@ class LogManager:
         for log_dir, offsets in per_dir.items():
             if self.log_dir_failures.is_offline(log_dir):
                 continue
-            write_offsets_checkpoint(log_dir / file_name, offsets)
+            path = log_dir / file_name
+            if self._checkpointed.get(path) == offsets:
+                continue  # this process wrote (and fsynced) exactly this content last: nothing to write
+            self._checkpointed.pop(path, None)  # a write that fails leaves the file unknown
+            write_offsets_checkpoint(path, offsets)
+            self._checkpointed[path] = offsets
 
     def checkpoint_recovery_points(self) -> None:
         self._checkpoint(layout.RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point)
@@ -649,6 +692,7 @@ class LogManager:
             if not failures.is_offline(log_dir):
                 atomic_write(log_dir / layout.CLEAN_SHUTDOWN_FILE, _CLEAN_SHUTDOWN_CONTENT)
         self._logs.clear()
+        self._flush_watch.clear()
         self._logs_per_dir = dict.fromkeys(self._log_dirs, 0)
         self._release_locks()
 
@@ -658,6 +702,7 @@ class LogManager:
             log.close()
         self._futures.clear()
         self._logs.clear()
+        self._flush_watch.clear()
         self._logs_per_dir = dict.fromkeys(self._log_dirs, 0)
         self._release_locks()
 

@@ -51,7 +51,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -352,6 +352,7 @@ class PartitionLog:
         self._config = config
         for segment in self._segments:
             segment.set_config(config)
+        self._flushes.changed()
 
     def _observe(self, now_ms: int | None) -> int:
         if now_ms is not None and now_ms > self._clock_ms:
@@ -507,6 +508,7 @@ class PartitionLog:
         ):
             active = self.roll(now_ms, expected_next_offset=first_offset)
         active.append(memoryview(buf), batches, now_ms=now_ms)
+        self._flushes.changed()
         if producer_info is not None:
             completed = self.producer_state.commit(
                 producer_info, first_offset, log_append_time=log_append_time
@@ -1001,6 +1003,18 @@ class PartitionLog:
             txn_index.mark_synced(writes)
         flushes.record(min(plan.target_offset, self.log_end_offset), plan.flush_time_ms)
         return True
+
+    def watch_flushes(self, on_change: Callable[[], None] | None) -> None:
+        """Have ``on_change`` told of every change that can make a periodic flush due (an append, a roll,
+        files coming or going, a truncation, a new config): the owner visits only those logs, dropping one
+        once :attr:`flush_idle`. See :mod:`.flush_plan`."""
+        self._flushes.on_change = on_change
+
+    @property
+    def flush_idle(self) -> bool:
+        """No periodic flush is due now or at any later time until ``watch_flushes``'s callback is told of
+        a change (:meth:`FlushState.idle`)."""
+        return self._flushes.idle(log_end_offset=self.log_end_offset, config=self._config)
 
     def maybe_flush(self, now_ms: int) -> bool:
         """The periodic flush done synchronously: :meth:`plan_flush`, execute, :meth:`complete_flush`.
