@@ -34,8 +34,12 @@ file well-formed), starts a broker on the copy and asserts the exact outcome, Ka
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -666,6 +670,50 @@ def read_partitions(
     return got, errors
 
 
+LIBRDKAFKA_ABORT = "rd_slice_narrow_copy"
+"""librdkafka 2.16's assertion (rdbuf.c) that sometimes aborts a consumer that has just reported a batch
+failing its CRC: about 1 read in 25 here, on this session's start commit as on later ones."""
+
+
+def read_partitions_apart(
+    bootstrap: str, topics: list[str], **options: Any
+) -> tuple[dict[str, dict[int, bytes]], list[tuple[str, int | None, str]]]:
+    """:func:`read_partitions` in a child process, for reads that meet a damaged batch: librdkafka's abort
+    (:data:`LIBRDKAFKA_ABORT`) would otherwise end the whole pytest run. That abort, and nothing else, is
+    tried again, at most three times; any other failure of the child fails the test with its output."""
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from tests.server.test_corrupt_files import read_partitions\n"
+        "args = json.loads(sys.argv[2])\n"
+        "got, errors = read_partitions(args['bootstrap'], args['topics'], **args['options'])\n"
+        "print(json.dumps({'got': {t: {str(o): None if v is None else v.hex() for o, v in r.items()}"
+        " for t, r in got.items()}, 'errors': errors}))\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    arguments = json.dumps({"bootstrap": bootstrap, "topics": topics, "options": options})
+    stderr = ""
+    for _attempt in range(3):
+        child = subprocess.run(
+            [sys.executable, "-c", script, root, arguments],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        stderr = child.stderr
+        if child.returncode == 0:
+            answer = json.loads(child.stdout.strip().splitlines()[-1])
+            got = {
+                topic: {int(o): bytes.fromhex(v) for o, v in records.items()}
+                for topic, records in answer["got"].items()
+            }
+            return got, [(topic, offset, text) for topic, offset, text in answer["errors"]]
+        if child.returncode != -signal.SIGABRT or LIBRDKAFKA_ABORT not in stderr:
+            raise AssertionError(f"reading {topics} failed (exit {child.returncode}):\n{stderr[-4000:]}")
+    raise AssertionError(f"librdkafka aborted three times reading {topics}:\n{stderr[-2000:]}")
+
+
 def expected_alpha(t: Template, expect: Expect) -> dict[int, bytes]:
     end = expect.alpha_end
     return {o: v for o, v in t.records[ALPHA].items() if end is None or o < end}
@@ -781,11 +829,13 @@ def check_damaged_batch(broker: Broker, t: Template, first: int, following: int)
             assert (answers[ALPHA].error_code, answers[ALPHA].offset) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
             beta_offset = min(o for o, ts in t.timestamps[BETA].items() if ts >= inside)
             assert (answers[BETA].error_code, answers[BETA].offset) == (ErrorCode.NONE, beta_offset)
-    got, errors = read_partitions(broker.bootstrap_servers, [ALPHA], check_crcs=True, stop_on_error=True)
+    got, errors = read_partitions_apart(
+        broker.bootstrap_servers, [ALPHA], check_crcs=True, stop_on_error=True
+    )
     assert got[ALPHA] == {o: v for o, v in t.records[ALPHA].items() if o < first}
     assert [(topic, offset) for topic, offset, _ in errors] == [(ALPHA, first)]
     assert "failed CRC32C check" in errors[0][2]
-    got, errors = read_partitions(broker.bootstrap_servers, [ALPHA], check_crcs=True, start=following)
+    got, errors = read_partitions_apart(broker.bootstrap_servers, [ALPHA], check_crcs=True, start=following)
     assert errors == []
     assert got[ALPHA] == {o: v for o, v in t.records[ALPHA].items() if o >= following}
 
