@@ -496,17 +496,19 @@ class Connection:
             if self._metrics is not None:
                 self._timings.popleft()
                 if timing is not None:
-                    api_key, api_version, queue_ms, local_ms, local_end = timing
-                    sent = time.perf_counter()
-                    self._metrics.observe(
-                        api_key,
-                        api_version,
-                        queue_ms,
-                        local_ms,
-                        (resolved - local_end) * 1000,
-                        (sent - resolved) * 1000,
-                    )
-                    self._metrics.responded(api_key, result)
+                    self._observe_sent(timing, resolved, result)
+
+    def _observe_sent(
+        self, timing: tuple[int, int, float, float, float], resolved: float, response: Response
+    ) -> None:
+        """Request metrics of a response just sent (``resolved``: when its answer was ready)."""
+        assert self._metrics is not None
+        api_key, api_version, queue_ms, local_ms, local_end = timing
+        sent = time.perf_counter()
+        self._metrics.observe(
+            api_key, api_version, queue_ms, local_ms, (resolved - local_end) * 1000, (sent - resolved) * 1000
+        )
+        self._metrics.responded(api_key, response)
 
     async def _send(self, chunks: Sequence[object]) -> None:
         """Hook (bounded memory): send one response; the reader is muted while this waits on the socket
@@ -555,15 +557,5 @@ class Connection:
             chunks = encode_response(header, result) if encoded is None else encoded
             await self._send(chunks)
             self.last_active = time.monotonic()
-            if timing is not None and self._metrics is not None:
-                api_key, api_version, queue_ms, local_ms, local_end = timing
-                sent = time.perf_counter()
-                self._metrics.observe(
-                    api_key,
-                    api_version,
-                    queue_ms,
-                    local_ms,
-                    (resolved - local_end) * 1000,
-                    (sent - resolved) * 1000,
-                )
-                self._metrics.responded(api_key, result)
+            if timing is not None:
+                self._observe_sent(timing, resolved, result)
