@@ -112,9 +112,9 @@ def up_command(
     err_console.print("Ctrl-C stops every broker (controlled shutdown), then ZooKeeper")
     stop.wait()
     err_console.print("stopping ...")
-    if cluster.zookeeper is not None and not cluster.zookeeper.is_running:
+    if cluster.zookeeper is not None and not cluster.zookeeper.is_ok():  # dead, paused or cut off alike
         err_console.print(
-            "ZooKeeper is not running: the controlled shutdowns cannot move leaderships and each broker "
+            "ZooKeeper does not answer: the controlled shutdowns cannot move leaderships and each broker "
             f"gets SIGKILL if it has not stopped after its retries within {stop_timeout:g} s"
         )
     killed: list[str] = []
