@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from tests.support.frames import describe_cluster_frame as _frame
 
-from tidelog.protocol.codec import encode_request
-from tidelog.protocol.messages import ApiKey, DescribeClusterRequest, DescribeClusterResponse, RequestHeader
+from tidelog.protocol.messages import ApiKey, DescribeClusterResponse
 from tidelog.server.connection import Connection
 from tidelog.server.dispatch import Dispatcher, RequestContext, Route
 
@@ -60,16 +60,6 @@ class _Transport:
 
     def close(self) -> None:
         self.eof.set()
-
-
-def _frame(correlation_id: int) -> bytes:
-    header = RequestHeader(
-        request_api_key=ApiKey.DESCRIBE_CLUSTER,
-        request_api_version=0,
-        correlation_id=correlation_id,
-        client_id="c",
-    )
-    return encode_request(header, DescribeClusterRequest())
 
 
 def _correlation_ids(data: bytes) -> list[int]:
