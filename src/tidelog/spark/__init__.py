@@ -26,7 +26,16 @@ __all__ = ["configure_environment", "register", "session"]
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("tidelog")`` known to ``spark`` (idempotent)."""
+    """Make ``format("tidelog")`` known to ``spark`` (idempotent).
+
+    Raises RuntimeError when ``spark`` runs locally with Python workers that cannot import tidelog
+    (see :func:`tidelog.spark.session.worker_python_problem`).
+    """
+    from tidelog.spark.session import worker_python_problem
     from tidelog.spark.source import TidelogDataSource
+
+    problem = worker_python_problem(spark)
+    if problem is not None:
+        raise RuntimeError(problem)
 
     spark.dataSource.register(TidelogDataSource)
