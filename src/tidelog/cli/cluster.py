@@ -6,18 +6,24 @@ everything keeps its data under ``--data`` (started again on the same directory,
 with its topics). Ctrl-C or SIGTERM stops every broker with a controlled shutdown, then ZooKeeper, and
 exits 0; a broker that has not stopped within ``--stop-timeout`` is killed and named, and the exit code is 1
 (never "stopped cleanly" after a kill). A broker or ZooKeeper that does not start ends in one error line
-and exit 1, leaving nothing running.
+and exit 1, leaving nothing running. While it runs, it says (on stderr, once per change, within about a
+second) when ZooKeeper stops or starts answering and when a broker process exits.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tidelog.cli._common import err_console, print_error
+
+if TYPE_CHECKING:
+    from tidelog.testing import Cluster
 
 
 @click.group("cluster")
@@ -110,7 +116,10 @@ def up_command(
         err_console.print(f"  broker {broker_id}: {broker.bootstrap_servers}  (log: {broker.log_path})")
     click.echo(cluster.bootstrap_servers)
     err_console.print("Ctrl-C stops every broker (controlled shutdown), then ZooKeeper")
-    stop.wait()
+    watch = _Watch(cluster)
+    while not stop.wait(_WATCH_INTERVAL_S):
+        for line in watch.changes():
+            err_console.print(line)
     err_console.print("stopping ...")
     if cluster.zookeeper is not None and not cluster.zookeeper.is_ok():  # dead, paused or cut off alike
         err_console.print(
@@ -129,3 +138,39 @@ def up_command(
         print_error(f"not stopped cleanly: {', '.join(killed)}; its logs are recovered at its next start")
         raise SystemExit(1)
     err_console.print("stopped cleanly")
+
+
+_WATCH_INTERVAL_S = 1.0
+"""How often ``cluster up`` looks at ZooKeeper and the broker processes while it waits for Ctrl-C."""
+
+
+class _Watch:
+    """What changed in the cluster's processes since the last look: ZooKeeper stopping or starting to
+    answer ``ruok`` (dead, paused or cut off alike), a broker process exiting. Each change is said once."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._zookeeper_ok = True
+        self._exited: set[int] = set()
+
+    def changes(self) -> list[str]:
+        lines: list[str] = []
+        zookeeper = self._cluster.zookeeper
+        if zookeeper is not None:
+            ok = zookeeper.is_ok()
+            if ok != self._zookeeper_ok:
+                self._zookeeper_ok = ok
+                lines.append(
+                    f"{time.strftime('%H:%M:%S')} ZooKeeper answers again"
+                    if ok
+                    else f"{time.strftime('%H:%M:%S')} ZooKeeper does not answer: brokers keep serving what "
+                    "they lead, but no leader can be elected and no ISR can change until it is back"
+                )
+        for broker_id, broker in sorted(self._cluster.brokers.items()):
+            if broker_id in self._exited or broker.is_running:
+                continue
+            self._exited.add(broker_id)
+            code = broker.returncode
+            how = "was killed" if code is not None and code < 0 else f"exited with code {code}"
+            lines.append(f"{time.strftime('%H:%M:%S')} broker {broker_id} {how} (log: {broker.log_path})")
+        return lines
