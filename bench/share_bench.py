@@ -37,6 +37,11 @@ record, in the consumer's thread, so it is the same wait for every system.
 Broker CPU: for a broker this bench starts, each leg also reports the broker's CPU time (all its threads,
 ``/proc/<pid>/task/*/schedstat``) over the leg, join and close included, per record processed.
 
+Client CPU: the classic and share legs also report the consumer threads' CPU time inside ``consume()`` /
+``poll()`` per record (``time.thread_time``): the work librdkafka and confluent-kafka do in the
+application's thread to hand it the records (a share consumer's fetch itself runs in librdkafka's own
+threads, as a classic consumer's does).
+
 Timeline (``--timeline``, the one-share-consumer legs): librdkafka's debug log (``fetch,protocol``, written
 to stderr with millisecond timestamps, redirected to a temp file for the leg) and the worker's own poll
 timestamps split the leg's time, summed over its ShareFetch round trips, into: poll() called → ShareFetch
@@ -152,13 +157,17 @@ def classic_leg(bootstrap: str, topic: str, n: int, process_s: float, group: str
     )
     consumer.subscribe([topic])
     seen: set[int] = set()
+    in_call = 0.0  # CPU inside consume(), as the share legs' inside poll()
     start = time.perf_counter()
     first: float | None = None
     deadline = time.monotonic() + 600
     try:
         while len(seen) < n and time.monotonic() < deadline:
             offsets = []  # the same per-record and per-call work as a share worker's (see share_leg)
-            for message in consumer.consume(num_messages=500, timeout=0.5):
+            cpu = time.thread_time()
+            messages = consumer.consume(num_messages=500, timeout=0.5)
+            in_call += time.thread_time() - cpu
+            for message in messages:
                 if message.error() is not None:
                     continue
                 first = first or time.perf_counter()
@@ -169,7 +178,7 @@ def classic_leg(bootstrap: str, topic: str, n: int, process_s: float, group: str
         end = time.perf_counter()
     finally:
         consumer.close()
-    return _timed(len(seen), start, first, end)
+    return _timed(len(seen), start, first, end, client_cpu_us_per_record=in_call / max(len(seen), 1) * 1e6)
 
 
 def _timed(records: int, start: float, first: float | None, end: float, **extra: Any) -> Result:
@@ -304,6 +313,9 @@ def _share_leg(
     set_share_group(bootstrap, group, acquire_mode)
     seen: set[int] = set()
     deliveries = [0]
+    in_poll = [
+        0.0
+    ]  # the workers' CPU inside poll(): librdkafka's and confluent-kafka's work in the app thread
     first: list[float] = []
     lock = threading.Lock()
     done = threading.Event()
@@ -319,8 +331,9 @@ def _share_leg(
             ready.wait()
             while not done.is_set():
                 offsets = []  # the bookkeeping is per poll, as the classic leg's: not a lock per record
-                called = time.time()
+                called, cpu = time.time(), time.thread_time()
                 messages = consumer.poll(0.2)
+                spent = time.thread_time() - cpu
                 if polls is not None:
                     polls.append((called, time.time(), len(messages)))
                 for message in messages:
@@ -335,6 +348,7 @@ def _share_leg(
                 if offsets:
                     with lock:
                         deliveries[0] += len(offsets)
+                        in_poll[0] += spent
                         seen.update(offsets)
                         if len(seen) >= n:
                             done.set()
@@ -356,7 +370,14 @@ def _share_leg(
         raise RuntimeError(
             f"{consumers} share consumers got {len(seen)} of {n} records in 600 s: {errors[:3]}"
         )
-    return _timed(len(seen), start, min(first, default=None), end, redeliveries=deliveries[0] - len(seen))
+    return _timed(
+        len(seen),
+        start,
+        min(first, default=None),
+        end,
+        redeliveries=deliveries[0] - len(seen),
+        client_cpu_us_per_record=in_poll[0] / max(len(seen), 1) * 1e6,
+    )
 
 
 # -- peers through the harness -------------------------------------------------------------------------------
@@ -598,6 +619,8 @@ def report(results: dict[str, Any], waits: tuple[tuple[str, float, int], ...]) -
             cpu = result.get("broker_cpu_us_per_record")
             if cpu is not None:
                 vs.append(f"broker {cpu:.2f} us CPU/record")
+            if result.get("client_cpu_us_per_record") is not None:
+                vs.append(f"in consume()/poll() {result['client_cpu_us_per_record']:.2f} us CPU/record")
             print(f"  {name:<55} {r:>10,.0f} rec/s  {join:>12}  {'  '.join(v for v in vs if v)}")
             timeline = result.get("timeline")
             if timeline:
