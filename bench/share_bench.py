@@ -9,6 +9,7 @@ ratios are printed against one share consumer and against the classic consumer.
     .venv/bin/python bench/share_bench.py --n 5000 --size 100 --process-ms 1 --json out.json
     .venv/bin/python bench/share_bench.py --share-config max.poll.records=2000   # records per ShareFetch
     .venv/bin/python bench/share_bench.py --timeline                 # where one share consumer's time goes
+    .venv/bin/python bench/share_bench.py --batch-records 100        # small producer batches
 
 What each leg measures: records per second from the first record delivered to the moment the N-th distinct
 record has been processed (and, for Redis and RabbitMQ, acknowledged): the steady rate, without client
@@ -127,12 +128,20 @@ def advertises_share_fetch(bootstrap: str) -> bool:
         return SHARE_FETCH in wire.versions
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int) -> None:
+def produce(bootstrap: str, topic: str, n: int, size: int, batch_records: int | None = None) -> None:
+    """``n`` records of ``size`` bytes on a new one-partition ``topic``; ``batch_records``: at most that many
+    records a producer batch (librdkafka's ``batch.num.messages``; its default, 10,000, otherwise)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
     futures[topic].result(timeout=60)
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": "all",
+            "log_level": 3,
+            **({"batch.num.messages": batch_records} if batch_records else {}),
+        }
     )
     payload = b"x" * size
     for i in range(n):
@@ -515,6 +524,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "share_config": share_config,
         "n": args.n,
         "n_processing": args.n_processing,
+        "batch_records": args.batch_records,
         "size": args.size,
         "process_ms": args.process_ms,
         "processing_acquire_mode": args.processing_acquire_mode,
@@ -552,7 +562,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for label, wait, n in waits:
             topic = f"share-bench-{n}-{int(time.time())}"
             print(f"tidelog at {bootstrap}: producing {n} records of {args.size} B to {topic} (1 partition)")
-            produce(bootstrap, topic, n, args.size)
+            produce(bootstrap, topic, n, args.size, args.batch_records)
             leg(
                 f"classic consumer, {label}",
                 lambda w=wait, g=f"classic-{label}", t=topic, n=n: classic_leg(bootstrap, t, n, w, g),
@@ -639,6 +649,11 @@ def main() -> None:
         "--n-processing", type=int, default=3000, help="records per leg with processing (default 3000)"
     )
     parser.add_argument("--size", type=int, default=100, help="record value size in bytes (default 100)")
+    parser.add_argument(
+        "--batch-records",
+        type=int,
+        help="at most this many records a producer batch (batch.num.messages; default librdkafka's 10,000)",
+    )
     parser.add_argument("--process-ms", type=float, default=1.0, help="processing per record (default 1 ms)")
     parser.add_argument("--bootstrap", help="a running tidelog (or Kafka) broker; default: start one")
     parser.add_argument("--harness", type=Path, help="the peer harness directory (holds peers.py)")
