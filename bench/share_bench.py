@@ -8,6 +8,8 @@ ratios are printed against one share consumer and against the classic consumer.
     .venv/bin/python bench/share_bench.py --harness ../shared/bench   # plus Redis and RabbitMQ
     .venv/bin/python bench/share_bench.py --n 5000 --size 100 --process-ms 1 --json out.json
     .venv/bin/python bench/share_bench.py --share-config max.poll.records=2000   # records per ShareFetch
+    .venv/bin/python bench/share_bench.py --timeline                 # where one share consumer's time goes
+    .venv/bin/python bench/share_bench.py --batch-records 100        # small producer batches
 
 What each leg measures: records per second from the first record delivered to the moment the N-th distinct
 record has been processed (and, for Redis and RabbitMQ, acknowledged): the steady rate, without client
@@ -33,6 +35,21 @@ record, in the consumer's thread, so it is the same wait for every system.
   with ``basic_qos(prefetch_count=100)``, ``basic_ack`` per message after processing it (pika's
   BlockingConnection).
 
+Broker CPU: for a broker this bench starts, each leg also reports the broker's CPU time (all its threads,
+``/proc/<pid>/task/*/schedstat``) over the leg, join and close included, per record processed.
+
+Client CPU: the classic and share legs also report the consumer threads' CPU time inside ``consume()`` /
+``poll()`` per record (``time.thread_time``): the work librdkafka and confluent-kafka do in the
+application's thread to hand it the records (a share consumer's fetch itself runs in librdkafka's own
+threads, as a classic consumer's does).
+
+Timeline (``--timeline``, the one-share-consumer legs): librdkafka's debug log (``fetch,protocol``, written
+to stderr with millisecond timestamps, redirected to a temp file for the leg) and the worker's own poll
+timestamps split the leg's time, summed over its ShareFetch round trips, into: poll() called → ShareFetch
+sent; the round trip (librdkafka's rtt: the broker's handling, the wire, reading the response); the
+response parsed into records (librdkafka); the records made Python ``Message`` objects until poll()
+returns; the application between polls. The debug logging itself costs some client time.
+
 Servers: tidelog runs from this tree (``tidelog.testing.Broker``), or ``--bootstrap`` names a running
 broker. Redis and RabbitMQ are started and stopped (by PID, in a fresh directory under
 ``$PEERBENCH_DIR``, default /tmp/peerbench) with the peer harness's ``peers.py`` (``ServerGroup`` and its
@@ -49,6 +66,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -71,10 +89,11 @@ Result = dict[str, Any]
 
 
 @contextmanager
-def tidelog_broker(bootstrap: str | None) -> Iterator[str]:
-    """A bootstrap address: the given one, or a broker started from this tree in a temp dir."""
+def tidelog_broker(bootstrap: str | None) -> Iterator[tuple[str, int | None]]:
+    """A bootstrap address and the broker's PID (None for a running broker given with ``--bootstrap``): the
+    given one, or a broker started from this tree in a temp dir."""
     if bootstrap is not None:
-        yield bootstrap
+        yield bootstrap, None
         return
     from tidelog.testing import Broker
 
@@ -87,10 +106,19 @@ def tidelog_broker(bootstrap: str | None) -> Iterator[str]:
         )
         broker.start()
         try:
-            yield broker.bootstrap_servers
+            yield broker.bootstrap_servers, broker.pid
         finally:
             broker.stop(timeout=60)
             broker.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of process ``pid`` so far (nanosecond resolution, unlike /proc/<pid>/stat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with suppress(OSError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 def advertises_share_fetch(bootstrap: str) -> bool:
@@ -100,12 +128,20 @@ def advertises_share_fetch(bootstrap: str) -> bool:
         return SHARE_FETCH in wire.versions
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int) -> None:
+def produce(bootstrap: str, topic: str, n: int, size: int, batch_records: int | None = None) -> None:
+    """``n`` records of ``size`` bytes on a new one-partition ``topic``; ``batch_records``: at most that many
+    records a producer batch (librdkafka's ``batch.num.messages``; its default, 10,000, otherwise)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
     futures[topic].result(timeout=60)
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": "all",
+            "log_level": 3,
+            **({"batch.num.messages": batch_records} if batch_records else {}),
+        }
     )
     payload = b"x" * size
     for i in range(n):
@@ -130,13 +166,17 @@ def classic_leg(bootstrap: str, topic: str, n: int, process_s: float, group: str
     )
     consumer.subscribe([topic])
     seen: set[int] = set()
+    in_call = 0.0  # CPU inside consume(), as the share legs' inside poll()
     start = time.perf_counter()
     first: float | None = None
     deadline = time.monotonic() + 600
     try:
         while len(seen) < n and time.monotonic() < deadline:
             offsets = []  # the same per-record and per-call work as a share worker's (see share_leg)
-            for message in consumer.consume(num_messages=500, timeout=0.5):
+            cpu = time.thread_time()
+            messages = consumer.consume(num_messages=500, timeout=0.5)
+            in_call += time.thread_time() - cpu
+            for message in messages:
                 if message.error() is not None:
                     continue
                 first = first or time.perf_counter()
@@ -147,7 +187,7 @@ def classic_leg(bootstrap: str, topic: str, n: int, process_s: float, group: str
         end = time.perf_counter()
     finally:
         consumer.close()
-    return _timed(len(seen), start, first, end)
+    return _timed(len(seen), start, first, end, client_cpu_us_per_record=in_call / max(len(seen), 1) * 1e6)
 
 
 def _timed(records: int, start: float, first: float | None, end: float, **extra: Any) -> Result:
@@ -189,13 +229,102 @@ def share_leg(
     group: str,
     client_config: dict[str, str] | None = None,
     acquire_mode: str | None = None,
+    timeline: bool = False,
 ) -> Result:
     """``consumers`` ShareConsumer threads in one share group until the group has processed ``n`` distinct
     records (a redelivered record counts once; redeliveries are reported). ``client_config``: more
-    ShareConsumer keys (``--share-config``, e.g. ``max.poll.records``)."""
+    ShareConsumer keys (``--share-config``, e.g. ``max.poll.records``). ``timeline``: one consumer only,
+    its time split as the module docstring says (``result["timeline"]``)."""
+    if timeline:
+        assert consumers == 1, "a timeline follows one consumer"
+        with tempfile.TemporaryFile("w+") as log, _stderr_to(log):
+            polls: list[tuple[float, float, int]] = []
+            config = {**(client_config or {}), "debug": "fetch,protocol", "log_level": "7"}
+            result = _share_leg(bootstrap, topic, n, process_s, 1, group, config, acquire_mode, polls)
+            log.seek(0)
+            result["timeline"] = split_timeline(log.read(), polls)
+        return result
+    return _share_leg(bootstrap, topic, n, process_s, consumers, group, client_config, acquire_mode, None)
+
+
+@contextmanager
+def _stderr_to(file: Any) -> Iterator[None]:
+    """File descriptor 2 (where librdkafka writes its log without a logger) goes to ``file`` meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+_LOG_LINE = re.compile(r"%7\|(\d+\.\d+)\|")
+_RTT = re.compile(r"rtt ([\d.]+)ms")
+
+
+def split_timeline(log: str, polls: list[tuple[float, float, int]]) -> dict[str, float]:
+    """Milliseconds summed over the polls that returned records (see the module docstring), from
+    librdkafka's log lines (millisecond timestamps: each step is found within 1 ms of its poll) and the
+    worker's (poll called, poll returned, records) wall-clock times."""
+    events: list[tuple[float, str, float]] = []
+    for line in log.splitlines():
+        m = _LOG_LINE.match(line)
+        if m is None:
+            continue
+        if "Sent ShareFetchRequest" in line:
+            events.append((float(m.group(1)), "sent", 0.0))
+        elif "Received ShareFetchResponse" in line:
+            rtt = _RTT.search(line)
+            events.append((float(m.group(1)), "received", float(rtt.group(1)) / 1000 if rtt else 0.0))
+        elif "Built share fetch response" in line:
+            events.append((float(m.group(1)), "parsed", 0.0))
+    sums = dict.fromkeys(("poll_to_sent", "round_trip", "parse", "to_python", "app"), 0.0)
+    cycles = records = 0
+    i = 0
+    for k, (start, end, count) in enumerate(polls):
+        while i < len(events) and events[i][0] < start - 0.001:
+            i += 1
+        found: dict[str, tuple[float, float]] = {}
+        j = i
+        for step in ("sent", "received", "parsed"):
+            while j < len(events) and events[j][1] != step:
+                j += 1
+            if j < len(events) and events[j][0] <= end + 0.001:
+                found[step] = (events[j][0], events[j][2])
+        i = j
+        if count == 0 or len(found) < 3:
+            continue
+        cycles += 1
+        records += count
+        sums["poll_to_sent"] += max(found["sent"][0] - start, 0.0)
+        sums["round_trip"] += found["received"][1]
+        sums["parse"] += max(found["parsed"][0] - found["received"][0], 0.0)
+        sums["to_python"] += max(end - found["parsed"][0], 0.0)
+        if k + 1 < len(polls):
+            sums["app"] += polls[k + 1][0] - end
+    return {"fetches": cycles, "records": records, **{key: v * 1000 for key, v in sums.items()}}
+
+
+def _share_leg(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    process_s: float,
+    consumers: int,
+    group: str,
+    client_config: dict[str, str] | None,
+    acquire_mode: str | None,
+    polls: list[tuple[float, float, int]] | None,
+) -> Result:
     set_share_group(bootstrap, group, acquire_mode)
     seen: set[int] = set()
     deliveries = [0]
+    in_poll = [
+        0.0
+    ]  # the workers' CPU inside poll(): librdkafka's and confluent-kafka's work in the app thread
     first: list[float] = []
     lock = threading.Lock()
     done = threading.Event()
@@ -211,7 +340,12 @@ def share_leg(
             ready.wait()
             while not done.is_set():
                 offsets = []  # the bookkeeping is per poll, as the classic leg's: not a lock per record
-                for message in consumer.poll(0.2):
+                called, cpu = time.time(), time.thread_time()
+                messages = consumer.poll(0.2)
+                spent = time.thread_time() - cpu
+                if polls is not None:
+                    polls.append((called, time.time(), len(messages)))
+                for message in messages:
                     if message.error() is not None:
                         errors.append(str(message.error()))
                         continue
@@ -223,6 +357,7 @@ def share_leg(
                 if offsets:
                     with lock:
                         deliveries[0] += len(offsets)
+                        in_poll[0] += spent
                         seen.update(offsets)
                         if len(seen) >= n:
                             done.set()
@@ -244,7 +379,14 @@ def share_leg(
         raise RuntimeError(
             f"{consumers} share consumers got {len(seen)} of {n} records in 600 s: {errors[:3]}"
         )
-    return _timed(len(seen), start, min(first, default=None), end, redeliveries=deliveries[0] - len(seen))
+    return _timed(
+        len(seen),
+        start,
+        min(first, default=None),
+        end,
+        redeliveries=deliveries[0] - len(seen),
+        client_cpu_us_per_record=in_poll[0] / max(len(seen), 1) * 1e6,
+    )
 
 
 # -- peers through the harness -------------------------------------------------------------------------------
@@ -382,6 +524,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "share_config": share_config,
         "n": args.n,
         "n_processing": args.n_processing,
+        "batch_records": args.batch_records,
         "size": args.size,
         "process_ms": args.process_ms,
         "processing_acquire_mode": args.processing_acquire_mode,
@@ -394,17 +537,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     modes = {"no processing": None, waits[1][0]: args.processing_acquire_mode}
 
-    def leg(name: str, body: Callable[[], Result]) -> None:
+    def leg(name: str, body: Callable[[], Result], pid: int | None = None) -> None:
+        """Run one leg; ``pid``: the tidelog broker's, whose CPU over the leg is reported per record."""
         print(f"  {name} ...", end="", flush=True)
         try:
-            legs[name] = body()
+            cpu_before = cpu_seconds(pid) if pid is not None else 0.0
+            result = legs[name] = body()
+            if pid is not None and result["records"]:
+                result["broker_cpu_us_per_record"] = (cpu_seconds(pid) - cpu_before) / result["records"] * 1e6
         except Exception as exc:  # a leg that fails is reported, the others still run
             legs[name] = None
             print(f" failed: {exc}")
             return
         print(f" {rate(legs[name]):,.0f} records/s")
 
-    with tidelog_broker(args.bootstrap) as bootstrap:
+    with tidelog_broker(args.bootstrap) as (bootstrap, broker_pid):
         share = advertises_share_fetch(bootstrap)
         if not share:
             print(
@@ -415,18 +562,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for label, wait, n in waits:
             topic = f"share-bench-{n}-{int(time.time())}"
             print(f"tidelog at {bootstrap}: producing {n} records of {args.size} B to {topic} (1 partition)")
-            produce(bootstrap, topic, n, args.size)
+            produce(bootstrap, topic, n, args.size, args.batch_records)
             leg(
                 f"classic consumer, {label}",
                 lambda w=wait, g=f"classic-{label}", t=topic, n=n: classic_leg(bootstrap, t, n, w, g),
+                broker_pid,
             )
             if share:
                 for k in (1, 2, 4):
                     leg(
                         f"{k} share consumer(s), {label}",
                         lambda w=wait, k=k, g=f"share-{k}-{label}", t=topic, n=n, m=modes[label]: share_leg(
-                            bootstrap, t, n, w, k, g, share_config, m
+                            bootstrap, t, n, w, k, g, share_config, m, timeline=args.timeline and k == 1
                         ),
+                        broker_pid,
                     )
     peers = Peers(args.harness) if args.harness is not None else None
     try:
@@ -477,7 +626,20 @@ def report(results: dict[str, Any], waits: tuple[tuple[str, float, int], ...]) -
             ]
             assert result is not None
             join = f"join {result['join_seconds']:.2f} s"
+            cpu = result.get("broker_cpu_us_per_record")
+            if cpu is not None:
+                vs.append(f"broker {cpu:.2f} us CPU/record")
+            if result.get("client_cpu_us_per_record") is not None:
+                vs.append(f"in consume()/poll() {result['client_cpu_us_per_record']:.2f} us CPU/record")
             print(f"  {name:<55} {r:>10,.0f} rec/s  {join:>12}  {'  '.join(v for v in vs if v)}")
+            timeline = result.get("timeline")
+            if timeline:
+                print(
+                    f"    {timeline['fetches']} ShareFetches, {timeline['records'] / max(timeline['fetches'], 1):,.0f}"
+                    f" records each; ms summed: poll->sent {timeline['poll_to_sent']:.1f}, round trip"
+                    f" {timeline['round_trip']:.1f}, librdkafka parse {timeline['parse']:.1f}, to Python"
+                    f" {timeline['to_python']:.1f}, app between polls {timeline['app']:.1f}"
+                )
 
 
 def main() -> None:
@@ -487,6 +649,11 @@ def main() -> None:
         "--n-processing", type=int, default=3000, help="records per leg with processing (default 3000)"
     )
     parser.add_argument("--size", type=int, default=100, help="record value size in bytes (default 100)")
+    parser.add_argument(
+        "--batch-records",
+        type=int,
+        help="at most this many records a producer batch (batch.num.messages; default librdkafka's 10,000)",
+    )
     parser.add_argument("--process-ms", type=float, default=1.0, help="processing per record (default 1 ms)")
     parser.add_argument("--bootstrap", help="a running tidelog (or Kafka) broker; default: start one")
     parser.add_argument("--harness", type=Path, help="the peer harness directory (holds peers.py)")
@@ -504,6 +671,11 @@ def main() -> None:
         default="record_limit",
         choices=("record_limit", "batch_optimized"),
         help="the share groups' share.acquire.mode for the legs with processing (default record_limit)",
+    )
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="split the one-share-consumer legs' time (librdkafka debug log; see the docstring)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
