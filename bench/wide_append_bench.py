@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -39,8 +39,8 @@ from tidelog.storage.partition_log import PartitionLog
 
 
 def cpu() -> tuple[float, float]:
-    times = os.times()
-    return times.user, times.system
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
 
 
 def run(

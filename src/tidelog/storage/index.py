@@ -126,7 +126,9 @@ class _SparseIndex:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        if not self._loaded:  # asked before every append (should_roll): no nested properties
+            self._load()
+        return self._entries >= self._capacity // self.ENTRY_SIZE
 
     def _rounded(self, size: int) -> int:
         return size - size % self.ENTRY_SIZE
@@ -442,7 +444,9 @@ class TimeIndex(_SparseIndex):
     @property
     def is_full(self) -> bool:
         """Full one entry early: the last slot is kept for the entry written when the segment rolls."""
-        return self.entries >= self.max_entries - 1
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._capacity // self.ENTRY_SIZE - 1
 
     def entry(self, n: int) -> TimestampOffset:
         timestamp, relative = self._raw_entry(n)
