@@ -18,17 +18,17 @@ Invariants:
   ``ftruncate``, map and first fault per fresh segment, about 2 ms of system time, on the append path), and
   even a one-page ``ftruncate`` + map + fault costs ~25 µs per fresh index, paid by every partition of a
   wide produce.
-* Appended entries are *pending*: kept in memory (up to one page, :data:`_PENDING_BYTES`, rounded up to whole entries) and written to
-  the file's end with one ``pwrite`` when a page of them is due, and by :meth:`write_pending`,
-  :meth:`flush`, :meth:`open_for_fsync` and :meth:`trim_to_valid_size` (roll, close). Lookups see file and
-  pending entries alike. So the file holds exactly a prefix of the entries (a truncation cuts the
-  file too; :meth:`reset`, before a rebuild, empties it); the process dying
-  loses only pending entries, leaving a sparser index that is still correct (every entry in the file
-  maps a batch that is in the log, written before it), and the segment holding them is the active one,
-  past the recovery point (a flush writes them first), so recovery rebuilds its indexes anyway.
-  :meth:`trim_to_valid_size` cuts the file to exactly ``entries * ENTRY_SIZE`` bytes (creating it if
-  absent). Opening an existing file takes every whole entry in it as valid (Kafka's rule), so a damaged
-  file fails :meth:`sanity_check` and gets rebuilt.
+* Appended entries are *pending*: kept in memory (up to one page, :data:`_PENDING_BYTES`, rounded up to whole
+  entries) and written to the file's end with one ``pwrite`` when a page of them is due, and by
+  :meth:`write_pending`, :meth:`flush`, :meth:`open_for_fsync` and :meth:`trim_to_valid_size` (roll, close).
+  Lookups see file and pending entries alike. So the file holds exactly a prefix of the entries (a truncation
+  cuts the file too; :meth:`reset`, before a rebuild, empties it); the process dying loses only pending
+  entries, leaving a sparser index that is still correct (every entry in the file maps a batch that is in the
+  log, written before it), and the segment holding them is the active one, past the recovery point (a flush
+  writes them first), so recovery rebuilds its indexes anyway. Memory: at most ~8 KiB of pending entries per
+  active segment (both indexes), whatever its handles' state. :meth:`trim_to_valid_size` cuts the file to
+  exactly ``entries * ENTRY_SIZE`` bytes (creating it if absent). Opening an existing file takes every whole
+  entry in it as valid (Kafka's rule), so a damaged file fails :meth:`sanity_check` and gets rebuilt.
 * A :class:`TimeIndex` keeps one slot free for the entry written when its segment rolls (``is_full``).
 * Indexes are never checksummed. :meth:`sanity_check` checks size, monotonicity and bounds; the segment
   additionally checks each entry it uses against the log and rebuilds the index on a mismatch.
