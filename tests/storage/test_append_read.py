@@ -222,13 +222,15 @@ def test_roll_before_the_append_that_would_overflow_segment_bytes(tmp_path: Path
         "00000000000000000000.timeindex",
     ]
     # Rolled segments have trimmed indexes; the active one takes entries up to segment.index.bytes, its
-    # file preallocated in steps (one page first) rather than all at once.
+    # file never preallocated (entries are written a page at a time, or on flush, roll and close).
     first = segments[0]
     assert first.offset_index.path.stat().st_size == 8 * first.offset_index.entries
     assert first.time_index.path.stat().st_size == 12 * first.time_index.entries
     active_index = log.active_segment.offset_index
     assert active_index.max_entries == config.segment_index_bytes // 8
-    assert active_index.path.stat().st_size == 4096
+    assert active_index.path.stat().st_size == 0
+    log.flush(0)
+    assert active_index.path.stat().st_size == 8 * active_index.entries > 0
     with pytest.raises(RecordBatchTooLargeError) as info:
         log.append(batch(99, value_size=1000), leader_epoch=0, now_ms=0)
     assert info.value.error_code == ErrorCode.RECORD_LIST_TOO_LARGE

@@ -1,7 +1,8 @@
-"""OffsetIndex and TimeIndex: preallocation, lookups, truncation, trimming, sanity checks, reopening."""
+"""OffsetIndex and TimeIndex: pending entries, lookups, truncation, trimming, sanity checks, reopening."""
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from tidelog.storage.errors import CorruptIndexError
 from tidelog.storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 
 
-def test_offset_index_preallocates_rounded_down_and_looks_up(tmp_path: Path) -> None:
+def test_offset_index_rounds_down_keeps_entries_pending_and_looks_up(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.index"
     index = OffsetIndex(path, 100, 4099)
     assert index.entries == 0
@@ -20,7 +21,7 @@ def test_offset_index_preallocates_rounded_down_and_looks_up(tmp_path: Path) -> 
     assert index.lookup(500) is None
     for i in range(10):
         assert index.append(100 + 10 * i + 9, 1000 * (i + 1))
-    assert path.stat().st_size == 4096  # preallocated: one page, here the whole capacity
+    assert not path.exists()  # pending: written a page at a time, or when flushed, rolled or closed
     assert index.entries == 10
     assert index.lookup(99) is None
     assert index.lookup(108) is None
@@ -32,6 +33,9 @@ def test_offset_index_preallocates_rounded_down_and_looks_up(tmp_path: Path) -> 
     assert index.lookup_by_position(1000) == OffsetPosition(109, 1000)
     assert index.lookup_by_position(2999) == OffsetPosition(119, 2000)
     assert index.last_offset == 199
+    index.flush()
+    assert path.stat().st_size == 80  # exactly the entries, never preallocated
+    assert index.lookup(118) == OffsetPosition(109, 1000)
     # Big-endian (relative offset int32, position int32).
     assert path.read_bytes()[:8] == struct.pack(">ii", 9, 1000)
     with pytest.raises(ValueError, match="not above the last entry"):
@@ -105,13 +109,13 @@ def test_offset_index_sanity_check(
 def test_time_index_appends_only_growing_timestamps_and_keeps_a_slot(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000050.timeindex"
     index = TimeIndex(path, 50, 40)  # 3 slots of 12 bytes, one kept for the roll entry
-    assert not path.exists()  # created (and mapped) by the first entry
+    assert not path.exists()  # created when its first entries are written
     assert index.entries == 0
     assert index.max_entries == 3
     assert not index.maybe_append(-1, 50)
     assert not path.exists()
     assert index.maybe_append(1000, 52)
-    assert path.stat().st_size == 36
+    assert not path.exists()  # pending
     assert not index.maybe_append(1000, 53)
     assert not index.maybe_append(999, 54)
     assert index.maybe_append(2000, 55)
@@ -124,11 +128,14 @@ def test_time_index_appends_only_growing_timestamps_and_keeps_a_slot(tmp_path: P
     assert index.lookup(2999) == TimestampOffset(2000, 55)
     assert index.lookup(10**12) == TimestampOffset(3000, 56)
     assert index.last_entry() == TimestampOffset(3000, 56)
+    index.write_pending()
+    assert path.stat().st_size == 36
     assert path.read_bytes()[:12] == struct.pack(">qi", 1000, 2)
     with pytest.raises(ValueError, match="below the last entry"):
         index.maybe_append(4000, 55, skip_full_check=True)
     index.truncate_to(55)
     assert index.entries == 1
+    assert path.stat().st_size == 12  # cut from the file too
     index.sanity_check()
 
 
@@ -153,30 +160,93 @@ def test_rename_and_delete(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, 64)
     index.append(3, 30)
+    index.flush()
+    index.append(4, 40)  # pending across the rename: written to the new name
     index.rename_to(tmp_path / "00000000000000000000.index.deleted")
     assert index.lookup(3) == OffsetPosition(3, 30)
+    index.write_pending()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000000.index.deleted"]
+    assert (tmp_path / "00000000000000000000.index.deleted").read_bytes() == struct.pack(
+        ">iiii", 3, 30, 4, 40
+    )
     index.delete_file()
     assert list(tmp_path.iterdir()) == []
 
 
-def test_index_file_grows_in_doubling_steps_up_to_its_capacity(tmp_path: Path) -> None:
+def test_index_file_is_written_a_page_at_a_time_up_to_its_capacity(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, 20_000)  # capacity 2,500 entries
     sizes: list[int] = []
     for i in range(2_500):
         assert index.append(i, i * 10)
-        if not sizes or sizes[-1] != path.stat().st_size:
-            sizes.append(path.stat().st_size)
-    assert sizes == [4096, 8192, 16384, 20_000]
+        size = path.stat().st_size if path.exists() else 0
+        if not sizes or sizes[-1] != size:
+            sizes.append(size)
+        if i in (700, 1600):  # lookups map the file as written and read pending entries from memory
+            assert index.lookup(i) == OffsetPosition(i, i * 10)
+            assert index.lookup(511) == OffsetPosition(511, 5110)
+            assert index.lookup(512) == OffsetPosition(512, 5120)
+    assert sizes == [0, 4096, 8192, 12288, 16384]
     assert index.is_full
     assert not index.append(2_500, 25_000)
     assert index.lookup(1234) == OffsetPosition(1234, 12340)
+    assert index.lookup_by_position(24_995) == OffsetPosition(2_499, 24_990)
     index.trim_to_valid_size()
     assert path.stat().st_size == 20_000
     reopened = OffsetIndex(path, 0, 20_000)
     assert reopened.entries == 2_500
     reopened.sanity_check()
+
+
+def test_truncation_across_the_written_and_pending_entries(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 10_000)
+    for i in range(600):  # 512 written, 88 pending
+        index.append(i, i * 10)
+    assert path.stat().st_size == 4096
+    index.truncate_to(550)  # only pending entries go
+    assert (index.entries, path.stat().st_size) == (550, 4096)
+    assert index.lookup(10**6) == OffsetPosition(549, 5490)
+    index.truncate_to(300)  # into the file: cut there, nothing pending
+    assert (index.entries, path.stat().st_size) == (300, 2400)
+    assert index.lookup(10**6) == OffsetPosition(299, 2990)
+    for i in range(300, 900):  # appended after the cut: the file continues at entry 300
+        index.append(i, i * 10 + 1)
+    index.flush()
+    assert path.stat().st_size == 900 * 8
+    reopened = OffsetIndex(path, 0, 10_000)
+    assert reopened.lookup(299) == OffsetPosition(299, 2990)
+    assert reopened.lookup(300) == OffsetPosition(300, 3001)
+    assert reopened.lookup(10**6) == OffsetPosition(899, 8991)
+    reopened.sanity_check()
+    reopened.reset()  # before a rebuild: the file is emptied
+    assert (reopened.entries, path.stat().st_size, reopened.max_entries) == (0, 0, 1250)
+
+
+def test_process_dying_with_pending_entries_leaves_a_sparser_valid_index(tmp_path: Path) -> None:
+    """What another process (the next start) sees between any two appends: the written prefix only, whole
+    entries that pass the sanity check; a lookup lands on an earlier entry, still at or below the target."""
+    offsets = tmp_path / "00000000000000000000.index"
+    times = tmp_path / "00000000000000000000.timeindex"
+    index = OffsetIndex(offsets, 0, 10_000)
+    time_index = TimeIndex(times, 0, 10_000)
+    for i in range(520):
+        index.append(i, i * 10)
+        time_index.maybe_append(1000 + i, i)
+        on_disk = OffsetIndex(offsets, 0, 10_000)  # the file as a restart would find it
+        assert on_disk.entries == (512 if i >= 511 else 0)
+        on_disk.sanity_check(log_size=i * 10 + 1)
+        found = on_disk.lookup(i)
+        assert found is None or found.offset <= i
+        on_disk_times = TimeIndex(times, 0, 10_000)
+        assert on_disk_times.entries == (342 if i >= 341 else 0)  # 4,104 bytes
+        on_disk_times.sanity_check()
+        on_disk.close()
+        on_disk_times.close()
+    fd = time_index.open_for_fsync()  # a flush plan writes pending entries before its fsync
+    assert fd is not None
+    os.close(fd)
+    assert TimeIndex(times, 0, 10_000).entries == 520
 
 
 def test_trimming_an_unwritten_index_creates_an_empty_file(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ Invariants:
   mappings: at most four descriptors and two memory maps each) and releases the least recently used beyond
   that. Active segments are in it too, so a broker with 10,000 partitions holds at most ``max_open``
   segments' descriptors and maps (``log.max.open.segments``), not three per partition. A released segment
-  reopens on its next use; appends to an active segment reopen its ``.log`` (and remap an index when an
-  entry is due), so a bound below the partitions being written costs an ``open`` per append.
+  reopens on its next use; appends to an active segment reopen its ``.log`` (an index opens its file
+  only to write a page of entries), so a bound below the partitions being written costs an ``open`` per append.
 """
 
 from __future__ import annotations

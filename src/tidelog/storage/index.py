@@ -14,18 +14,29 @@ Invariants:
 * An index may hold up to :attr:`max_entries` entries: its *capacity*, ``max_index_size`` rounded down to
   the entry size for a writable index (:meth:`resize`), else the whole entries of the file. The file is
   created empty with its segment (:meth:`create_empty`; an index used without it has no file until its
-  first entry), mapped by the first entry, and grows in steps that double, from one page up to the capacity (Kafka preallocates the whole capacity at once: a 10 MiB
-  ``ftruncate``, map and first fault per fresh segment, about 2 ms of system time, on the append path).
-  So the file holds ``entries`` entries followed by preallocated space of at most the capacity.
-  :meth:`trim_to_valid_size` cuts it to exactly ``entries * ENTRY_SIZE`` bytes (creating it if absent, on
-  roll and close). Opening an existing file takes every whole entry in it as valid (Kafka's rule), so an
-  untrimmed or damaged file fails :meth:`sanity_check` and gets rebuilt.
+  first entry is written) and is never preallocated: Kafka preallocates the whole capacity (a 10 MiB
+  ``ftruncate``, map and first fault per fresh segment, about 2 ms of system time, on the append path), and
+  even a one-page ``ftruncate`` + map + fault costs ~25 µs per fresh index, paid by every partition of a
+  wide produce.
+* Appended entries are *pending*: kept in memory (up to one page, :data:`_PENDING_BYTES`, rounded up to whole
+  entries) and written to the file's end with one ``pwrite`` when a page of them is due, and by
+  :meth:`write_pending`, :meth:`flush`, :meth:`open_for_fsync` and :meth:`trim_to_valid_size` (roll, close).
+  Lookups see file and pending entries alike. So the file holds exactly a prefix of the entries (a truncation
+  cuts the file too; :meth:`reset`, before a rebuild, empties it); the process dying loses only pending
+  entries, leaving a sparser index that is still correct (every entry in the file maps a batch that is in the
+  log, written before it), and the segment holding them is the active one, past the recovery point (a flush
+  writes them first), so recovery rebuilds its indexes anyway. Memory: at most ~8 KiB of pending entries per
+  active segment (both indexes), whatever its handles' state. :meth:`trim_to_valid_size` cuts the file to
+  exactly ``entries * ENTRY_SIZE`` bytes (creating it if absent). Opening an existing file takes every whole
+  entry in it as valid (Kafka's rule), so a damaged file fails :meth:`sanity_check` and gets rebuilt.
 * A :class:`TimeIndex` keeps one slot free for the entry written when its segment rolls (``is_full``).
 * Indexes are never checksummed. :meth:`sanity_check` checks size, monotonicity and bounds; the segment
   additionally checks each entry it uses against the log and rebuilds the index on a mismatch.
-* The mapping is opened lazily and can be released at any time (:meth:`close`); the entry count survives
-  and the next use maps the file again. A mapping holds one descriptor and one memory map of the process
-  (``vm.max_map_count``); the segment's owner bounds how many are open (:mod:`.file_handles`).
+* The mapping (of the file as written, for lookups of entries in the file) is opened lazily, dropped when
+  a write extends the file past it, and can be released at any time (:meth:`close`); the entries,
+  pending ones too, survive and the next use maps the file again. A mapping holds one descriptor and one
+  memory map of the process (``vm.max_map_count``); the segment's owner bounds how many are open
+  (:mod:`.file_handles`). Writing pending entries opens the file for that one ``pwrite`` only.
   Not thread-safe.
 """
 
@@ -48,8 +59,8 @@ __all__ = ["OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _INT32_MAX: Final = 2**31 - 1
-_FIRST_STEP_BYTES: Final = 4096
-"""The first preallocation of a new index file (one page); each further step doubles the file."""
+_PENDING_BYTES: Final = 4096
+"""Pending entries are written once this many bytes of them (one page) are due."""
 
 
 class OffsetPosition(NamedTuple):
@@ -67,7 +78,7 @@ class TimestampOffset(NamedTuple):
 
 
 class _SparseIndex:
-    """Shared machinery: a file of fixed-size entries, mapped lazily, preallocated, trimmed."""
+    """Shared machinery: a file of fixed-size entries, appended through a one-page buffer, mapped lazily."""
 
     ENTRY_SIZE: ClassVar[int]
     _ENTRY: ClassVar[struct.Struct]
@@ -81,6 +92,9 @@ class _SparseIndex:
         self._length = 0
         self._capacity = 0
         self._entries = 0
+        self._file_entries = 0
+        """Entries ``[0, _file_entries)`` are in the file; the rest (``_entries`` in all) are ``_pending``."""
+        self._pending = bytearray()
         self._exists = False
         self._loaded = False
 
@@ -100,7 +114,7 @@ class _SparseIndex:
 
     @property
     def length(self) -> int:
-        """Current file length in bytes (entries plus preallocated space; 0 while there is no file)."""
+        """Current file length in bytes (0 while there is no file); pending entries are not in it yet."""
         self._load()
         return self._length
 
@@ -112,7 +126,9 @@ class _SparseIndex:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        if not self._loaded:  # asked before every append (should_roll): no nested properties
+            self._load()
+        return self._entries >= self._capacity // self.ENTRY_SIZE
 
     def _rounded(self, size: int) -> int:
         return size - size % self.ENTRY_SIZE
@@ -125,7 +141,7 @@ class _SparseIndex:
         try:
             fd = os.open(self._path, os.O_RDWR)
         except FileNotFoundError:
-            self._length = self._entries = 0
+            self._length = self._entries = self._file_entries = 0
             self._capacity = self._rounded(self.max_index_size)
             self._exists = False
         else:
@@ -135,12 +151,12 @@ class _SparseIndex:
             finally:
                 os.close(fd)
             self._length = self._capacity = length
-            self._entries = length // self.ENTRY_SIZE
+            self._entries = self._file_entries = length // self.ENTRY_SIZE
             self._exists = True
         self._loaded = True
 
     def _map(self) -> mmap.mmap:
-        """The mapping (re-established if it was released); only called when ``entries > 0``."""
+        """The mapping (re-established if it was released); only called when the file has entries."""
         self._load()
         if self._mm is None:
             fd = os.open(self._path, os.O_RDWR)
@@ -158,7 +174,8 @@ class _SparseIndex:
         made where the segment is made so that the append path never creates a file."""
         self.close()
         os.close(os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
-        self._length = self._entries = 0
+        self._length = self._entries = self._file_entries = 0
+        self._pending = bytearray()
         self._capacity = self._rounded(self.max_index_size)
         self._exists = self._loaded = True
 
@@ -174,13 +191,36 @@ class _SparseIndex:
         self._length = length
         self._exists = True
 
-    def _room_for_entry(self, n: int) -> mmap.mmap:
-        """The mapping, the file grown first if entry ``n`` lies beyond it (``n`` is below the capacity)."""
-        needed = (n + 1) * self.ENTRY_SIZE
-        if needed > self._length:
-            step = max(self._length * 2, _FIRST_STEP_BYTES, needed)
-            self._set_length(min(self._rounded(step), self._capacity))
-        return self._map()
+    def _add_pending(self, entry: bytes) -> None:
+        """Append one packed entry (room checked by the caller); a page of them due is written."""
+        pending = self._pending
+        pending += entry
+        self._entries += 1
+        if len(pending) >= _PENDING_BYTES:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the pending entries at the end of the file's entries (one ``pwrite``; the file is created
+        if absent). A mapping the file now outgrows is dropped (the next lookup maps it again)."""
+        pending = self._pending
+        if not pending:
+            return
+        start = self._file_entries * self.ENTRY_SIZE
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(pending)
+            done = 0
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], start + done)
+        finally:
+            os.close(fd)
+        end = start + len(pending)
+        if end > self._length:
+            self.close()
+            self._length = end
+        self._file_entries = self._entries
+        self._pending = bytearray()
+        self._exists = True
 
     def close(self) -> None:
         """Release the mapping (and its descriptor); the index stays usable and maps again when needed."""
@@ -202,6 +242,7 @@ class _SparseIndex:
     def trim_to_valid_size(self) -> None:
         """Cut the file to exactly its entries (an empty file if it had none yet); the capacity too."""
         self._load()
+        self.write_pending()
         valid = self._entries * self.ENTRY_SIZE
         self._capacity = valid
         if self._length != valid or not self._exists:
@@ -209,13 +250,15 @@ class _SparseIndex:
 
     def reset(self) -> None:
         """Drop every entry, the capacity back to ``max_index_size`` (before a rebuild)."""
-        self._load()
-        self._entries = 0
+        self._truncate_to_entries(0)
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        """Make the entries and the file length durable (msync, then fsync)."""
-        if not self._loaded or not self._exists:
+        """Make the entries and the file length durable (pending ones written, msync, then fsync)."""
+        if not self._loaded:
+            return
+        self.write_pending()
+        if not self._exists:
             return
         if self._mm is not None:
             self._mm.flush()
@@ -226,10 +269,13 @@ class _SparseIndex:
             os.close(fd)
 
     def open_for_fsync(self) -> int | None:
-        """A new read-only descriptor of the file for an fsync on another thread (the caller closes it);
-        None if the index was never loaded or has no file (nothing written). No msync: see
-        :mod:`.flush_plan`."""
-        if not self._loaded or not self._exists:
+        """A new read-only descriptor of the file for an fsync on another thread (the caller closes it),
+        pending entries written first; None if the index was never loaded or has no file (nothing
+        written). No msync: see :mod:`.flush_plan`."""
+        if not self._loaded:
+            return None
+        self.write_pending()
+        if not self._exists:
             return None
         return os.open(self._path, os.O_RDONLY)
 
@@ -243,16 +289,29 @@ class _SparseIndex:
         self.close()
         self._path.unlink(missing_ok=True)
         self._loaded = self._exists = False
-        self._entries = self._length = self._capacity = 0
+        self._entries = self._file_entries = self._length = self._capacity = 0
+        self._pending = bytearray()
 
     # ---- entries ----------------------------------------------------------------------------------
 
     def _raw_entry(self, n: int) -> tuple[int, int]:
+        in_file = self._file_entries
+        if n >= in_file:
+            return self._ENTRY.unpack_from(self._pending, (n - in_file) * self.ENTRY_SIZE)
         return self._ENTRY.unpack_from(self._map(), n * self.ENTRY_SIZE)
 
     def _truncate_to_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries; entries cut from the file are cut from it now (``ftruncate``)."""
         self._load()
-        self._entries = min(n, self._entries)
+        n = min(n, self._entries)
+        in_file = self._file_entries
+        if n >= in_file:
+            del self._pending[(n - in_file) * self.ENTRY_SIZE :]
+        else:
+            self._pending = bytearray()
+            self._file_entries = n
+            self._set_length(n * self.ENTRY_SIZE)
+        self._entries = n
 
     def _check_append(self, relative_offset: int) -> None:
         if not 0 <= relative_offset <= _INT32_MAX:
@@ -265,23 +324,34 @@ class _SparseIndex:
         n = self.entries
         if n == 0:
             return -1
-        mm = self._map()
+        in_file = self._file_entries
         size = self.ENTRY_SIZE
         unpack = field.unpack_from
-        if unpack(mm, field_offset)[0] > target:
+        mm = self._map() if in_file else None
+        pending = self._pending
+
+        def at(slot: int) -> int:
+            if slot < in_file:
+                assert mm is not None
+                return int(unpack(mm, slot * size + field_offset)[0])
+            return int(unpack(pending, (slot - in_file) * size + field_offset)[0])
+
+        if at(0) > target:
             return -1
         lo, hi = 0, n - 1
         while lo < hi:
             mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * size + field_offset)[0] <= target:
+            if at(mid) <= target:
                 lo = mid
             else:
                 hi = mid - 1
         return lo
 
     def _entries_bytes(self) -> bytes:
-        n = self.entries
-        return self._map()[: n * self.ENTRY_SIZE] if n else b""
+        self._load()
+        in_file = self._file_entries
+        head = self._map()[: in_file * self.ENTRY_SIZE] if in_file else b""
+        return head + bytes(self._pending)
 
     def _check_shape(self) -> None:
         self._load()
@@ -332,8 +402,7 @@ class OffsetIndex(_SparseIndex):
             raise ValueError(f"index entry offset {offset} not above the last entry {self.last_offset}")
         if n >= self.max_entries:
             return False
-        self._ENTRY.pack_into(self._room_for_entry(n), n * self.ENTRY_SIZE, relative, position)
-        self._entries = n + 1
+        self._add_pending(self._ENTRY.pack(relative, position))
         return True
 
     def lookup(self, target_offset: int) -> OffsetPosition | None:
@@ -375,7 +444,9 @@ class TimeIndex(_SparseIndex):
     @property
     def is_full(self) -> bool:
         """Full one entry early: the last slot is kept for the entry written when the segment rolls."""
-        return self.entries >= self.max_entries - 1
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._capacity // self.ENTRY_SIZE - 1
 
     def entry(self, n: int) -> TimestampOffset:
         timestamp, relative = self._raw_entry(n)
@@ -404,8 +475,7 @@ class TimeIndex(_SparseIndex):
             return False
         relative = offset - self.base_offset
         self._check_append(relative)
-        self._ENTRY.pack_into(self._room_for_entry(n), n * self.ENTRY_SIZE, timestamp, relative)
-        self._entries = n + 1
+        self._add_pending(self._ENTRY.pack(timestamp, relative))
         return True
 
     def lookup(self, target_timestamp: int) -> TimestampOffset | None:

@@ -162,7 +162,10 @@ def end_txn_markers(
 ) -> list[EndTxnMarker | None] | None:
     """The end marker of each control batch (None elsewhere, and for a control batch holding no marker);
     None when there is no control batch."""
-    if not any(header.is_control for _, header in batches):
+    for _, header in batches:  # a loop, not any(genexpr): asked of every produce
+        if header.is_control:
+            break
+    else:
         return None
     markers: list[EndTxnMarker | None] = []
     for position, header in batches:

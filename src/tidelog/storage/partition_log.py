@@ -406,7 +406,9 @@ class PartitionLog:
         if not assign_offsets:
             log_validator.check_assigned_offsets(batches, log_end)
             self._assign_batch_epochs(batches)
-            return self._write(buf, batches, None, markers, now_ms=now_ms, log_append_time=-1)
+            return self._write(
+                buf, batches, None, markers, now_ms=now_ms, log_append_time=-1, log_end=log_end
+            )
         append_time = config.log_append_time
         if not append_time:
             log_validator.check_timestamps(config, batches, now_ms)
@@ -426,7 +428,13 @@ class PartitionLog:
             self._epochs.assign(leader_epoch, log_end)
         log_append_time = now_ms if append_time else -1
         return self._write(
-            buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=log_append_time
+            buf,
+            batches,
+            producer_info,
+            markers,
+            now_ms=now_ms,
+            log_append_time=log_append_time,
+            log_end=log_end,
         )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int) -> LogAppendInfo:
@@ -455,16 +463,17 @@ class PartitionLog:
         batches = log_validator.whole_batches(buf)
         self._check_append_size(len(buf))
         log_validator.validate_whole(buf, batches)
-        log_validator.check_follower_offsets(
-            batches, self.log_end_offset, gaps_allowed=self._config.compact_enabled
-        )
+        log_end = self.log_end_offset
+        log_validator.check_follower_offsets(batches, log_end, gaps_allowed=self._config.compact_enabled)
         markers = log_validator.end_txn_markers(buf, batches)
         producer_info = self.producer_state.prepare(
             [header for _, header in batches], markers, origin=AppendOrigin.REPLICATION
         )
         producer_info.raise_for_error()
         self._assign_batch_epochs(batches)
-        return self._write(buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=-1)
+        return self._write(
+            buf, batches, producer_info, markers, now_ms=now_ms, log_append_time=-1, log_end=log_end
+        )
 
     def _check_append_size(self, total: int) -> None:
         if total > self._config.segment_bytes:
@@ -488,12 +497,13 @@ class PartitionLog:
         *,
         now_ms: int,
         log_append_time: int,
+        log_end: int,
     ) -> LogAppendInfo:
-        """Write checked batches (offsets final) at the log end, then apply them to the producer state
-        (``producer_info`` committed, else replayed) and the transaction index."""
+        """Write checked batches (offsets final) at the log end (``log_end``, as the caller read it), then
+        apply them to the producer state (``producer_info`` committed, else replayed) and the transaction
+        index."""
         self._epochs.write()  # before the batches: the file never lacks the epoch of a batch in the log
         total = len(buf)
-        log_end = self.log_end_offset
         first_offset = batches[0][1].base_offset
         last_offset = batches[-1][1].last_offset
         max_timestamp = -1

@@ -528,6 +528,8 @@ class ProducerStateManager:
         ``last_stable_offset`` computed before completion)."""
         if info.status is not AppendStatus.OK:
             raise ValueError(f"cannot commit an append whose status is {info.status.name}")
+        if not info.pending and not info.markers:  # batches without a producer id: nothing to apply
+            return []
         completed: list[CompletedTxn] = []
         steps: list[_PendingBatch | _PendingMarker] = [*info.pending, *info.markers]
         if info.pending and info.markers:

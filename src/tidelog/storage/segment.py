@@ -21,7 +21,8 @@ Invariants:
 * The ``.log`` is written with ``os.pwrite`` at ``size`` only; nothing else writes the file. Every segment,
   active or not, may release its handles when the limiter says so and reopens them on its next use (see
   :mod:`.file_handles`): open descriptors and maps stay bounded however many partitions there are. A new
-  segment creates its index files empty; each is mapped (and preallocated, in steps) by its first entry.
+  segment creates its index files empty; index entries reach the file a page at a time, at the latest
+  when the segment is flushed, rolled or closed (:mod:`.index`).
 * Not thread-safe.
 """
 
@@ -783,6 +784,9 @@ class LogSegment:
         self._next_offset = next_offset
         if not self._active:
             self._finish_indexes()
+        else:  # the rebuilt entries on disk now, not at the next flush: the file held bad ones
+            self.offset_index.write_pending()
+            self.time_index.write_pending()
 
     def recover(self, *, contiguous: bool) -> int:
         """Revalidate every batch and rebuild the indexes; cut the file at the first invalid byte.
