@@ -11,7 +11,10 @@ Invariants:
   take), reads what has arrived without waiting for a loop turn, and sends file regions with
   ``os.sendfile`` (zero copy: record data never passes through Python). Between two reads that found data
   already there it yields one loop turn (the connection's writer and the other connections run); a read
-  that had to wait has yielded already. It waits for data with one reader registration kept for the
+  that had to wait has yielded already. A read that took less than it asked for found the socket empty:
+  the next read waits for readability first instead of trying a ``recv`` that fails (a client that waits for
+  each answer cost the broker one failed ``recv`` syscall and one raised exception per request, issue 17).
+  It waits for data with one reader registration kept for the
   connection's life (not one ``sock_recv`` per read: two ``epoll_ctl`` calls, a future and a handle each),
   dropped when data arrives that nobody waits for (no spinning on a readable socket) and on close.
   :meth:`PlainTransport.send_now` sends what the socket takes without ever waiting (a response sent from
@@ -80,6 +83,8 @@ class PlainTransport:
         self._loop = asyncio.get_running_loop()
         self._eager = False
         """The last read found data without waiting: yield a loop turn before the next."""
+        self._drained = False
+        """The last read took less than it asked for: the socket had nothing more then."""
         self._reading = False
         """A reader is registered with the loop for this socket."""
         self._read_waiter: asyncio.Future[None] | None = None
@@ -90,8 +95,14 @@ class PlainTransport:
         # connection's reader registration (uvloop's sock_recv registers and drops a reader per read).
         # A client that waits for each answer finds nothing on the first try and waits (a loop turn); one
         # that pipelines found data twice running: it yields a loop turn before handling more.
+        # A read that took less than it asked for emptied the socket: the next one waits for readability (the
+        # registration is level-triggered: data that came meanwhile makes it ready at once).
         sock = self._sock
         while not self._closed:
+            if self._drained:
+                self._drained = self._eager = False
+                await self._readable()
+                continue
             try:
                 data = sock.recv(max_bytes)
             except (BlockingIOError, InterruptedError):
@@ -103,6 +114,7 @@ class PlainTransport:
                 if self._closed:
                     break
             self._eager = True
+            self._drained = 0 < len(data) < max_bytes
             return data
         return b""
 
