@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tests.protocol.message_strategies import all_message_classes, message_strategy
 
 from tidelog.protocol._compiler import Decoder, _build_decoder, byte_view, decoder
-from tidelog.protocol.codec import encode
-from tidelog.protocol.messages import FetchRequest, Message, ProduceRequest
+from tidelog.protocol.codec import decode_request, encode, encode_request
+from tidelog.protocol.messages import FetchRequest, Message, ProduceRequest, RequestHeader
 from tidelog.protocol.schema import Struct
 
 ALL_CLASSES = all_message_classes()
@@ -95,3 +95,20 @@ def test_known_tagged_fields_override_their_defaults() -> None:
 def test_unknown_construct_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="construct"):
         _build_decoder(FetchRequest, 12, construct="fast")
+
+
+@pytest.mark.parametrize("version", [3, 9])  # request header v1 and v2: the codec's hand-written fast path
+def test_request_header_fast_path_equals_init(version: int) -> None:
+    header = RequestHeader(
+        request_api_key=0, request_api_version=version, correlation_id=-5, client_id="ç-id"
+    )
+    request = ProduceRequest(acks=1, timeout_ms=10, topic_data=[])
+    decoded, _ = decode_request(encode_request(header, request)[4:])
+    assert decoded == header
+    assert [getattr(decoded, f.name) for f in dataclasses.fields(RequestHeader)] == [
+        0,
+        version,
+        -5,
+        "ç-id",
+        None,
+    ]
