@@ -132,3 +132,65 @@ def test_after_shutdown_read_a_tls_stream_ends_reading_and_still_answers(
 
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         assert runner.run(scenario()) == ([b"request", b""], b"answer")
+
+
+class _CountingSocket:
+    """A socket whose ``recv`` calls that found nothing are counted (the rest passes through)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.empty_reads = 0
+
+    def recv(self, size: int) -> bytes:
+        try:
+            return self._sock.recv(size)
+        except BlockingIOError:
+            self.empty_reads += 1
+            raise
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
+@pytest.mark.parametrize("pipelined", [False, True], ids=["waits-for-answers", "pipelines"])
+def test_a_client_that_waits_for_its_answers_costs_few_failed_reads(pipelined: bool) -> None:
+    """Issue 17: a client with one request in flight used to cost a ``recv`` that found nothing per request.
+    Now the transport waits for readability after a short read from such a client (one read in 16 still
+    tries first); every byte still arrives in order, and a pipelining client is read as before."""
+    requests = 64
+
+    async def scenario() -> tuple[bytes, int]:
+        ours, peer = socket.socketpair()
+        ours.setblocking(False)
+        peer.setblocking(False)
+        counting = _CountingSocket(ours)
+        transport = PlainTransport(counting)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        received = bytearray()
+        try:
+            if pipelined:
+                await loop.sock_sendall(peer, b"".join(b"req%03d" % i for i in range(requests)))
+                while len(received) < 6 * requests:
+                    received += await transport.recv(1 << 16)
+            else:
+                for i in range(requests):  # the broker reads again before the client's next request comes
+                    read = asyncio.ensure_future(transport.recv(1 << 16))
+                    for _ in range(3):
+                        await asyncio.sleep(0)
+                    assert not read.done()
+                    await loop.sock_sendall(peer, b"req%03d" % i)
+                    received += await read
+            return bytes(received), counting.empty_reads
+        finally:
+            transport.close()
+            peer.close()
+
+    data, empty_reads = uvloop.run(scenario())
+    assert data == b"".join(b"req%03d" % i for i in range(requests))
+    if pipelined:
+        assert empty_reads == 0
+    else:
+        assert empty_reads <= requests // 16 + 2  # was one per request
