@@ -11,11 +11,7 @@ Invariants:
   take), reads what has arrived without waiting for a loop turn, and sends file regions with
   ``os.sendfile`` (zero copy: record data never passes through Python). Between two reads that found data
   already there it yields one loop turn (the connection's writer and the other connections run); a read
-  that had to wait has yielded already. For a client that waits for each answer (its last read right after
-  a read found nothing, and the read since took less than it asked for), the next read waits for
-  readability first instead of trying a ``recv`` that fails (one failed ``recv`` syscall and one raised
-  exception per request, issue 17); one read in ``_PROBE_EVERY`` tries anyway, so a client that starts
-  pipelining is read as before. It waits for data with one reader registration kept for the
+  that had to wait has yielded already. It waits for data with one reader registration kept for the
   connection's life (not one ``sock_recv`` per read: two ``epoll_ctl`` calls, a future and a handle each),
   dropped when data arrives that nobody waits for (no spinning on a readable socket) and on close.
   :meth:`PlainTransport.send_now` sends what the socket takes without ever waiting (a response sent from
@@ -75,10 +71,6 @@ def _regions(chunk: object) -> Iterable[FileRegion]:
     raise TypeError(f"a response chunk must be bytes or file regions, not {type(chunk).__name__}")
 
 
-_PROBE_EVERY = 16
-"""For a client that waits for its answers, one read in this many still tries ``recv`` before waiting."""
-
-
 class PlainTransport:
     """TCP without encryption: ``sendfile`` for file regions."""
 
@@ -88,11 +80,6 @@ class PlainTransport:
         self._loop = asyncio.get_running_loop()
         self._eager = False
         """The last read found data without waiting: yield a loop turn before the next."""
-        self._drained = False
-        """Wait for readability before the next ``recv`` (see the module docstring)."""
-        self._waits_for_answers = False
-        """The last read tried right after a read that found data found nothing."""
-        self._short_reads = 0
         self._reading = False
         """A reader is registered with the loop for this socket."""
         self._read_waiter: asyncio.Future[None] | None = None
@@ -103,32 +90,19 @@ class PlainTransport:
         # connection's reader registration (uvloop's sock_recv registers and drops a reader per read).
         # A client that waits for each answer finds nothing on the first try and waits (a loop turn); one
         # that pipelines found data twice running: it yields a loop turn before handling more.
-        # A client that waits for its answers: after a read that took less than it asked for, the next one
-        # waits for readability (the registration is level-triggered: data that came meanwhile makes it
-        # ready at once) instead of a recv that would fail.
         sock = self._sock
         while not self._closed:
-            if self._drained:
-                self._drained = self._eager = False
-                await self._readable()
-                continue
             try:
                 data = sock.recv(max_bytes)
             except (BlockingIOError, InterruptedError):
-                if self._eager:  # tried right after a read that found data: the client waited
-                    self._waits_for_answers = True
                 self._eager = False
                 await self._readable()
                 continue
-            if self._eager:  # found data right after a read that did: the client pipelines
-                self._waits_for_answers = False
+            if self._eager:
                 await asyncio.sleep(0)
                 if self._closed:
                     break
             self._eager = True
-            if self._waits_for_answers and 0 < len(data) < max_bytes:
-                self._short_reads += 1
-                self._drained = self._short_reads % _PROBE_EVERY != 0
             return data
         return b""
 
