@@ -17,6 +17,13 @@ Invariants:
 - A decoded uuid comes from a bounded cache of the ids seen (:func:`_uuid`): the same topic id arrives in
   every Fetch and Produce, and ``UUID(bytes=...)`` costs more than the rest of a small request's header.
   UUIDs are immutable, so sharing one is safe; the cache never holds more than ``_UUID_CACHE_SIZE``.
+- A decoder builds each struct as its dataclass ``__init__`` would, without calling it (issue 17,
+  per-request cost: a keyword ``__init__`` cost three times as much as the rest of a small struct's
+  decoding): ``object.__new__`` and one attribute store per field, the decoded fields first, then every
+  other field of the dataclass given its default exactly as ``__init__`` gives it (the same default
+  object, or a fresh one from its ``default_factory``). The messages have no ``__post_init__`` (checked
+  when a decoder is built). ``_build_decoder(..., construct="init")`` builds the same decoder calling
+  ``__init__``; tests check the two agree.
 """
 
 from __future__ import annotations
@@ -167,15 +174,19 @@ _BASE_NAMESPACE: dict[str, object] = {
     "_bad_length": _bad_length,
     "_too_long": _too_long,
     "_RPE": RemoteProtocolError,
+    "_new": object.__new__,
+    "_setattr": setattr,
 }
 
 
 class _Source:
     """Python source being generated for one (message, version), with its constants."""
 
-    def __init__(self, root: type[Message], version: int) -> None:
+    def __init__(self, root: type[Message], version: int, *, inline: bool = True) -> None:
         self.root = root
         self.version = version
+        self.inline = inline
+        """Decoders build structs without calling ``__init__`` (see the module docstring)."""
         self.flexible = root.is_flexible(version)
         self.lines: list[str] = []
         self.namespace: dict[str, object] = dict(_BASE_NAMESPACE)
@@ -368,7 +379,7 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
             name = src.var()
             _dec_value(src, ind, first, first.type, src.nullable(first), name)
             kwargs.append((first.name, name))
-    extra = ""
+    extra = known = ""
     if src.flexible:
         unknown = src.var("u")
         count = src.var("c")
@@ -401,8 +412,29 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
             extra = f", **{known}"
         kwargs.append(("unknown_tagged_fields", unknown))
     ctor = src.const(cls, "C")
-    args = ", ".join(f"{k}={v}" for k, v in kwargs)
-    src.add(ind, f"{target} = {ctor}({args}{extra})")
+    if not src.inline:
+        args = ", ".join(f"{k}={v}" for k, v in kwargs)
+        src.add(ind, f"{target} = {ctor}({args}{extra})")
+        return
+    # As the dataclass __init__ would build it (see the module docstring), without the keyword call.
+    if hasattr(cls, "__post_init__"):
+        raise LocalProtocolError(f"{cls.__qualname__} has a __post_init__: decoders must call __init__")
+    stores = [f"{target} = _new({ctor})"]
+    stores += [f"{target}.{k} = {v}" for k, v in kwargs]
+    given = {k for k, _ in kwargs}
+    for attribute in dataclasses.fields(cast("Any", cls)):
+        if attribute.name in given:
+            continue
+        if attribute.default is not dataclasses.MISSING:
+            stores.append(f"{target}.{attribute.name} = {src.const(attribute.default, 'D')}")
+        elif attribute.default_factory is not dataclasses.MISSING:
+            stores.append(f"{target}.{attribute.name} = {src.const(attribute.default_factory, 'F')}()")
+        else:
+            raise LocalProtocolError(f"{cls.__qualname__}.{attribute.name} has no default")
+    src.add(ind, "; ".join(stores))
+    if extra:  # the known tagged fields that were present, over their defaults
+        src.add(ind, f"if {known}:")
+        src.add(ind + 1, f"for k, v in {known}.items(): _setattr({target}, k, v)")
 
 
 # -- encoder generation --
@@ -565,8 +597,12 @@ def check_version(cls: type[Message], version: int) -> None:
         raise LocalProtocolError(f"{cls.NAME} has no version {version} (valid {lo}-{hi})")
 
 
-def _build_decoder(cls: type[Message], version: int) -> Decoder:
-    src = _Source(cls, version)
+def _build_decoder(cls: type[Message], version: int, *, construct: str = "inline") -> Decoder:
+    """The decoder of ``cls`` at ``version``; ``construct="init"`` builds each struct by calling its
+    ``__init__`` (the reference the tests check the inline construction against)."""
+    if construct not in ("inline", "init"):
+        raise ValueError(f"construct must be 'inline' or 'init', not {construct!r}")
+    src = _Source(cls, version, inline=construct == "inline")
     src.add(0, "def decode(m, p, end):")
     _dec_struct(src, 1, cls, "o")
     src.add(1, "return o, p")
