@@ -57,9 +57,10 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from request_cost_raw import _serve as serve_echo
+from request_cost_raw import fetch_frame
 from scale_bench import DEFAULT_TANSU, create_topic, running, tansu_spec
-from tidelog.protocol.codec import decode_response, encode_request
-from tidelog.protocol.messages import FetchRequest, FetchResponse, RequestHeader
+from tidelog.protocol.codec import decode_response
+from tidelog.protocol.messages import FetchResponse
 from tidelog.testing import Broker
 
 TOPIC = "request-cost"
@@ -223,36 +224,9 @@ def empty_fetch(broker: Broker, seconds: float, profile: Path | None = None) -> 
     }
 
 
-def fetch_frame(topic: str, partition: int, max_wait_ms: int = 1) -> bytes:
-    """A Fetch v12 request for ``partition`` from offset 0, waiting up to ``max_wait_ms`` for one byte."""
-    body = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    header = RequestHeader(
-        request_api_key=1, request_api_version=12, correlation_id=partition, client_id="cost"
-    )
-    return encode_request(header, body)
+def idle_fetch_frame(partition: int) -> bytes:
+    """A Fetch v12 request for ``partition`` of the idle topic from offset 0, waiting up to 1 ms."""
+    return fetch_frame(0, topic=IDLE_TOPIC, partition=partition, correlation_id=partition, client_id="cost")
 
 
 def _read_frame(sock: socket.socket) -> bytes:
@@ -381,7 +355,7 @@ def tansu_empty_fetches(binary: str, connections: int, seconds: float) -> dict[s
     ):
         create_topic(tansu.bootstrap, IDLE_TOPIC, connections)
         host, port = tansu.bootstrap.rsplit(":", 1)
-        frames = [fetch_frame(IDLE_TOPIC, i) for i in range(connections)]
+        frames = [idle_fetch_frame(i) for i in range(connections)]
         return many_empty_fetches(tansu.pid, (host, int(port)), frames, seconds)
 
 
@@ -420,7 +394,7 @@ def main() -> None:
             "empty_fetch_many": many_empty_fetches(
                 broker.pid,
                 (host, int(port)),
-                [fetch_frame(IDLE_TOPIC, i) for i in range(args.connections)],
+                [idle_fetch_frame(i) for i in range(args.connections)],
                 args.fetch_seconds,
                 profile=args.profile and args.profile / "fetch_many.txt",
             ),

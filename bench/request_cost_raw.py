@@ -94,7 +94,16 @@ def produce_frame() -> bytes:
     )
 
 
-def fetch_frame(offset: int, max_wait_ms: int = 1) -> bytes:
+def fetch_frame(
+    offset: int,
+    max_wait_ms: int = 1,
+    *,
+    topic: str = TOPIC,
+    partition: int = 0,
+    correlation_id: int = 2,
+    client_id: str = "raw",
+) -> bytes:
+    """A Fetch v12 request for ``topic``/``partition`` from ``offset``, waiting up to ``max_wait_ms`` for a byte."""
     body = FetchRequest(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -105,10 +114,13 @@ def fetch_frame(offset: int, max_wait_ms: int = 1) -> bytes:
         session_epoch=-1,
         topics=[
             FetchRequest.FetchTopic(
-                topic=TOPIC,
+                topic=topic,
                 partitions=[
                     FetchRequest.FetchPartition(
-                        partition=0, current_leader_epoch=-1, fetch_offset=offset, partition_max_bytes=1 << 20
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        partition_max_bytes=1 << 20,
                     )
                 ],
             )
@@ -116,9 +128,10 @@ def fetch_frame(offset: int, max_wait_ms: int = 1) -> bytes:
         forgotten_topics_data=[],
         rack_id="",
     )
-    return encode_request(
-        RequestHeader(request_api_key=1, request_api_version=12, correlation_id=2, client_id="raw"), body
+    header = RequestHeader(
+        request_api_key=1, request_api_version=12, correlation_id=correlation_id, client_id=client_id
     )
+    return encode_request(header, body)
 
 
 def measure(pid_cpu: Callable[[], float], send: Callable[[], object], blocks: int, block: int) -> list[float]:
