@@ -110,16 +110,21 @@ def response_header_version(api_key: int, api_version: int) -> int:
 # -- running generated code --
 
 
+def _malformed(cls: type[Message], version: int, exc: Exception) -> RemoteProtocolError:
+    """What a decoder's low-level failure (or a nesting too deep for the stack) is reported as."""
+    if isinstance(exc, RecursionError):
+        return RemoteProtocolError(f"malformed {cls.NAME} v{version}: nesting too deep")
+    return RemoteProtocolError(f"malformed {cls.NAME} v{version}: {type(exc).__name__}: {exc}")
+
+
 def _run_decoder(cls: type[Message], version: int, m: memoryview, pos: int) -> tuple[Any, int]:
     decode_body = decoder(cls, version)
     try:
         return decode_body(m, pos, len(m))
     except RemoteProtocolError:
         raise
-    except _LOW_LEVEL_ERRORS as exc:
-        raise RemoteProtocolError(f"malformed {cls.NAME} v{version}: {type(exc).__name__}: {exc}") from None
-    except RecursionError:
-        raise RemoteProtocolError(f"malformed {cls.NAME} v{version}: nesting too deep") from None
+    except (*_LOW_LEVEL_ERRORS, RecursionError) as exc:
+        raise _malformed(cls, version, exc) from None
 
 
 def _run_encoder(message: Message, version: int, out: list[Any], regions: list[int]) -> None:
@@ -315,10 +320,8 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
         body, _ = decoder(cls, version)(m, p, len(m))
     except RemoteProtocolError:
         raise
-    except _LOW_LEVEL_ERRORS as exc:
-        raise RemoteProtocolError(f"malformed {cls.NAME} v{version}: {type(exc).__name__}: {exc}") from None
-    except RecursionError:
-        raise RemoteProtocolError(f"malformed {cls.NAME} v{version}: nesting too deep") from None
+    except (*_LOW_LEVEL_ERRORS, RecursionError) as exc:
+        raise _malformed(cls, version, exc) from None
     return header, cast("Request", body)
 
 
