@@ -44,7 +44,7 @@ Invariants:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -124,8 +124,9 @@ class FetchHandler:
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         context: FetchContext | None = None
         watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
+        reread: Callable[[Iterable[Hashable]], list[Wanted]] = lambda _changed: wanted  # noqa: E731 - likewise
         if version >= 7 and self._sessions is not None:
-            context, wanted, watched = open_context(
+            context, wanted, watched, reread = open_context(
                 self._sessions,
                 request,
                 wanted,
@@ -200,9 +201,12 @@ class FetchHandler:
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
                     return answer(wanted, response)
         if replica_id >= 0 or (context is not None and context.session is not None):
-            return self._purgatory.delay(
-                wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0])
-            )
+            # what it read now and what changed while it waited (an incremental fetch: not its whole session)
+            def complete_session() -> FetchResponse:
+                again = reread(wait.changed_keys)
+                return answer(again, build(again)[0])
+
+            return self._purgatory.delay(wait, request.max_wait_ms, complete_session)
 
         # a sessionless consumer: fetches woken together that asked the same share one answer
         def complete() -> FetchResponse:
