@@ -320,3 +320,57 @@ def test_a_woken_incremental_fetch_reads_only_the_partitions_that_changed(
         broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 2, {6: 1, 13: 2}, max_bytes=1 << 20)
     )
     assert (step.error_code, step.responses) == (ErrorCode.NONE, [])
+
+
+def test_a_woken_consumer_fetch_reads_only_what_changed_and_answers_every_partition(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sessionless consumer parked on 20 partitions: the appends that wake it cost lookups of the
+    partitions appended to only; the answer still lists all 20 (a full fetch answers every partition), the
+    unchanged ones as they were when it parked and the changed ones with exactly their new records. One that
+    ends without a change (here: shutdown's complete_all, as an expiry) reads nothing at all."""
+    looked_up: list[tuple[str, int]] = []
+    real_lookup = broker.replicas.leader_partition
+
+    def counting_lookup(topic: str, index: int) -> Any:
+        looked_up.append((topic, index))
+        return real_lookup(topic, index)
+
+    monkeypatch.setattr(broker.replicas, "leader_partition", counting_lookup)
+
+    async def scenario() -> None:
+        woken = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(2 * len(batch(b"a"))))
+        idle = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(1, offset=0))
+        assert isinstance(woken, asyncio.Future)
+        assert isinstance(idle, asyncio.Future)
+        looked_up.clear()
+        now = broker.clock.now_ms()
+        assert broker.replicas.append("t", 4, batch(b"a"), now_ms=now)[0] is ErrorCode.NONE
+        assert idle.done()  # min_bytes 1: woken by the first append
+        assert not woken.done()
+        assert broker.replicas.append("t", 4, batch(b"b"), now_ms=now)[0] is ErrorCode.NONE
+        assert woken.done()
+        # the appends' own lookups, the wake-up checks and one read per answer: partition 4 alone
+        assert set(looked_up) == {("t", 4)}
+        for fetch, values in ((idle, [(0, b"a")]), (woken, [(0, b"a"), (1, b"b")])):
+            answer = fetch.result()
+            assert [
+                (p.partition_index, p.error_code, p.high_watermark) for p in answer.responses[0].partitions
+            ] == [(i, ErrorCode.NONE, 0 if i != 4 else len(values)) for i in range(PARTITIONS)]
+            assert records_of(answer) == {4: values}
+        looked_up.clear()
+        caught_up = fetch_all(1)
+        caught_up.topics[0].partitions[4].fetch_offset = 2
+        unwoken = handle(broker, ctx(ApiKey.FETCH, 11), caught_up)
+        assert isinstance(unwoken, asyncio.Future)
+        assert len(looked_up) == 2 * PARTITIONS  # its first read and its watch, one lookup each
+        looked_up.clear()
+        broker.fetch_purgatory.complete_all()
+        assert looked_up == []  # nothing changed: answered as it was when it parked
+        answer = unwoken.result()
+        assert [(p.partition_index, p.high_watermark) for p in answer.responses[0].partitions] == [
+            (i, 0 if i != 4 else 2) for i in range(PARTITIONS)
+        ]
+        assert records_of(answer) == {}
+
+    asyncio.run(scenario())

@@ -92,6 +92,11 @@ class FetchWait:
     def keys(self) -> list[Hashable]:
         return list(self._watched)
 
+    @property
+    def watching(self) -> int:
+        """How many partitions it watches."""
+        return len(self._watched)
+
     def ready(self) -> bool:
         """Never when parked: the handler parks a fetch only after its read found too little."""
         return False

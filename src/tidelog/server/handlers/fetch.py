@@ -16,8 +16,12 @@ Invariants:
   watching its partitions (a :class:`~tidelog.server.fetch_wait.FetchWait`: a change to one partition costs
   O(1), counted from the appended batch sizes, never a re-read), and completes as soon as enough data is
   visible, a watched partition's leadership changes, or the wait expires; either way the response is built
-  once, from a fresh read at completion (sessionless consumer fetches completed by the same change that asked
-  the same thing get one shared answer: :func:`~tidelog.server.shared_reads.answer_key`).
+  once at completion, from a fresh read of the partitions that changed while it waited (a consumer fetch
+  that found nothing answers its other partitions as they were when it parked: each stays as it was until a
+  change of it reaches the wait; an incremental session fetch reads what it read when it began plus what
+  changed), so a wake-up costs the partitions that changed, not all those watched (sessionless consumer
+  fetches completed by the same change that asked the same thing get one shared answer:
+  :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -162,9 +166,11 @@ class FetchHandler:
         if replica_id < 0:
             max_bytes = min(max_bytes, self._fetch_max_bytes)
 
-        def build(wanted: list[Wanted]) -> tuple[FetchResponse, int, bool]:
+        def build(
+            wanted: list[Wanted], earlier: dict[Hashable, _PartitionData] | None = None
+        ) -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(
-                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id
+                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id, earlier
             )
             if has_error and version >= 12:
                 self._leader_hints(response, version, ctx.listener_name)
@@ -200,11 +206,29 @@ class FetchHandler:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
                     return answer(wanted, response)
+        first = response
+
+        def unchanged() -> dict[Hashable, _PartitionData] | None:
+            """A consumer's partitions that did not change while it waited, answered as when it parked: a
+            wake-up reads only what changed. Only when the first read found nothing: every partition was then
+            caught up without an error (none was left unread for ``max_bytes``), and stays so until a change
+            of it (an append, a high watermark, last stable offset, log start or leadership move) reaches the
+            wait. Not for a follower: its throttle can change without one."""
+            changed = wait.changed_keys
+            if replica_id >= 0 or nbytes or len(changed) >= wait.watching:
+                return None
+            return {
+                key: result
+                for w, topic in zip(wanted, first.responses, strict=True)
+                for result in topic.partitions
+                if (key := (w.name, result.partition_index)) not in changed
+            }
+
         if replica_id >= 0 or (context is not None and context.session is not None):
             # what it read now and what changed while it waited (an incremental fetch: not its whole session)
             def complete_session() -> FetchResponse:
                 again = reread(wait.changed_keys)
-                return answer(again, build(again)[0])
+                return answer(again, build(again, unchanged())[0])
 
             return self._purgatory.delay(wait, request.max_wait_ms, complete_session)
 
@@ -212,7 +236,7 @@ class FetchHandler:
         def complete() -> FetchResponse:
             shared = self._purgatory.shared_reads
             if shared is None:  # expired, or shutdown: answered alone
-                return answer(waiting, build(waiting)[0])
+                return answer(waiting, build(waiting, unchanged())[0])
             key = answer_key(
                 waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
             )
@@ -220,7 +244,7 @@ class FetchHandler:
             return self._bytes_out(response) if count_out else response
 
         def answer_once() -> tuple[FetchResponse, bool]:
-            response, _, has_error = build(waiting)
+            response, _, has_error = build(waiting, unchanged())
             if context is not None:  # no session: this only sets the answer's session id (0)
                 response = session_answer(context, waiting, response, committed=committed)
             return response, has_error
@@ -313,7 +337,10 @@ class FetchHandler:
         max_bytes: int,
         diverged: dict[tuple[str, int], EpochEndOffset],
         replica_id: int,
+        earlier: dict[Hashable, _PartitionData] | None = None,
     ) -> tuple[FetchResponse, int, bool]:
+        """The answer to ``wanted``, its record bytes and whether a partition has an error; ``earlier``:
+        partitions answered as they were (a woken fetch's unchanged ones, with no records)."""
         committed = isolation is FetchIsolation.TXN_COMMITTED
         response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
         total = 0
@@ -321,6 +348,11 @@ class FetchHandler:
         for topic in wanted:
             results = []
             for p in topic.partitions:
+                if earlier is not None:
+                    kept = earlier.get((topic.name, p.partition))
+                    if kept is not None:
+                        results.append(kept)
+                        continue
                 result = _PartitionData(
                     partition_index=p.partition,
                     high_watermark=-1,
