@@ -206,16 +206,17 @@ class FetchHandler:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
                     return answer(wanted, response)
-        first = response
+        # A consumer's partitions that do not change while it waits are answered as when it parked, so a
+        # wake-up reads only what changed. Only when its first read found nothing: every partition was then
+        # caught up without an error (none was left unread for max_bytes) and stays so until a change of it
+        # (an append, a high watermark, last stable offset or leadership move, DeleteRecords) reaches the
+        # wait; a log start moved by retention meanwhile shows in the next answer. Not for a follower (its
+        # throttle changes without one), nor for one partition (nothing to keep: the first read is not held).
+        first = response if replica_id < 0 and not nbytes and wait.watching > 1 else None
 
         def unchanged() -> dict[Hashable, _PartitionData] | None:
-            """A consumer's partitions that did not change while it waited, answered as when it parked: a
-            wake-up reads only what changed. Only when the first read found nothing: every partition was then
-            caught up without an error (none was left unread for ``max_bytes``), and stays so until a change
-            of it (an append, a high watermark, last stable offset, log start or leadership move) reaches the
-            wait. Not for a follower: its throttle can change without one."""
             changed = wait.changed_keys
-            if replica_id >= 0 or nbytes or len(changed) >= wait.watching:
+            if first is None or len(changed) >= wait.watching:
                 return None
             return {
                 key: result
