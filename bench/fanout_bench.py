@@ -15,6 +15,7 @@ but waiting for a CPU (the kernel's schedstat run delay): on a small machine the
 compete with the broker for the same cores.
 
     .venv/bin/python bench/fanout_bench.py --consumers 500 --rate 1000 --seconds 10
+    .venv/bin/python bench/fanout_bench.py --consumers 2 --partitions 1000 --rate 50 --seconds 10
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ BUCKETS = 200_000  # up to 20 s
 _VALUE = struct.Struct(">qq")  # (sequence or -1 for warm-up, send time ns)
 
 
-def _consumer_thread(bootstrap: str, hist: list[int], warmed: threading.Event, stop: threading.Event) -> None:
+def _consumer_thread(
+    bootstrap: str, partitions: int, hist: list[int], warmed: threading.Event, stop: threading.Event
+) -> None:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -54,7 +57,7 @@ def _consumer_thread(bootstrap: str, hist: list[int], warmed: threading.Event, s
             "log_level": 3,
         }
     )
-    consumer.assign([TopicPartition(TOPIC, 0, -1)])  # OFFSET_END
+    consumer.assign([TopicPartition(TOPIC, i, -1) for i in range(partitions)])  # OFFSET_END
     unpack = _VALUE.unpack
     try:
         while not stop.is_set():
@@ -75,13 +78,15 @@ def _consumer_thread(bootstrap: str, hist: list[int], warmed: threading.Event, s
         consumer.close()
 
 
-def _worker(bootstrap: str, consumers: int, ready: Any, results: Any, stop: Any) -> None:
+def _worker(bootstrap: str, partitions: int, consumers: int, ready: Any, results: Any, stop: Any) -> None:
     hists = [[0] * BUCKETS for _ in range(consumers)]
     warmed = [threading.Event() for _ in range(consumers)]
     local_stop = threading.Event()
     threads = [
         threading.Thread(
-            target=_consumer_thread, args=(bootstrap, hists[i], warmed[i], local_stop), daemon=True
+            target=_consumer_thread,
+            args=(bootstrap, partitions, hists[i], warmed[i], local_stop),
+            daemon=True,
         )
         for i in range(consumers)
     ]
@@ -189,6 +194,13 @@ def main() -> None:
     )
     parser.add_argument("--consumers", type=int, default=500)
     parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of the topic; every consumer is assigned all of them and the producer sends to each"
+        " in turn (a wide consumer: each append wakes a fetch that watches them all)",
+    )
     parser.add_argument("--rate", type=int, default=1000, help="messages per second")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
@@ -209,7 +221,7 @@ def main() -> None:
         broker_pid = broker.pid
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+        for future in admin.create_topics([NewTopic(TOPIC, args.partitions, 1)]).values():
             try:
                 future.result(30)
             except Exception as exc:
@@ -223,7 +235,9 @@ def main() -> None:
         ]
         workers = [
             # daemons: a run that gives up (no warm-up) does not wait for them at exit
-            ctx.Process(target=_worker, args=(bootstrap, n, ready, results, stop), daemon=True)
+            ctx.Process(
+                target=_worker, args=(bootstrap, args.partitions, n, ready, results, stop), daemon=True
+            )
             for n in shares
             if n
         ]
@@ -265,7 +279,9 @@ def main() -> None:
             while delay > 0:  # serve acks while waiting, so each is timed when it arrives
                 producer.poll(delay)
                 delay = due - time.monotonic()
-            producer.produce(TOPIC, _VALUE.pack(seq, time.time_ns()), partition=0, on_delivery=acked)
+            producer.produce(
+                TOPIC, _VALUE.pack(seq, time.time_ns()), partition=seq % args.partitions, on_delivery=acked
+            )
             producer.poll(0)
         producer.flush(30)
         elapsed = time.monotonic() - begin
