@@ -266,3 +266,111 @@ def test_an_incremental_fetch_reads_what_the_last_answer_left_unread(broker: Bro
     assert (idle.session_id, idle.error_code, idle.responses) == (full.session_id, ErrorCode.NONE, [])
     stale = handle(broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 2, {}, max_bytes=1 << 20))
     assert (stale.error_code, stale.responses) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, [])
+
+
+def test_a_woken_incremental_fetch_reads_only_the_partitions_that_changed(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An incremental fetch parked on its whole session (20 partitions) looks up, when appends wake it,
+    only the partitions that changed while it waited (not the session), and answers exactly their records;
+    the idle partitions are neither read nor answered."""
+    full = handle(
+        broker,
+        ctx(ApiKey.FETCH, 11),
+        session_fetch(0, 0, dict.fromkeys(range(PARTITIONS), 0), max_bytes=1 << 20),
+    )
+    assert (full.session_id != 0, full.responses[0].partitions[0].records) == (True, b"")
+    first, second = batch(b"a" * 10), batch(b"b" * 10, b"c" * 10)
+    looked_up: list[tuple[str, int]] = []
+    real_lookup = broker.replicas.leader_partition
+
+    def counting_lookup(topic: str, index: int) -> Any:
+        looked_up.append((topic, index))
+        return real_lookup(topic, index)
+
+    monkeypatch.setattr(broker.replicas, "leader_partition", counting_lookup)
+
+    async def scenario() -> None:
+        waiting = session_fetch(full.session_id, 1, {}, max_bytes=1 << 20)
+        waiting.max_wait_ms, waiting.min_bytes = 30_000, len(first) + len(second)
+        parked = handle(broker, ctx(ApiKey.FETCH, 11), waiting)
+        assert isinstance(parked, asyncio.Future)
+        assert len(looked_up) == PARTITIONS  # parking watches the whole session
+        looked_up.clear()
+        now = broker.clock.now_ms()
+        assert broker.replicas.append("t", 6, first, now_ms=now)[0] is ErrorCode.NONE
+        assert not parked.done()  # below min_bytes: counted, nothing read
+        assert broker.replicas.append("t", 13, second, now_ms=now)[0] is ErrorCode.NONE
+        assert parked.done()
+        # per changed partition: the append's own lookup, the wake-up check and the answer's read; the 18
+        # idle partitions of the session are not looked at
+        assert sorted(looked_up) == [("t", 6)] * 3 + [("t", 13)] * 3
+        answer = parked.result()
+        assert answer.session_id == full.session_id
+        assert [(p.partition_index, p.high_watermark) for p in answer.responses[0].partitions] == [
+            (6, 1),
+            (13, 2),
+        ]
+        assert records_of(answer) == {6: [(0, b"a" * 10)], 13: [(0, b"b" * 10), (1, b"c" * 10)]}
+
+    asyncio.run(scenario())
+    # the session goes on from there: partition 6 at offset 1 is caught up, nothing else changed
+    looked_up.clear()
+    step = handle(
+        broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 2, {6: 1, 13: 2}, max_bytes=1 << 20)
+    )
+    assert (step.error_code, step.responses) == (ErrorCode.NONE, [])
+
+
+def test_a_woken_consumer_fetch_reads_only_what_changed_and_answers_every_partition(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sessionless consumer parked on 20 partitions: the appends that wake it cost lookups of the
+    partitions appended to only; the answer still lists all 20 (a full fetch answers every partition), the
+    unchanged ones as they were when it parked and the changed ones with exactly their new records. One that
+    ends without a change (here: shutdown's complete_all, as an expiry) reads nothing at all."""
+    looked_up: list[tuple[str, int]] = []
+    real_lookup = broker.replicas.leader_partition
+
+    def counting_lookup(topic: str, index: int) -> Any:
+        looked_up.append((topic, index))
+        return real_lookup(topic, index)
+
+    monkeypatch.setattr(broker.replicas, "leader_partition", counting_lookup)
+
+    async def scenario() -> None:
+        woken = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(2 * len(batch(b"a"))))
+        idle = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(1, offset=0))
+        assert isinstance(woken, asyncio.Future)
+        assert isinstance(idle, asyncio.Future)
+        looked_up.clear()
+        now = broker.clock.now_ms()
+        assert broker.replicas.append("t", 4, batch(b"a"), now_ms=now)[0] is ErrorCode.NONE
+        assert idle.done()  # min_bytes 1: woken by the first append
+        assert not woken.done()
+        assert broker.replicas.append("t", 4, batch(b"b"), now_ms=now)[0] is ErrorCode.NONE
+        assert woken.done()
+        # the appends' own lookups, the wake-up checks and one read per answer: partition 4 alone
+        assert set(looked_up) == {("t", 4)}
+        for fetch, values in ((idle, [(0, b"a")]), (woken, [(0, b"a"), (1, b"b")])):
+            answer = fetch.result()
+            assert [
+                (p.partition_index, p.error_code, p.high_watermark) for p in answer.responses[0].partitions
+            ] == [(i, ErrorCode.NONE, 0 if i != 4 else len(values)) for i in range(PARTITIONS)]
+            assert records_of(answer) == {4: values}
+        looked_up.clear()
+        caught_up = fetch_all(1)
+        caught_up.topics[0].partitions[4].fetch_offset = 2
+        unwoken = handle(broker, ctx(ApiKey.FETCH, 11), caught_up)
+        assert isinstance(unwoken, asyncio.Future)
+        assert len(looked_up) == 2 * PARTITIONS  # its first read and its watch, one lookup each
+        looked_up.clear()
+        broker.fetch_purgatory.complete_all()
+        assert looked_up == []  # nothing changed: answered as it was when it parked
+        answer = unwoken.result()
+        assert [(p.partition_index, p.high_watermark) for p in answer.responses[0].partitions] == [
+            (i, 0 if i != 4 else 2) for i in range(PARTITIONS)
+        ]
+        assert records_of(answer) == {}
+
+    asyncio.run(scenario())

@@ -4,9 +4,10 @@ Invariants: a delayed fetch's future is resolved exactly once — by a change to
 makes it completable (:meth:`FetchPurgatory.appended` / :meth:`FetchPurgatory.on_append` check only the
 watchers of that partition, and each asks its :class:`~tidelog.server.fetch_wait.FetchWait` about that
 partition alone, O(1), without reading the log), by its ``max_wait_ms`` expiring, or by shutdown — and
-always with a response built once, from a fresh read at that moment (fetches completed by the same change
-share their reads of one partition at one offset: read once, not once per consumer; sessionless consumers
-that asked the same thing share one answer, :mod:`tidelog.server.shared_reads`). A fetch that watches no
+always with a response built once, from a fresh read at that moment of the partitions that changed while
+it waited (the others answered as they were when it parked; fetches completed by the same change share
+their reads of one partition at one offset: read once, not once per consumer; sessionless consumers that
+asked the same thing share one answer, :mod:`tidelog.server.shared_reads`). A fetch that watches no
 partition (a request whose topics list no partitions) is answered at once, as Kafka's ``fetchMessages`` does
 for an empty fetch: nothing could ever wake it. The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.

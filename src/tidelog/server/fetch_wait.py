@@ -51,7 +51,7 @@ class _Watched:
 class FetchWait:
     """One waiting fetch's progress towards ``min_bytes``; see the module docstring."""
 
-    __slots__ = ("_appended", "_isolation", "_lookup", "_watched", "accumulated", "min_bytes")
+    __slots__ = ("_appended", "_isolation", "_lookup", "_watched", "accumulated", "changed_keys", "min_bytes")
 
     def __init__(
         self,
@@ -68,6 +68,9 @@ class FetchWait:
         self._lookup = lookup
         self._appended = appended
         self._watched: dict[Hashable, _Watched] = {}
+        self.changed_keys: dict[Hashable, None] = {}
+        """The watched partitions that changed while the fetch waited, in order (what a session's answer
+        rereads besides what the fetch read when it began)."""
 
     def watch(self, topic: str, index: int, fetch_offset: int, current_leader_epoch: int) -> bool:
         """Start watching ``topic-index`` from its state now; False if it is not led here (the fetch should
@@ -89,6 +92,11 @@ class FetchWait:
     def keys(self) -> list[Hashable]:
         return list(self._watched)
 
+    @property
+    def watching(self) -> int:
+        """How many partitions it watches."""
+        return len(self._watched)
+
     def ready(self) -> bool:
         """Never when parked: the handler parks a fetch only after its read found too little."""
         return False
@@ -98,6 +106,7 @@ class FetchWait:
         watched = self._watched.get(key)
         if watched is None:
             return False
+        self.changed_keys[key] = None
         partition = self._lookup(watched.topic, watched.index)
         if isinstance(partition, ErrorCode):
             return True

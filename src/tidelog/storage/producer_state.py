@@ -365,8 +365,11 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction either open or completed by a marker that is not below
         the high watermark yet (Kafka's ``firstUnstableOffset``); None if there is none."""
-        candidates = [*self._ongoing, *self._unreplicated]
-        return min(candidates) if candidates else None
+        ongoing, unreplicated = self._ongoing, self._unreplicated
+        # every read_committed fetch asks, per partition (three times): no list built in the usual case
+        if not unreplicated:
+            return min(ongoing) if ongoing else None
+        return min([*ongoing, *unreplicated])
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Completed transactions whose marker is now below the high watermark are stable."""

@@ -16,8 +16,12 @@ Invariants:
   watching its partitions (a :class:`~tidelog.server.fetch_wait.FetchWait`: a change to one partition costs
   O(1), counted from the appended batch sizes, never a re-read), and completes as soon as enough data is
   visible, a watched partition's leadership changes, or the wait expires; either way the response is built
-  once, from a fresh read at completion (sessionless consumer fetches completed by the same change that asked
-  the same thing get one shared answer: :func:`~tidelog.server.shared_reads.answer_key`).
+  once at completion, from a fresh read of the partitions that changed while it waited (a consumer fetch
+  that found nothing answers its other partitions as they were when it parked: each stays as it was until a
+  change of it reaches the wait; an incremental session fetch reads what it read when it began plus what
+  changed), so a wake-up costs the partitions that changed, not all those watched (sessionless consumer
+  fetches completed by the same change that asked the same thing get one shared answer:
+  :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -44,7 +48,7 @@ Invariants:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
@@ -124,8 +128,9 @@ class FetchHandler:
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         context: FetchContext | None = None
         watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
+        reread: Callable[[Iterable[Hashable]], list[Wanted]] = lambda _changed: wanted  # noqa: E731 - likewise
         if version >= 7 and self._sessions is not None:
-            context, wanted, watched = open_context(
+            context, wanted, watched, reread = open_context(
                 self._sessions,
                 request,
                 wanted,
@@ -161,9 +166,11 @@ class FetchHandler:
         if replica_id < 0:
             max_bytes = min(max_bytes, self._fetch_max_bytes)
 
-        def build(wanted: list[Wanted]) -> tuple[FetchResponse, int, bool]:
+        def build(
+            wanted: list[Wanted], earlier: dict[Hashable, _PartitionData] | None = None
+        ) -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(
-                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id
+                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id, earlier
             )
             if has_error and version >= 12:
                 self._leader_hints(response, version, ctx.listener_name)
@@ -199,16 +206,38 @@ class FetchHandler:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
                     return answer(wanted, response)
+        # A consumer's partitions that do not change while it waits are answered as when it parked, so a
+        # wake-up reads only what changed. Only when its first read found nothing: every partition was then
+        # caught up without an error (none was left unread for max_bytes) and stays so until a change of it
+        # (an append, a high watermark, last stable offset or leadership move, DeleteRecords) reaches the
+        # wait; a log start moved by retention meanwhile shows in the next answer. Not for a follower (its
+        # throttle changes without one), nor for one partition (nothing to keep: the first read is not held).
+        first = response if replica_id < 0 and not nbytes and wait.watching > 1 else None
+
+        def unchanged() -> dict[Hashable, _PartitionData] | None:
+            changed = wait.changed_keys
+            if first is None or len(changed) >= wait.watching:
+                return None
+            return {
+                key: result
+                for w, topic in zip(wanted, first.responses, strict=True)
+                for result in topic.partitions
+                if (key := (w.name, result.partition_index)) not in changed
+            }
+
         if replica_id >= 0 or (context is not None and context.session is not None):
-            return self._purgatory.delay(
-                wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0])
-            )
+            # what it read now and what changed while it waited (an incremental fetch: not its whole session)
+            def complete_session() -> FetchResponse:
+                again = reread(wait.changed_keys)
+                return answer(again, build(again, unchanged())[0])
+
+            return self._purgatory.delay(wait, request.max_wait_ms, complete_session)
 
         # a sessionless consumer: fetches woken together that asked the same share one answer
         def complete() -> FetchResponse:
             shared = self._purgatory.shared_reads
             if shared is None:  # expired, or shutdown: answered alone
-                return answer(waiting, build(waiting)[0])
+                return answer(waiting, build(waiting, unchanged())[0])
             key = answer_key(
                 waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
             )
@@ -216,7 +245,7 @@ class FetchHandler:
             return self._bytes_out(response) if count_out else response
 
         def answer_once() -> tuple[FetchResponse, bool]:
-            response, _, has_error = build(waiting)
+            response, _, has_error = build(waiting, unchanged())
             if context is not None:  # no session: this only sets the answer's session id (0)
                 response = session_answer(context, waiting, response, committed=committed)
             return response, has_error
@@ -309,7 +338,10 @@ class FetchHandler:
         max_bytes: int,
         diverged: dict[tuple[str, int], EpochEndOffset],
         replica_id: int,
+        earlier: dict[Hashable, _PartitionData] | None = None,
     ) -> tuple[FetchResponse, int, bool]:
+        """The answer to ``wanted``, its record bytes and whether a partition has an error; ``earlier``:
+        partitions answered as they were (a woken fetch's unchanged ones, with no records)."""
         committed = isolation is FetchIsolation.TXN_COMMITTED
         response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
         total = 0
@@ -317,6 +349,11 @@ class FetchHandler:
         for topic in wanted:
             results = []
             for p in topic.partitions:
+                if earlier is not None:
+                    kept = earlier.get((topic.name, p.partition))
+                    if kept is not None:
+                        results.append(kept)
+                        continue
                 result = _PartitionData(
                     partition_index=p.partition,
                     high_watermark=-1,

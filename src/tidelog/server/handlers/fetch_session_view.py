@@ -8,8 +8,10 @@ partition in its session, in the session's order; its answer keeps, per topic, o
 :meth:`~tidelog.server.fetch_sessions.CachedPartition.must_respond` says so, and drops topics left empty.
 A full fetch that opened a session records what each partition's answer told the client. An incremental
 request reads only the partitions that may have news (named by it, changed since the session was last
-served, or left with records, an error or data to read); if it must wait, the wait and the read at its end
-cover the whole session.
+served, or left with records, an error or data to read); if it must wait, the wait covers the whole
+session, and the read at its end only those it read when it began plus those that changed while it waited
+(the wait knows them): a wake-up by one partition of a session of thousands reads that partition and the
+few named or left to recheck, not the whole session.
 """
 
 from __future__ import annotations
@@ -50,13 +52,17 @@ def open_context(
     now_ms: int,
     change_count: int = 0,
     last_change: Mapping[Hashable, int] | None = None,
-) -> tuple[FetchContext, list[Wanted], Callable[[], list[Wanted]]]:
-    """The request's session context, the topics to read now and the topics a wait watches. Outside an
-    incremental request both are the request's own. In one, the wait (and the read at its end) covers every
-    partition of the session, but the read now only those the request names, those in the session's
-    ``recheck`` set, and those whose ``last_change`` (the fetch purgatory's count of changes, by (topic,
-    partition)) is above the count when the session was last served: an idle, caught-up partition costs a
-    dict lookup."""
+) -> tuple[
+    FetchContext, list[Wanted], Callable[[], list[Wanted]], Callable[[Iterable[Hashable]], list[Wanted]]
+]:
+    """The request's session context, the topics to read now, the topics a wait watches and the topics to
+    read when a wait ends. Outside an incremental request all three are the request's own. In one, the wait
+    covers every partition of the session, but the read now only those the request names, those in the
+    session's ``recheck`` set, and those whose ``last_change`` (the fetch purgatory's count of changes, by
+    (topic, partition)) is above the count when the session was last served: an idle, caught-up partition
+    costs a dict lookup. The read when a wait ends (given the partitions that changed while it waited)
+    covers those read now and those changed: a wake-up costs the partitions that changed, not the
+    session."""
     last_change = last_change if last_change is not None else {}
     fetch = [(session_key(w.name, w.topic_id, p.partition), p) for w in wanted for p in w.partitions]
     forgotten = []
@@ -75,11 +81,13 @@ def open_context(
         now_ms=now_ms,
     )
     session = context.session
+    own = lambda: wanted  # noqa: E731
+    own_again = lambda _changed: wanted  # noqa: E731
     if session is None:
-        return context, wanted, lambda: wanted
+        return context, wanted, own, own_again
     seen, session.seen_change = session.seen_change, change_count
     if context.kind is not ContextKind.INCREMENTAL:
-        return context, wanted, lambda: wanted
+        return context, wanted, own, own_again
     partitions = session.partitions
 
     def everything() -> list[Wanted]:
@@ -87,7 +95,7 @@ def open_context(
 
     if privileged:  # a follower's session: every partition every time (its fetch moves the high watermark)
         whole = everything()
-        return context, whole, lambda: whole
+        return context, whole, lambda: whole, lambda _changed: whole
     named = {key for key, _ in fetch}
     recheck = session.recheck
     examine = [
@@ -95,7 +103,17 @@ def open_context(
         for key, cached in partitions.items()
         if key in named or key in recheck or last_change.get(key, 0) > seen
     ]
-    return context, _grouped(examine, topic_id), everything
+
+    def again(changed: Iterable[Hashable]) -> list[Wanted]:
+        chosen = dict(examine)
+        for key in changed:
+            if key not in chosen:
+                cached = partitions.get(key)
+                if cached is not None:
+                    chosen[key] = cached
+        return _grouped(chosen.items(), topic_id)
+
+    return context, _grouped(examine, topic_id), everything, again
 
 
 def session_key(name: str | None, topic_id: uuid.UUID, index: int) -> Hashable:
