@@ -279,10 +279,11 @@ class PartitionLog:
         self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
-    def maybe_increment_high_watermark(self, offset: int) -> bool:
+    def maybe_increment_high_watermark(self, offset: int, *, log_end_offset: int | None = None) -> bool:
         """A leader's high watermark only rises (Kafka's ``maybeIncrementHighWatermark``): set ``offset`` if
-        it is above the current one; returns whether it was. ``ValueError`` above the log end offset."""
-        log_end = self.log_end_offset
+        it is above the current one; returns whether it was. ``ValueError`` above the log end offset
+        (``log_end_offset``: as the caller has just read it, not read again)."""
+        log_end = self.log_end_offset if log_end_offset is None else log_end_offset
         if offset > log_end:
             raise ValueError(
                 f"high watermark {offset} of {self._dir.name} above the log end offset {log_end}"
@@ -412,7 +413,9 @@ class PartitionLog:
         append_time = config.log_append_time
         if not append_time:
             log_validator.check_timestamps(config, batches, now_ms)
-        producer_info = self.producer_state.prepare([header for _, header in batches], markers, origin=origin)
+        producer_info = self.producer_state.prepare(
+            headers if headers is not None else [header for _, header in batches], markers, origin=origin
+        )
         if producer_info.status is AppendStatus.DUPLICATE:
             assert producer_info.duplicate is not None
             return self._duplicate_info(producer_info.duplicate, batches)
