@@ -65,7 +65,7 @@ __all__ = [
     "iter_batch_headers",
     "read_batch_header",
     "set_log_append_time",
-    "single_batch_header",
+    "single_batch_producer",
     "validate_batch",
     "validate_batches",
 ]
@@ -111,6 +111,10 @@ _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
 _INT16: Final = struct.Struct(">h")
 assert _HEADER.size == RECORD_BATCH_HEADER_SIZE
+_PRODUCER_FIELDS: Final = struct.Struct(">8xi4xb4xh20xqh")
+"""batch_length, magic, attributes, producer_id, producer_epoch: the fields :func:`single_batch_producer`
+reads."""
+assert _PRODUCER_FIELDS.size == PRODUCER_ID_OFFSET + 10
 
 
 class TimestampType(IntEnum):
@@ -131,9 +135,11 @@ def _increment_sequence(sequence: int, increment: int) -> int:
 class RecordBatchHeader:
     """The fixed fields of one batch, as read from the wire (nothing normalised).
 
-    Treat it as immutable (nothing assigns to it). Not ``frozen``: a frozen dataclass sets each of the
-    13 fields through ``object.__setattr__``, which made building one cost ten times as much, and the
-    produce path reads several headers per request (issue 17)."""
+    Treat it as a description of the bytes it was read from: the one thing that assigns to it is a
+    leader's rewrite of those bytes (``storage.log_validator.assign_offsets_and_epoch``: base offset and
+    partition leader epoch, in the append's own headers), so it keeps describing them. Not ``frozen``: a
+    frozen dataclass sets each of the 13 fields through ``object.__setattr__``, which made building one
+    cost ten times as much, and the produce path reads several headers per request (issue 17)."""
 
     base_offset: int
     batch_length: int
@@ -238,17 +244,18 @@ def iter_batch_headers(
         pos = next_pos
 
 
-def single_batch_header(buf: Buffer) -> RecordBatchHeader | None:
-    """The header of ``buf`` when it is exactly one whole batch (its length field covers the rest of
-    ``buf``, magic 2), else None: what :func:`iter_batch_headers` would yield as its only batch, without the
-    generator (a produce request over many partitions asks this of each one's payload)."""
+def single_batch_producer(buf: Buffer) -> tuple[int, int, int] | None:
+    """``(attributes, producer_id, producer_epoch)`` of ``buf`` when it is exactly one whole batch (its
+    length field covers the rest of ``buf``, magic 2), else None: what a produce request asks of each
+    partition's payload before the append validates it (Kafka's one-batch rule, and whether the batch is a
+    transactional producer's), read without building a :class:`RecordBatchHeader` (that is the append's,
+    :func:`validate_batches`)."""
     if len(buf) < RECORD_BATCH_HEADER_SIZE:
         return None
-    (batch_length,) = _LENGTH.unpack_from(buf, BATCH_LENGTH_OFFSET)
-    if batch_length + LOG_OVERHEAD != len(buf):
+    batch_length, magic, attributes, producer_id, producer_epoch = _PRODUCER_FIELDS.unpack_from(buf, 0)
+    if batch_length + LOG_OVERHEAD != len(buf) or magic != MAGIC:
         return None
-    fields = _HEADER.unpack_from(buf, 0)
-    return RecordBatchHeader(*fields) if fields[3] == MAGIC else None
+    return attributes, producer_id, producer_epoch
 
 
 def compute_crc(buf: Buffer, pos: int = 0) -> int:
