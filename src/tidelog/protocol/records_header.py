@@ -278,51 +278,67 @@ def validate_batch(buf: Buffer, pos: int = 0, *, from_client: bool = False) -> R
     record, records_count == last_offset_delta + 1, no control batch, a base_sequence with a producer id
     (all ``InvalidRecordError``). Batches read back from a log (compacted, empty, control) pass without it.
     """
+    return _validate_batch(buf, pos, from_client, None)
+
+
+def _validate_batch(
+    buf: Buffer, pos: int, from_client: bool, max_batch_bytes: int | None
+) -> RecordBatchHeader:
+    """:func:`validate_batch`, and with ``max_batch_bytes`` first :func:`validate_batches`' size rule for a
+    whole batch. One function, the fields read once into locals: every produce request runs it."""
     available = len(buf) - pos
     if available < LOG_OVERHEAD or pos < 0:
         raise CorruptRecordError(f"record batch at {pos} truncated: {available} bytes, need {LOG_OVERHEAD}")
     (batch_length,) = _LENGTH.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)
+    size = batch_length + LOG_OVERHEAD
+    if max_batch_bytes is not None and max_batch_bytes < size <= available:
+        raise RecordTooLargeError(
+            f"record batch at {pos} is {size} bytes, more than the maximum {max_batch_bytes}"
+        )
     if batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             f"record batch at {pos} has batch_length {batch_length} < minimum {_MIN_BATCH_LENGTH}"
         )
-    size = batch_length + LOG_OVERHEAD
     if size > available:
         raise CorruptRecordError(
             f"record batch at {pos} truncated: batch_length {batch_length}, {available} bytes left"
         )
     fields = _HEADER.unpack_from(buf, pos)
-    if fields[3] != MAGIC:
-        raise CorruptRecordError(
-            f"record batch at {pos} has magic {fields[3]}, only magic {MAGIC} is supported"
-        )
+    (
+        _,
+        _,
+        _,
+        magic,
+        stored_crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        _,
+        base_sequence,
+        count,
+    ) = fields
+    if magic != MAGIC:
+        raise CorruptRecordError(f"record batch at {pos} has magic {magic}, only magic {MAGIC} is supported")
     crc = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
-    if crc != fields[4]:
+    if crc != stored_crc:
         raise CorruptRecordError(
-            f"record batch at {pos} fails its CRC32C: stored {fields[4]:#010x}, computed {crc:#010x}"
+            f"record batch at {pos} fails its CRC32C: stored {stored_crc:#010x}, computed {crc:#010x}"
         )
-    header = RecordBatchHeader(*fields)
-    _check_fields(header, pos, from_client)
-    return header
-
-
-def _check_fields(h: RecordBatchHeader, pos: int, from_client: bool) -> None:
-    attributes = h.attributes
-    if attributes & COMPRESSION_MASK > Compression.ZSTD:
+    compression = attributes & COMPRESSION_MASK
+    if compression > Compression.ZSTD:
         raise UnsupportedCompressionTypeError(
-            f"record batch at {pos} has unknown compression codec id {attributes & COMPRESSION_MASK}"
+            f"record batch at {pos} has unknown compression codec id {compression}"
         )
-    count = h.records_count
-    last_offset_delta = h.last_offset_delta
     if last_offset_delta < 0 or count < 0 or count > last_offset_delta + 1:
         raise InvalidRecordError(
             f"record batch at {pos} has records_count {count} for last_offset_delta {last_offset_delta}"
         )
-    if not attributes & COMPRESSION_MASK and count * _MIN_RECORD_BYTES > h.batch_length - _MIN_BATCH_LENGTH:
+    if not compression and count * _MIN_RECORD_BYTES > batch_length - _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
-            f"record batch at {pos} claims {count} records in {h.batch_length - _MIN_BATCH_LENGTH} bytes"
+            f"record batch at {pos} claims {count} records in {batch_length - _MIN_BATCH_LENGTH} bytes"
         )
-    base_timestamp, max_timestamp = h.base_timestamp, h.max_timestamp
     if base_timestamp < NO_TIMESTAMP or max_timestamp < NO_TIMESTAMP:
         raise InvalidTimestampError(
             f"record batch at {pos} has negative timestamps: base {base_timestamp}, max {max_timestamp}"
@@ -341,10 +357,11 @@ def _check_fields(h: RecordBatchHeader, pos: int, from_client: bool) -> None:
             raise InvalidRecordError(
                 f"record batch at {pos}: clients are not allowed to write control records"
             )
-        if h.producer_id > NO_PRODUCER_ID and h.base_sequence < 0:
+        if producer_id > NO_PRODUCER_ID and base_sequence < 0:
             raise InvalidRecordError(
-                f"record batch at {pos} has invalid base_sequence {h.base_sequence} for producer_id {h.producer_id}"
+                f"record batch at {pos} has invalid base_sequence {base_sequence} for producer_id {producer_id}"
             )
+    return RecordBatchHeader(*fields)
 
 
 def validate_batches(
@@ -360,17 +377,11 @@ def validate_batches(
     end = len(buf)
     if end == 0:
         raise InvalidRecordError("produce payload holds no record batch")
-    headers = []
-    pos = 0
+    header = _validate_batch(buf, 0, from_client, max_batch_bytes)
+    headers = [header]
+    pos = header.batch_length + LOG_OVERHEAD
     while pos < end:
-        if end - pos >= LOG_OVERHEAD:
-            (batch_length,) = _LENGTH.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)
-            if LOG_OVERHEAD + batch_length > max_batch_bytes and pos + LOG_OVERHEAD + batch_length <= end:
-                raise RecordTooLargeError(
-                    f"record batch at {pos} is {LOG_OVERHEAD + batch_length} bytes, "
-                    f"more than the maximum {max_batch_bytes}"
-                )
-        header = validate_batch(buf, pos, from_client=from_client)
+        header = _validate_batch(buf, pos, from_client, max_batch_bytes)
         headers.append(header)
         pos += header.batch_length + LOG_OVERHEAD
     return headers
