@@ -277,7 +277,7 @@ class Partition:
     def maybe_increment_high_watermark(self, now_ms: int, max_lag_ms: int = 0) -> bool:
         """Move the high watermark up to the smallest log end offset the leader must wait for; returns
         whether it moved."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not is_leader (asked after every leader append)
             return False
         log = self._log
         leader_end = log.log_end_offset

@@ -290,7 +290,9 @@ class PartitionLog:
             )
         if offset <= self._high_watermark:
             return False
-        self._set_high_watermark(offset, log_end)
+        # _set_high_watermark without its call (after every leader append); offset <= log_end already
+        self._high_watermark = high_watermark = max(offset, self._log_start_offset)
+        self.producer_state.on_high_watermark_updated(high_watermark)
         return True
 
     # ---- leader epochs ----------------------------------------------------------------------------

@@ -434,8 +434,8 @@ class LogSegment:
         handle = self._handle()
         fd = handle.fileno()
         total = len(data)
-        done = 0
         try:
+            done = os.pwrite(fd, data, position)  # all of it, but for a short write: no slice made
             while done < total:
                 done += os.pwrite(fd, data[done:], position + done)
         except OSError as exc:
