@@ -258,3 +258,38 @@ def test_trimming_an_unwritten_index_creates_an_empty_file(tmp_path: Path) -> No
     index.trim_to_valid_size()
     assert path.stat().st_size == 0
     assert TimeIndex(path, 0, 1200).entries == 0
+
+
+def test_the_last_entry_an_append_checks_against_follows_every_change_of_the_entries(tmp_path: Path) -> None:
+    """The append path's order checks use the last entry as remembered from the append that made it:
+    after a truncation, a reset, a deletion or a reopen the entry that is last now is the one checked."""
+    offsets = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 10_000)
+    times = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, 10_000)
+    for i in range(1, 6):
+        assert offsets.append(i * 10, i * 100)
+        assert times.maybe_append(1000 + i, i * 10)
+    assert offsets.last_entry() == OffsetPosition(50, 500)
+    assert times.last_entry() == TimestampOffset(1005, 50)
+    offsets.truncate_to(30)
+    times.truncate_to(30)
+    assert offsets.last_entry() == OffsetPosition(20, 200)
+    assert times.last_entry() == TimestampOffset(1002, 20)
+    assert offsets.append(25, 250)  # above 20: accepted (50 was truncated away)
+    assert times.maybe_append(1003, 25)  # 1003 > 1002, the last timestamp now
+    with pytest.raises(ValueError, match="not above the last entry 25"):
+        offsets.append(25, 260)
+    assert not times.maybe_append(1003, 26)
+    offsets.flush()
+    times.flush()
+    reopened = OffsetIndex(offsets.path, 0, 10_000)
+    assert reopened.last_entry() == OffsetPosition(25, 250)
+    with pytest.raises(ValueError, match="not above the last entry 25"):
+        reopened.append(25, 300)
+    offsets.reset()
+    assert offsets.last_entry() is None
+    assert offsets.append(5, 50)  # below every entry that was there: the index is empty now
+    assert offsets.last_entry() == OffsetPosition(5, 50)
+    times.delete_file()
+    assert times.last_entry() is None
+    assert times.maybe_append(7, 1)
+    assert times.last_entry() == TimestampOffset(7, 1)

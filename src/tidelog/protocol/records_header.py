@@ -65,7 +65,7 @@ __all__ = [
     "iter_batch_headers",
     "read_batch_header",
     "set_log_append_time",
-    "single_batch_header",
+    "single_batch_producer",
     "validate_batch",
     "validate_batches",
 ]
@@ -111,6 +111,10 @@ _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
 _INT16: Final = struct.Struct(">h")
 assert _HEADER.size == RECORD_BATCH_HEADER_SIZE
+_PRODUCER_FIELDS: Final = struct.Struct(">8xi4xb4xh20xqh")
+"""batch_length, magic, attributes, producer_id, producer_epoch: the fields :func:`single_batch_producer`
+reads."""
+assert _PRODUCER_FIELDS.size == PRODUCER_ID_OFFSET + 10
 
 
 class TimestampType(IntEnum):
@@ -131,9 +135,11 @@ def _increment_sequence(sequence: int, increment: int) -> int:
 class RecordBatchHeader:
     """The fixed fields of one batch, as read from the wire (nothing normalised).
 
-    Treat it as immutable (nothing assigns to it). Not ``frozen``: a frozen dataclass sets each of the
-    13 fields through ``object.__setattr__``, which made building one cost ten times as much, and the
-    produce path reads several headers per request (issue 17)."""
+    Treat it as a description of the bytes it was read from: the one thing that assigns to it is a
+    leader's rewrite of those bytes (``storage.log_validator.assign_offsets_and_epoch``: base offset and
+    partition leader epoch, in the append's own headers), so it keeps describing them. Not ``frozen``: a
+    frozen dataclass sets each of the 13 fields through ``object.__setattr__``, which made building one
+    cost ten times as much, and the produce path reads several headers per request (issue 17)."""
 
     base_offset: int
     batch_length: int
@@ -238,17 +244,18 @@ def iter_batch_headers(
         pos = next_pos
 
 
-def single_batch_header(buf: Buffer) -> RecordBatchHeader | None:
-    """The header of ``buf`` when it is exactly one whole batch (its length field covers the rest of
-    ``buf``, magic 2), else None: what :func:`iter_batch_headers` would yield as its only batch, without the
-    generator (a produce request over many partitions asks this of each one's payload)."""
+def single_batch_producer(buf: Buffer) -> tuple[int, int, int] | None:
+    """``(attributes, producer_id, producer_epoch)`` of ``buf`` when it is exactly one whole batch (its
+    length field covers the rest of ``buf``, magic 2), else None: what a produce request asks of each
+    partition's payload before the append validates it (Kafka's one-batch rule, and whether the batch is a
+    transactional producer's), read without building a :class:`RecordBatchHeader` (that is the append's,
+    :func:`validate_batches`)."""
     if len(buf) < RECORD_BATCH_HEADER_SIZE:
         return None
-    (batch_length,) = _LENGTH.unpack_from(buf, BATCH_LENGTH_OFFSET)
-    if batch_length + LOG_OVERHEAD != len(buf):
+    batch_length, magic, attributes, producer_id, producer_epoch = _PRODUCER_FIELDS.unpack_from(buf, 0)
+    if batch_length + LOG_OVERHEAD != len(buf) or magic != MAGIC:
         return None
-    fields = _HEADER.unpack_from(buf, 0)
-    return RecordBatchHeader(*fields) if fields[3] == MAGIC else None
+    return attributes, producer_id, producer_epoch
 
 
 def compute_crc(buf: Buffer, pos: int = 0) -> int:
@@ -271,51 +278,67 @@ def validate_batch(buf: Buffer, pos: int = 0, *, from_client: bool = False) -> R
     record, records_count == last_offset_delta + 1, no control batch, a base_sequence with a producer id
     (all ``InvalidRecordError``). Batches read back from a log (compacted, empty, control) pass without it.
     """
+    return _validate_batch(buf, pos, from_client, None)
+
+
+def _validate_batch(
+    buf: Buffer, pos: int, from_client: bool, max_batch_bytes: int | None
+) -> RecordBatchHeader:
+    """:func:`validate_batch`, and with ``max_batch_bytes`` first :func:`validate_batches`' size rule for a
+    whole batch. One function, the fields read once into locals: every produce request runs it."""
     available = len(buf) - pos
     if available < LOG_OVERHEAD or pos < 0:
         raise CorruptRecordError(f"record batch at {pos} truncated: {available} bytes, need {LOG_OVERHEAD}")
     (batch_length,) = _LENGTH.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)
+    size = batch_length + LOG_OVERHEAD
+    if max_batch_bytes is not None and max_batch_bytes < size <= available:
+        raise RecordTooLargeError(
+            f"record batch at {pos} is {size} bytes, more than the maximum {max_batch_bytes}"
+        )
     if batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             f"record batch at {pos} has batch_length {batch_length} < minimum {_MIN_BATCH_LENGTH}"
         )
-    size = batch_length + LOG_OVERHEAD
     if size > available:
         raise CorruptRecordError(
             f"record batch at {pos} truncated: batch_length {batch_length}, {available} bytes left"
         )
     fields = _HEADER.unpack_from(buf, pos)
-    if fields[3] != MAGIC:
-        raise CorruptRecordError(
-            f"record batch at {pos} has magic {fields[3]}, only magic {MAGIC} is supported"
-        )
+    (
+        _,
+        _,
+        _,
+        magic,
+        stored_crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        _,
+        base_sequence,
+        count,
+    ) = fields
+    if magic != MAGIC:
+        raise CorruptRecordError(f"record batch at {pos} has magic {magic}, only magic {MAGIC} is supported")
     crc = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
-    if crc != fields[4]:
+    if crc != stored_crc:
         raise CorruptRecordError(
-            f"record batch at {pos} fails its CRC32C: stored {fields[4]:#010x}, computed {crc:#010x}"
+            f"record batch at {pos} fails its CRC32C: stored {stored_crc:#010x}, computed {crc:#010x}"
         )
-    header = RecordBatchHeader(*fields)
-    _check_fields(header, pos, from_client)
-    return header
-
-
-def _check_fields(h: RecordBatchHeader, pos: int, from_client: bool) -> None:
-    attributes = h.attributes
-    if attributes & COMPRESSION_MASK > Compression.ZSTD:
+    compression = attributes & COMPRESSION_MASK
+    if compression > Compression.ZSTD:
         raise UnsupportedCompressionTypeError(
-            f"record batch at {pos} has unknown compression codec id {attributes & COMPRESSION_MASK}"
+            f"record batch at {pos} has unknown compression codec id {compression}"
         )
-    count = h.records_count
-    last_offset_delta = h.last_offset_delta
     if last_offset_delta < 0 or count < 0 or count > last_offset_delta + 1:
         raise InvalidRecordError(
             f"record batch at {pos} has records_count {count} for last_offset_delta {last_offset_delta}"
         )
-    if not attributes & COMPRESSION_MASK and count * _MIN_RECORD_BYTES > h.batch_length - _MIN_BATCH_LENGTH:
+    if not compression and count * _MIN_RECORD_BYTES > batch_length - _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
-            f"record batch at {pos} claims {count} records in {h.batch_length - _MIN_BATCH_LENGTH} bytes"
+            f"record batch at {pos} claims {count} records in {batch_length - _MIN_BATCH_LENGTH} bytes"
         )
-    base_timestamp, max_timestamp = h.base_timestamp, h.max_timestamp
     if base_timestamp < NO_TIMESTAMP or max_timestamp < NO_TIMESTAMP:
         raise InvalidTimestampError(
             f"record batch at {pos} has negative timestamps: base {base_timestamp}, max {max_timestamp}"
@@ -334,10 +357,11 @@ def _check_fields(h: RecordBatchHeader, pos: int, from_client: bool) -> None:
             raise InvalidRecordError(
                 f"record batch at {pos}: clients are not allowed to write control records"
             )
-        if h.producer_id > NO_PRODUCER_ID and h.base_sequence < 0:
+        if producer_id > NO_PRODUCER_ID and base_sequence < 0:
             raise InvalidRecordError(
-                f"record batch at {pos} has invalid base_sequence {h.base_sequence} for producer_id {h.producer_id}"
+                f"record batch at {pos} has invalid base_sequence {base_sequence} for producer_id {producer_id}"
             )
+    return RecordBatchHeader(*fields)
 
 
 def validate_batches(
@@ -353,17 +377,11 @@ def validate_batches(
     end = len(buf)
     if end == 0:
         raise InvalidRecordError("produce payload holds no record batch")
-    headers = []
-    pos = 0
+    header = _validate_batch(buf, 0, from_client, max_batch_bytes)
+    headers = [header]
+    pos = header.batch_length + LOG_OVERHEAD
     while pos < end:
-        if end - pos >= LOG_OVERHEAD:
-            (batch_length,) = _LENGTH.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)
-            if LOG_OVERHEAD + batch_length > max_batch_bytes and pos + LOG_OVERHEAD + batch_length <= end:
-                raise RecordTooLargeError(
-                    f"record batch at {pos} is {LOG_OVERHEAD + batch_length} bytes, "
-                    f"more than the maximum {max_batch_bytes}"
-                )
-        header = validate_batch(buf, pos, from_client=from_client)
+        header = _validate_batch(buf, pos, from_client, max_batch_bytes)
         headers.append(header)
         pos += header.batch_length + LOG_OVERHEAD
     return headers

@@ -277,12 +277,17 @@ class Partition:
     def maybe_increment_high_watermark(self, now_ms: int, max_lag_ms: int = 0) -> bool:
         """Move the high watermark up to the smallest log end offset the leader must wait for; returns
         whether it moved."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not is_leader (asked after every leader append)
             return False
-        leader_end = self._log.log_end_offset
+        log = self._log
+        leader_end = log.log_end_offset
         candidate = leader_end
         followers = self._followers
-        maximal = self.maximal_isr if followers else frozenset()
+        if not followers:  # a leader alone in its ISR (a single node): its log end, read once
+            return candidate > log.high_watermark and log.maybe_increment_high_watermark(
+                candidate, log_end_offset=leader_end
+            )
+        maximal = self.maximal_isr
         for replica, follower in followers.items():
             if follower.log_end_offset < candidate and (
                 replica in maximal
@@ -294,9 +299,9 @@ class Partition:
                 )
             ):
                 candidate = max(follower.log_end_offset, 0)
-        if candidate <= self._log.high_watermark:
+        if candidate <= log.high_watermark:
             return False
-        return self._log.maybe_increment_high_watermark(candidate)
+        return log.maybe_increment_high_watermark(candidate, log_end_offset=leader_end)
 
     def update_follower_fetch_state(
         self,
@@ -432,13 +437,15 @@ class Partition:
         COORDINATOR is the broker's own transactional batches (offset commits): producer id and epoch
         without sequences, checked for epochs only. ``required_acks`` -1 checks ``min.insync.replicas``
         first."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not is_leader
             raise KafkaProtocolError(
                 f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}",
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
             )
-        config = self._log.config
-        self._check_min_isr(required_acks)
+        log = self._log
+        config = log.config
+        if required_acks == -1:
+            self._check_min_isr(required_acks)
         headers = validate_batches(
             records, max_batch_bytes=config.max_message_bytes, from_client=origin is AppendOrigin.CLIENT
         )
@@ -446,7 +453,7 @@ class Partition:
             require_record_keys(
                 records, f"{self.topic}-{self.index}", max_message_bytes=config.max_message_bytes
             )
-        info = self._log.append(
+        info = log.append(
             records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin, headers=headers
         )
         self.maybe_increment_high_watermark(now_ms)

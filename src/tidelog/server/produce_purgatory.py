@@ -56,20 +56,32 @@ class PendingAppend:
     done: bool = False
 
 
+def _decide_one(
+    partition_of: Callable[[str, int], Partition | None],
+    topic: str,
+    index: int,
+    required_offset: int,
+    result: AppendStatus,
+) -> bool:
+    """Decide one partition's wait if it can be decided now (``result.error_code`` set); True when it was."""
+    partition = partition_of(topic, index)
+    if partition is None:
+        done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    else:
+        done, error = partition.check_enough_replicas_reach_offset(required_offset)
+    if done:
+        result.error_code = error
+    return done
+
+
 def _decide(pending: list[PendingAppend], partition_of: Callable[[str, int], Partition | None]) -> bool:
     """Decide every partition of ``pending`` that can be decided now; True when all are."""
     undecided = False
     for entry in pending:
         if entry.done:
             continue
-        partition = partition_of(entry.topic, entry.index)
-        if partition is None:
-            done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        else:
-            done, error = partition.check_enough_replicas_reach_offset(entry.required_offset)
-        if done:
+        if _decide_one(partition_of, entry.topic, entry.index, entry.required_offset, entry.result):
             entry.done = True
-            entry.result.error_code = error
         else:
             undecided = True
     return not undecided
@@ -117,6 +129,13 @@ class ProducePurgatory:
     def __init__(self, clock: Clock, partition_of: Callable[[str, int], Partition | None]) -> None:
         self._operations: AsyncPurgatory[DelayedOperation] = AsyncPurgatory("Produce", clock)
         self._partition_of = partition_of
+
+    def decided(self, topic: str, index: int, required_offset: int, result: AppendStatus) -> bool:
+        """Decide one partition's wait now if it can be (``result.error_code`` set), as :meth:`delay` decides
+        each partition first: True when it was (a leader alone in its ISR, the common single-node case),
+        so the caller passes :meth:`delay` only the partitions that must wait (none: no
+        :class:`PendingAppend` and no call at all)."""
+        return _decide_one(self._partition_of, topic, index, required_offset, result)
 
     def delay(self, timeout_ms: int, pending: list[PendingAppend], response: R) -> R | asyncio.Future[R]:
         """``response`` now if every partition is already decided, else a future of it (set once the last

@@ -470,9 +470,19 @@ class ReplicaManager:
         With ``required_acks`` -1 the ISR must have ``min.insync.replicas`` members (else
         NOT_ENOUGH_REPLICAS, nothing written); waiting for the high watermark is the caller's
         (:attr:`produce_purgatory`)."""
-        partition = self.leader_partition(topic, index)
-        if isinstance(partition, ErrorCode):
-            return partition, None, None
+        led = self._partitions.get((topic, index))
+        if (
+            led is not None
+            and led.leader_id == led.local_broker_id  # is_leader
+            and not self.fenced
+            and not self.log_dir_failures
+        ):
+            partition = led  # what leader_partition answers, without its calls (asked of every produce)
+        else:
+            found = self.leader_partition(topic, index)
+            if isinstance(found, ErrorCode):
+                return found, None, None
+            partition = found
         if not isinstance(records, bytes | bytearray | memoryview):
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
         high_watermark = partition.high_watermark

@@ -161,11 +161,13 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         """Retention by time and size applies (``cleanup.policy`` contains ``delete``)."""
-        return "delete" in self.cleanup_policies
+        return "delete" in self.cleanup_policy  # validated: the only words are delete and compact
 
     @property
     def compact_enabled(self) -> bool:
-        return "compact" in self.cleanup_policies
+        """Asked of every append: a substring test, exact because :meth:`validate` admits no other word
+        than ``delete`` and ``compact`` (neither holds the other)."""
+        return "compact" in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:

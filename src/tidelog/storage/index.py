@@ -97,6 +97,9 @@ class _SparseIndex:
         self._pending = bytearray()
         self._exists = False
         self._loaded = False
+        self._last: tuple[int, int] | None = None
+        """The raw fields of entry ``_entries - 1`` when known (None: read it); every change of the entries
+        other than an append forgets it, an append sets it."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._path.name}, entries={self.entries})"
@@ -138,6 +141,7 @@ class _SparseIndex:
         full capacity, created by its first entry."""
         if self._loaded:
             return
+        self._last = None
         try:
             fd = os.open(self._path, os.O_RDWR)
         except FileNotFoundError:
@@ -176,6 +180,7 @@ class _SparseIndex:
         os.close(os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
         self._length = self._entries = self._file_entries = 0
         self._pending = bytearray()
+        self._last = None
         self._capacity = self._rounded(self.max_index_size)
         self._exists = self._loaded = True
 
@@ -191,11 +196,13 @@ class _SparseIndex:
         self._length = length
         self._exists = True
 
-    def _add_pending(self, entry: bytes) -> None:
-        """Append one packed entry (room checked by the caller); a page of them due is written."""
+    def _add_pending(self, entry: bytes, fields: tuple[int, int]) -> None:
+        """Append one packed entry (room checked by the caller), ``fields`` unpacked; a page of them due is
+        written."""
         pending = self._pending
         pending += entry
         self._entries += 1
+        self._last = fields
         if len(pending) >= _PENDING_BYTES:
             self.write_pending()
 
@@ -291,8 +298,17 @@ class _SparseIndex:
         self._loaded = self._exists = False
         self._entries = self._file_entries = self._length = self._capacity = 0
         self._pending = bytearray()
+        self._last = None
 
     # ---- entries ----------------------------------------------------------------------------------
+
+    def _last_raw_entry(self) -> tuple[int, int]:
+        """The raw fields of the last entry (the caller checked there is one): remembered from the append
+        that made it, so the append path's checks do not read it back."""
+        last = self._last
+        if last is None:
+            last = self._last = self._raw_entry(self._entries - 1)
+        return last
 
     def _raw_entry(self, n: int) -> tuple[int, int]:
         in_file = self._file_entries
@@ -304,6 +320,7 @@ class _SparseIndex:
         """Keep the first ``n`` entries; entries cut from the file are cut from it now (``ftruncate``)."""
         self._load()
         n = min(n, self._entries)
+        self._last = None
         in_file = self._file_entries
         if n >= in_file:
             del self._pending[(n - in_file) * self.ENTRY_SIZE :]
@@ -384,8 +401,10 @@ class OffsetIndex(_SparseIndex):
         return OffsetPosition(self.base_offset + relative, position)
 
     def last_entry(self) -> OffsetPosition | None:
-        n = self.entries
-        return self.entry(n - 1) if n else None
+        if not self.entries:
+            return None
+        relative, position = self._last_raw_entry()
+        return OffsetPosition(self.base_offset + relative, position)
 
     @property
     def last_offset(self) -> int:
@@ -398,11 +417,11 @@ class OffsetIndex(_SparseIndex):
         relative = offset - self.base_offset
         self._check_append(relative)
         n = self.entries
-        if n and offset <= self.last_offset:
+        if n and relative <= self._last_raw_entry()[0]:
             raise ValueError(f"index entry offset {offset} not above the last entry {self.last_offset}")
-        if n >= self.max_entries:
+        if n >= self._capacity // self.ENTRY_SIZE:  # max_entries (loaded by entries above)
             return False
-        self._add_pending(self._ENTRY.pack(relative, position))
+        self._add_pending(self._ENTRY.pack(relative, position), (relative, position))
         return True
 
     def lookup(self, target_offset: int) -> OffsetPosition | None:
@@ -453,29 +472,33 @@ class TimeIndex(_SparseIndex):
         return TimestampOffset(timestamp, self.base_offset + relative)
 
     def last_entry(self) -> TimestampOffset | None:
-        n = self.entries
-        return self.entry(n - 1) if n else None
+        if not self.entries:
+            return None
+        timestamp, relative = self._last_raw_entry()
+        return TimestampOffset(timestamp, self.base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's (and >= 0).
 
         ``skip_full_check`` lets the roll entry use the reserved last slot. Returns whether it was added.
         """
-        last = self.last_entry()
-        if last is not None:
-            if offset < last.offset:
-                raise ValueError(f"time index offset {offset} below the last entry's {last.offset}")
-            if timestamp <= last.timestamp:
+        n = self.entries
+        relative = offset - self.base_offset
+        if n:
+            last_timestamp, last_relative = self._last_raw_entry()
+            if relative < last_relative:
+                raise ValueError(
+                    f"time index offset {offset} below the last entry's {self.base_offset + last_relative}"
+                )
+            if timestamp <= last_timestamp:
                 return False
         elif timestamp < 0:
             return False
-        n = self.entries
-        limit = self.max_entries if skip_full_check else self.max_entries - 1
-        if n >= limit:
+        max_entries = self._capacity // self.ENTRY_SIZE  # loaded by entries above
+        if n >= (max_entries if skip_full_check else max_entries - 1):
             return False
-        relative = offset - self.base_offset
         self._check_append(relative)
-        self._add_pending(self._ENTRY.pack(timestamp, relative))
+        self._add_pending(self._ENTRY.pack(timestamp, relative), (timestamp, relative))
         return True
 
     def lookup(self, target_timestamp: int) -> TimestampOffset | None:

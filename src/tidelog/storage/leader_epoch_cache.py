@@ -206,10 +206,11 @@ class LeaderEpochFileCache:
         ``start_offset`` are removed from the end first. ``ValueError`` for a negative epoch or offset."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry {EpochEntry(epoch, start_offset)}")
-        latest = self.latest_entry
-        if latest is not None and latest.epoch == epoch and start_offset >= latest.start_offset:
-            return False
         entries = self._entries
+        if entries:  # asked before every leader append: the latest entry without the property
+            latest = entries[-1]
+            if latest.epoch == epoch and start_offset >= latest.start_offset:
+                return False
         while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
             entries.pop()
             self._epochs.pop()

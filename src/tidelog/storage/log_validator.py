@@ -24,7 +24,6 @@ from tidelog.protocol.records import (
     InvalidTimestampError,
     RecordBatchHeader,
     RecordError,
-    TimestampType,
     assign_offsets,
     decode_batch,
     decode_control_record,
@@ -33,6 +32,7 @@ from tidelog.protocol.records import (
     set_log_append_time,
     validate_batch,
 )
+from tidelog.protocol.records_header import TIMESTAMP_TYPE_BIT
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.producer_state import EndTxnMarker
@@ -81,7 +81,7 @@ def check_timestamps(
     if config.log_append_time:
         return
     for _, header in batches:
-        if header.timestamp_type != TimestampType.CREATE_TIME:
+        if header.attributes & TIMESTAMP_TYPE_BIT:  # LogAppendTime (``timestamp_type``, without the enum)
             continue
         low = header.base_timestamp if header.base_timestamp >= 0 else header.max_timestamp
         if 0 <= low < now_ms - config.message_timestamp_before_max_ms:
@@ -105,12 +105,24 @@ def assign_offsets_and_epoch(
     log_append_time_ms: int | None,
 ) -> Batches:
     """A leader's rewrite: consecutive offsets from ``first_offset``, ``leader_epoch`` as every batch's
-    partition leader epoch and, with ``log_append_time_ms``, LogAppendTime. Returns the new headers."""
+    partition leader epoch and, with ``log_append_time_ms``, LogAppendTime. Returns the headers of the
+    rewritten batches.
+
+    The headers of ``batches`` are this append's own (parsed from ``buf`` for it): without LogAppendTime
+    they are updated in place with the two fields rewritten (base offset, partition leader epoch), so they
+    go on describing ``buf`` without being parsed again; with it (attributes, max timestamp and CRC change
+    too) they are read again from the rewritten bytes."""
     next_offset = first_offset
+    if log_append_time_ms is None:
+        for position, header in batches:
+            assign_offsets(buf, position, next_offset, leader_epoch)
+            header.base_offset = next_offset
+            header.partition_leader_epoch = leader_epoch
+            next_offset += header.last_offset_delta + 1
+        return list(batches)
     for position, header in batches:
         assign_offsets(buf, position, next_offset, leader_epoch)
-        if log_append_time_ms is not None:
-            set_log_append_time(buf, position, log_append_time_ms)
+        set_log_append_time(buf, position, log_append_time_ms)
         next_offset += header.last_offset_delta + 1
     return [(position, read_batch_header(buf, position)) for position, _ in batches]
 

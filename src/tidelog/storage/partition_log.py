@@ -60,7 +60,7 @@ from tidelog.protocol.records import ControlRecordType, RecordBatchHeader, encod
 from tidelog.storage import layout, log_validator, retention, segment_swap
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.checkpoint import fsync_dir
-from tidelog.storage.config import LogConfig
+from tidelog.storage.config import LONG_MAX, LogConfig
 from tidelog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from tidelog.storage.fetch_data import FetchDataInfo, FileRegion
 from tidelog.storage.file_handles import OpenSegmentLimiter
@@ -279,17 +279,20 @@ class PartitionLog:
         self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
-    def maybe_increment_high_watermark(self, offset: int) -> bool:
+    def maybe_increment_high_watermark(self, offset: int, *, log_end_offset: int | None = None) -> bool:
         """A leader's high watermark only rises (Kafka's ``maybeIncrementHighWatermark``): set ``offset`` if
-        it is above the current one; returns whether it was. ``ValueError`` above the log end offset."""
-        log_end = self.log_end_offset
+        it is above the current one; returns whether it was. ``ValueError`` above the log end offset
+        (``log_end_offset``: as the caller has just read it, not read again)."""
+        log_end = self.log_end_offset if log_end_offset is None else log_end_offset
         if offset > log_end:
             raise ValueError(
                 f"high watermark {offset} of {self._dir.name} above the log end offset {log_end}"
             )
         if offset <= self._high_watermark:
             return False
-        self._set_high_watermark(offset, log_end)
+        # _set_high_watermark without its call (after every leader append); offset <= log_end already
+        self._high_watermark = high_watermark = max(offset, self._log_start_offset)
+        self.producer_state.on_high_watermark_updated(high_watermark)
         return True
 
     # ---- leader epochs ----------------------------------------------------------------------------
@@ -399,8 +402,9 @@ class PartitionLog:
         else:
             buf = bytearray(records)
         batches = log_validator.whole_batches(buf) if headers is None else log_validator.positioned(headers)
-        self._check_append_size(len(buf))
         config = self._config
+        if len(buf) > config.segment_bytes:
+            self._check_append_size(len(buf))
         log_end = self.log_end_offset
         markers = log_validator.end_txn_markers(buf, batches)
         if not assign_offsets:
@@ -410,13 +414,19 @@ class PartitionLog:
                 buf, batches, None, markers, now_ms=now_ms, log_append_time=-1, log_end=log_end
             )
         append_time = config.log_append_time
-        if not append_time:
+        if not append_time and (
+            config.message_timestamp_before_max_ms != LONG_MAX
+            or config.message_timestamp_after_max_ms != LONG_MAX
+        ):  # at Kafka's defaults (both LONG_MAX) no int64 timestamp is out of bounds: nothing to check
             log_validator.check_timestamps(config, batches, now_ms)
-        producer_info = self.producer_state.prepare([header for _, header in batches], markers, origin=origin)
+        producer_info = self.producer_state.prepare(
+            headers if headers is not None else [header for _, header in batches], markers, origin=origin
+        )
         if producer_info.status is AppendStatus.DUPLICATE:
             assert producer_info.duplicate is not None
             return self._duplicate_info(producer_info.duplicate, batches)
-        producer_info.raise_for_error()
+        if producer_info.status is not AppendStatus.OK:
+            producer_info.raise_for_error()
         batches = log_validator.assign_offsets_and_epoch(
             buf,
             batches,
@@ -520,16 +530,20 @@ class PartitionLog:
         active.append(memoryview(buf), batches, now_ms=now_ms)
         self._flushes.changed()
         if producer_info is not None:
-            completed = self.producer_state.commit(
-                producer_info, first_offset, log_append_time=log_append_time
-            )
+            if not producer_info.pending and not producer_info.markers:
+                completed = []  # batches without a producer id: nothing to commit (commit's own shortcut)
+            else:
+                completed = self.producer_state.commit(
+                    producer_info, first_offset, log_append_time=log_append_time
+                )
         else:
             replayed = (
                 self.producer_state.replay(h, markers[i] if markers else None)
                 for i, (_, h) in enumerate(batches)
             )
             completed = [txn for txn in replayed if txn is not None]
-        self._index_completed_transactions(completed)
+        if completed:
+            self._index_completed_transactions(completed)
 
         # the log end is now last_offset + 1 (the active segment's next offset)
         if last_offset + 1 - self._flushes.recovery_point >= self._config.flush_messages:

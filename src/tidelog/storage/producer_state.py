@@ -63,7 +63,13 @@ from types import MappingProxyType
 from typing import Final, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, ControlRecordType, RecordBatchHeader
+from tidelog.protocol.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    ControlRecordType,
+    RecordBatchHeader,
+)
 from tidelog.storage.checkpoint import atomic_write, fsync_dir
 from tidelog.storage.errors import StorageError
 from tidelog.storage.producer_snapshot import (
@@ -426,6 +432,8 @@ class ProducerStateManager:
         updates are placed by them, and only INVALID_TXN_STATE can be refused (Kafka's rules for
         replication: an older producer or coordinator epoch is logged and applied).
         """
+        if markers is None and len(headers) == 1 and headers[0].producer_id <= NO_PRODUCER_ID:
+            return _OK_EMPTY  # one batch without a producer id (most produce requests): the loop skips it
         client = origin is AppendOrigin.CLIENT
         replication = origin is AppendOrigin.REPLICATION
         working: dict[int, ProducerStateEntry] = {}

@@ -434,8 +434,8 @@ class LogSegment:
         handle = self._handle()
         fd = handle.fileno()
         total = len(data)
-        done = 0
         try:
+            done = os.pwrite(fd, data, position)  # all of it, but for a short write: no slice made
             while done < total:
                 done += os.pwrite(fd, data[done:], position + done)
         except OSError as exc:
@@ -472,14 +472,18 @@ class LogSegment:
         """Kafka's ``shouldRoll``: the append would overflow ``segment.bytes``, the first batch is older than
         ``segment.ms`` (minus jitter), an index is full, or the offsets no longer fit. Never for an empty
         segment, except when the offsets do not fit."""
-        if not self.can_hold_offset(max_offset_in_messages):
+        if not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX:  # can_hold_offset
             return True
-        if self._size == 0:
+        size = self._size
+        if size == 0:
             return False
         config = self._config
+        base_ms = self._first_append_ms  # asked before every append: _rolling_base_ms without its call
+        if base_ms is None:
+            base_ms = self._rolling_base_ms()
         return (
-            self._size > config.segment_bytes - messages_size
-            or now_ms - self._rolling_base_ms() > config.segment_ms - self._jitter_ms
+            size > config.segment_bytes - messages_size
+            or now_ms - base_ms > config.segment_ms - self._jitter_ms
             or self.offset_index.is_full
             or self.time_index.is_full
         )

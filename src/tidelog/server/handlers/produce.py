@@ -21,7 +21,7 @@ from __future__ import annotations
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ProduceRequest, ProduceResponse
 from tidelog.protocol.records import CorruptRecordError, iter_batch_headers
-from tidelog.protocol.records_header import single_batch_header
+from tidelog.protocol.records_header import NO_PRODUCER_ID, TRANSACTIONAL_BIT, single_batch_producer
 from tidelog.server.clock import Clock
 from tidelog.server.dispatch import NO_RESPONSE, Answer, NoResponse, RequestContext
 from tidelog.server.handlers.authz import Authz, topic_allowed, txn_allowed
@@ -52,10 +52,11 @@ def _read_payload(records: object, api_version: int) -> tuple[str | None, tuple[
             f"Produce requests with version {api_version} must have at least one record batch per partition",
             None,
         )
-    only = single_batch_header(records)  # the common case, without the generator below
+    only = single_batch_producer(records)  # the common case, without the generator below
     if only is not None:
-        if only.is_transactional and only.has_producer_id:
-            return None, (only.producer_id, only.producer_epoch)
+        attributes, producer_id, producer_epoch = only
+        if attributes & TRANSACTIONAL_BIT and producer_id > NO_PRODUCER_ID:
+            return None, (producer_id, producer_epoch)
         return None, None
     first = second = None
     try:
@@ -103,13 +104,14 @@ class ProduceHandler:
         now = self._clock.now_ms()
         responses = []
         waiting: list[PendingAppend] = []
-        hints = LeaderHints(self._metadata, ctx.listener_name)
+        hints: LeaderHints | None = None  # made for the first error that may name a leader
         refused = self._authz is not None and self._transactional_id_denied(ctx, request)
         api_version = ctx.api_version
         with_hints = api_version >= 10
         transactional_id = request.transactional_id
         replicas = self._replicas
         append = replicas.append
+        decided = replicas.produce_purgatory.decided
         for topic_data in request.topic_data:
             name = topic_data.name
             topic_error, topic_message = self._topic_error(ctx, name, acks, refused)
@@ -144,23 +146,28 @@ class ProduceHandler:
                 if error:
                     result.error_code = error
                     result.error_message = message
-                    hint = hints.hint(name, index, error) if with_hints else None
-                    if hint is not None:
-                        result.current_leader = ProduceResponse.LeaderIdAndEpoch(
-                            leader_id=hint.leader_id, leader_epoch=hint.leader_epoch
-                        )
+                    if with_hints:
+                        if hints is None:
+                            hints = LeaderHints(self._metadata, ctx.listener_name)
+                        hint = hints.hint(name, index, error)
+                        if hint is not None:
+                            result.current_leader = ProduceResponse.LeaderIdAndEpoch(
+                                leader_id=hint.leader_id, leader_epoch=hint.leader_epoch
+                            )
                 if info is not None:
                     result.base_offset = info.first_offset
                     result.log_append_time_ms = info.log_append_time
                     result.log_start_offset = info.log_start_offset
-                    if acks == -1:
+                    if acks == -1 and not decided(name, index, info.last_offset + 1, result):
                         waiting.append(PendingAppend(name, index, info.last_offset + 1, result))
             responses.append(ProduceResponse.TopicProduceResponse(name=name, partition_responses=results))
         if acks == 0:
             return NO_RESPONSE
         response = ProduceResponse(
             responses=responses,
-            node_endpoints=[
+            node_endpoints=[]
+            if hints is None
+            else [
                 ProduceResponse.NodeEndpoint(node_id=node, host=host, port=port, rack=rack)
                 for node, (host, port, rack) in sorted(hints.endpoints.items())
             ],
