@@ -16,8 +16,10 @@ Invariants:
   watching its partitions (a :class:`~tidelog.server.fetch_wait.FetchWait`: a change to one partition costs
   O(1), counted from the appended batch sizes, never a re-read), and completes as soon as enough data is
   visible, a watched partition's leadership changes, or the wait expires; either way the response is built
-  once, from a fresh read at completion (sessionless consumer fetches completed by the same change that asked
-  the same thing get one shared answer: :func:`~tidelog.server.shared_reads.answer_key`).
+  once, from a fresh read at completion (a fetch whose partitions are all led here, readable and at their
+  fetchable end is parked without building a first answer it would throw away; sessionless consumer fetches
+  completed by the same change that asked the same thing get one shared answer:
+  :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -179,12 +181,24 @@ class FetchHandler:
                 response = session_answer(context, wanted, response, committed=committed)
             return self._bytes_out(response) if count_out else response
 
-        response, nbytes, has_error = build(wanted)
-        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
-            return answer(wanted, response)
+        response: FetchResponse | None = None
+        if (
+            request.max_wait_ms > 0
+            and request.min_bytes > 0
+            and self._caught_up(wanted, version, isolation, diverged, replica_id)
+        ):
+            nbytes = 0  # it waits: its answer is built at completion, not now (issue 17)
+        else:
+            response, nbytes, has_error = build(wanted)
+            if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
+                return answer(wanted, response)
+
+        def answer_now() -> FetchResponse:
+            return answer(wanted, response if response is not None else build(wanted)[0])
+
         waiting = watched()  # an incremental fetch reads what may have news, but waits on its whole session
         if not waiting:
-            return answer(wanted, response)
+            return answer_now()
         wait = FetchWait(
             min_bytes=request.min_bytes,
             accumulated=nbytes,
@@ -198,7 +212,7 @@ class FetchHandler:
             for p in w.partitions:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
-                    return answer(wanted, response)
+                    return answer_now()
         if replica_id >= 0 or (context is not None and context.session is not None):
             return self._purgatory.delay(
                 wait, request.max_wait_ms, lambda: answer(waiting, build(waiting)[0])
@@ -222,6 +236,38 @@ class FetchHandler:
             return response, has_error
 
         return self._purgatory.delay(wait, request.max_wait_ms, complete)
+
+    def _caught_up(
+        self,
+        wanted: list[Wanted],
+        version: int,
+        isolation: FetchIsolation,
+        diverged: dict[tuple[str, int], EpochEndOffset],
+        replica_id: int,
+    ) -> bool:
+        """Whether :meth:`_read` would find no byte and no error in any partition of ``wanted`` (each led here,
+        readable by this client, at its fetchable end): then a fetch that waits is parked without building the
+        answer it would throw away. False whenever in doubt (the caller then reads)."""
+        lookup = self._replicas.leader_partition
+        for topic in wanted:
+            name = topic.name
+            if name is None or topic.denied:
+                return False
+            for p in topic.partitions:
+                partition = lookup(name, p.partition)
+                if isinstance(partition, ErrorCode):
+                    return False
+                if replica_id >= 0 and (
+                    replica_id not in partition.assignment or (name, p.partition) in diverged
+                ):
+                    return False
+                if partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1) is not (
+                    ErrorCode.NONE
+                ):
+                    return False
+                if p.fetch_offset != partition.fetchable_offset(isolation):
+                    return False
+        return True
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
