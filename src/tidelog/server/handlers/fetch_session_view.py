@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import cast
 
 from tidelog.protocol.messages import FetchRequest, FetchResponse
-from tidelog.server.fetch_sessions import CachedPartition, ContextKind, FetchContext, FetchSessionCache
+from tidelog.server.fetch_sessions import (
+    FINAL_EPOCH,
+    CachedPartition,
+    ContextKind,
+    FetchContext,
+    FetchSessionCache,
+)
 
 __all__ = ["Wanted", "open_context", "session_answer", "session_key"]
 
@@ -57,6 +63,11 @@ def open_context(
     ``recheck`` set, and those whose ``last_change`` (the fetch purgatory's count of changes, by (topic,
     partition)) is above the count when the session was last served: an idle, caught-up partition costs a
     dict lookup."""
+    if request.session_epoch == FINAL_EPOCH:  # sessionless (or closing its session): nothing is cached
+        context = cache.new_context(
+            request.session_id, request.session_epoch, (), (), privileged=privileged, now_ms=now_ms
+        )
+        return context, wanted, lambda: wanted
     last_change = last_change if last_change is not None else {}
     fetch = [(session_key(w.name, w.topic_id, p.partition), p) for w in wanted for p in w.partitions]
     forgotten = []
