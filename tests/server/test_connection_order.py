@@ -62,6 +62,30 @@ class _Transport:
         self.eof.set()
 
 
+class _ReceivingTransport(_Transport):
+    """The same, read the way a plain socket is (issue 17): ``start_receiving`` hands each read to the
+    connection from a callback; nothing is handed over while reading is paused."""
+
+    def start_receiving(self, receiver: Any, max_bytes: int) -> None:
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._feeding = asyncio.get_running_loop().create_task(self._feed(receiver))
+
+    async def _feed(self, receiver: Any) -> None:
+        while self._incoming:
+            await self._resumed.wait()
+            receiver.data_received(self._incoming.pop())
+        await self.eof.wait()
+        await self._resumed.wait()
+        receiver.data_received(b"")
+
+    def pause_receiving(self) -> None:
+        self._resumed.clear()
+
+    def resume_receiving(self) -> None:
+        self._resumed.set()
+
+
 def _correlation_ids(data: bytes) -> list[int]:
     ids, position = [], 0
     while position < len(data):
@@ -72,8 +96,9 @@ def _correlation_ids(data: bytes) -> list[int]:
     return ids
 
 
-def _run(take: int | None) -> _Transport:
-    """Requests 1-5 in one read; 3 is answered later (a long poll), the others at once."""
+def _run(take: int | None, receiving: bool = False) -> _Transport:
+    """Requests 1-5 in one read; 3 is answered later (a long poll), the others at once. ``receiving``: the
+    reads are handed over by ``start_receiving`` (a plain socket's way) instead of awaited with ``recv``."""
 
     async def scenario() -> _Transport:
         loop = asyncio.get_running_loop()
@@ -84,7 +109,8 @@ def _run(take: int | None) -> _Transport:
                 return delayed
             return DescribeClusterResponse(cluster_id=f"answer-{ctx.correlation_id}")
 
-        transport = _Transport(b"".join(_frame(i) for i in range(1, 6)), take)
+        kind = _ReceivingTransport if receiving else _Transport
+        transport = kind(b"".join(_frame(i) for i in range(1, 6)), take)
         connection = Connection(
             transport,  # type: ignore[arg-type]
             "127.0.0.1:1",
@@ -116,15 +142,74 @@ def _correlation_ids_whole(data: bytes) -> list[int]:
     return ids
 
 
-def test_answers_of_one_read_leave_in_one_send_and_in_order() -> None:
-    transport = _run(take=None)
+@pytest.mark.parametrize("receiving", [False, True], ids=["recv", "start_receiving"])
+def test_answers_of_one_read_leave_in_one_send_and_in_order(receiving: bool) -> None:
+    transport = _run(take=None, receiving=receiving)
     assert _correlation_ids(bytes(transport.received)) == [1, 2, 3, 4, 5]
     # 1 and 2 together (the reader corked them until the parked 3 was queued); 3 from its done callback,
     # then 4 and 5 behind it
     assert [_correlation_ids(s) for s in transport.sends] == [[1, 2], [3], [4], [5]]
 
 
+@pytest.mark.parametrize("receiving", [False, True], ids=["recv", "start_receiving"])
 @pytest.mark.parametrize("take", [1, 7, 40])
-def test_what_the_socket_does_not_take_follows_in_order(take: int) -> None:
-    transport = _run(take=take)
+def test_what_the_socket_does_not_take_follows_in_order(take: int, receiving: bool) -> None:
+    transport = _run(take=take, receiving=receiving)
+    assert _correlation_ids(bytes(transport.received)) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("receiving", [False, True], ids=["recv", "start_receiving"])
+def test_at_most_max_in_flight_requests_are_handled_until_answers_leave(receiving: bool) -> None:
+    """queued.max.requests = 2: of five requests read at once, two are handled while both wait for their
+    answers (and a transport read by ``start_receiving`` is paused meanwhile); as answers leave, the rest
+    follow, in order, and reading resumes."""
+
+    async def scenario() -> tuple[list[int], list[int], bool, _Transport]:
+        loop = asyncio.get_running_loop()
+        answers: dict[int, asyncio.Future[DescribeClusterResponse]] = {}
+        handled: list[int] = []
+        progress = asyncio.Event()
+
+        def handler(ctx: RequestContext, request: Any) -> Any:
+            handled.append(ctx.correlation_id)
+            answers[ctx.correlation_id] = loop.create_future()
+            progress.set()
+            return answers[ctx.correlation_id]
+
+        async def until_handled(count: int) -> None:
+            while len(handled) < count:
+                progress.clear()
+                await progress.wait()
+
+        kind = _ReceivingTransport if receiving else _Transport
+        transport = kind(b"".join(_frame(i) for i in range(1, 6)), None)
+        connection = Connection(
+            transport,  # type: ignore[arg-type]
+            "127.0.0.1:1",
+            1,
+            Dispatcher([Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, handler)]),
+            max_request_bytes=1 << 20,
+            max_in_flight=2,
+        )
+        serving = asyncio.create_task(connection.serve())
+        async with asyncio.timeout(10):
+            await until_handled(2)
+            for _ in range(20):  # a few loop turns: nothing more may be handled while both wait
+                await asyncio.sleep(0)
+            held = list(handled)
+            paused = isinstance(transport, _ReceivingTransport) and not transport._resumed.is_set()
+            for i in range(1, 6):
+                await until_handled(i)
+                answers[i].set_result(DescribeClusterResponse(cluster_id=f"answer-{i}"))
+            await transport.until_received(5)
+            if isinstance(transport, _ReceivingTransport):
+                assert transport._resumed.is_set()
+            transport.eof.set()
+            await serving
+        return held, handled, paused, transport
+
+    held, handled, paused, transport = asyncio.run(scenario())
+    assert held == [1, 2]
+    assert handled == [1, 2, 3, 4, 5]
+    assert paused == receiving
     assert _correlation_ids(bytes(transport.received)) == [1, 2, 3, 4, 5]

@@ -132,3 +132,84 @@ def test_after_shutdown_read_a_tls_stream_ends_reading_and_still_answers(
 
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         assert runner.run(scenario()) == ([b"request", b""], b"answer")
+
+
+class _Reads:
+    """A receiver that records what ``start_receiving`` hands it."""
+
+    def __init__(self) -> None:
+        self.reads: list[bytes] = []
+        self.failures: list[OSError] = []
+        self.changed = asyncio.Event()
+
+    def data_received(self, data: bytes) -> None:
+        self.reads.append(data)
+        self.changed.set()
+
+    def receive_failed(self, exc: OSError) -> None:
+        self.failures.append(exc)
+        self.changed.set()
+
+    async def until(self, data: bytes) -> None:
+        while b"".join(self.reads) != data:
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 10)
+
+
+@pytest.mark.parametrize(
+    "loop_factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"]
+)
+def test_start_receiving_hands_reads_over_pauses_and_ends(
+    loop_factory: Callable[[], asyncio.AbstractEventLoop],
+) -> None:
+    """A plain socket read through callbacks (issue 17): reads reach the receiver, none while paused (they
+    wait in the kernel), all of them once resumed, then ``b""`` at end of stream; after ``shutdown_read``
+    the end comes too; ``recv`` is refused on a transport that hands its reads over."""
+
+    async def scenario() -> tuple[list[bytes], list[bytes], list[bytes]]:
+        loop = asyncio.get_running_loop()
+        ours, peer = socket.socketpair()
+        ours.setblocking(False)
+        transport = PlainTransport(ours)
+        reads = _Reads()
+        transport.start_receiving(reads, 1 << 16)
+        peer.sendall(b"one")
+        await reads.until(b"one")
+        transport.pause_receiving()
+        peer.sendall(b"two")  # in our socket's buffer at once (a socketpair)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        while_paused = list(reads.reads)
+        with pytest.raises(RuntimeError):
+            await transport.recv(100)
+        transport.resume_receiving()
+        await reads.until(b"onetwo")
+        peer.close()
+        await reads.until(b"onetwo")
+        while reads.reads[-1] != b"":
+            reads.changed.clear()
+            await asyncio.wait_for(reads.changed.wait(), 10)
+        ended = list(reads.reads)
+        transport.close()
+
+        ours, peer = socket.socketpair()
+        ours.setblocking(False)
+        transport = PlainTransport(ours)
+        reads = _Reads()
+        transport.start_receiving(reads, 1 << 16)
+        transport.shutdown_read()
+        while not reads.reads:
+            reads.changed.clear()
+            await asyncio.wait_for(reads.changed.wait(), 10)
+        transport.send_now(b"still answers")
+        assert await loop.sock_recv(peer, 100) == b"still answers"
+        transport.close()
+        peer.close()
+        return while_paused, ended, reads.reads
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        while_paused, ended, after_shutdown = runner.run(scenario())
+    assert while_paused == [b"one"]
+    assert b"".join(ended) == b"onetwo"
+    assert ended[-1] == b""
+    assert after_shutdown == [b""]

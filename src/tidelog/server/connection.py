@@ -36,6 +36,13 @@ Invariants:
   behind them.
 - :meth:`Connection.mute_for` (a client over its quota, KIP-219) holds the next request, read or not,
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
+- Two ways to read, one rule set. A transport with ``start_receiving`` (a plain socket) hands each read to
+  :meth:`Connection.data_received` from the loop's reader callback and the frames are handled right there
+  (issue 17: no coroutine, future or task switch per read); when a frame must wait (capacity, a mute) or
+  there is no capacity for the next one, reading pauses (``pause_receiving``: TCP pushes back), a task waits
+  exactly as the read loop would (:meth:`Connection._unblock`), takes the frames in turn and resumes reading.
+  Any other transport (TLS streams) is read by the coroutine :meth:`Connection._read_loop`. Either way the
+  connection ends on end of stream, a failed read, a bad frame, ``stop_reading`` or ``close``.
 """
 
 from __future__ import annotations
@@ -59,7 +66,7 @@ from .dispatch import ANONYMOUS, Answer, Dispatcher, KafkaPrincipal, NoResponse,
 from .metrics.request_metrics import RequestMetrics
 from .request_log_context import current_request
 from .security.sasl_session import SaslSession, SaslStateError
-from .transport import Transport
+from .transport import Receiver, Transport
 
 __all__ = ["Connection"]
 
@@ -141,6 +148,12 @@ class Connection:
         self._corked_timings: list[tuple[tuple[int, int, float, float, float] | None, Response]] = []
         self._writer_active = False
         """The writer task is at work (not parked waiting for a ready answer): :meth:`_flush` leaves it the queue."""
+        self._received_all: asyncio.Future[None] | None = None
+        """While reads come through :meth:`data_received`: resolved when reading ends (its exception: why)."""
+        self._held: _Bytes | None = None
+        """A frame taken from the decoder that waits for a mute to pass (:meth:`_take_frames`)."""
+        self._unblocker: asyncio.Task[None] | None = None
+        """The task that waits for capacity or a mute while reading is paused (None: not blocked)."""
 
     @property
     def peer(self) -> str:
@@ -153,8 +166,14 @@ class Connection:
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write_loop())
+        start_receiving: Callable[[Receiver, int], None] | None = getattr(
+            self._transport, "start_receiving", None
+        )
         try:
-            await self._read_loop()
+            if start_receiving is None:
+                await self._read_loop()
+            else:
+                await self._receive(loop, start_receiving)
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s from %s: %s", self._id, self._peer, exc)
         except KafkaProtocolError as exc:
@@ -198,12 +217,123 @@ class Connection:
         self._has_pending.set()
         self._room.set()
         self._transport.shutdown_read()
+        self._end_receiving()
 
     def close(self) -> None:
         self._closing = True
         self._unmuted.set()
         self._output_flowing.set()
         self._transport.close()
+        self._end_receiving()
+
+    # ---- reads handed over by the transport's reader callback (issue 17) ----
+
+    async def _receive(self, loop: asyncio.AbstractEventLoop, start: Callable[[Receiver, int], None]) -> None:
+        """Serve the reads :meth:`data_received` gets until reading ends (the read loop's counterpart)."""
+        received_all = self._received_all = loop.create_future()
+        try:
+            if not self._closing:
+                start(self, _RECV_BYTES)
+                await received_all
+        finally:
+            self._received_all = None
+            pause = getattr(self._transport, "pause_receiving", None)
+            if pause is not None:
+                pause()
+            if self._unblocker is not None:
+                self._unblocker.cancel()
+                self._unblocker = None
+            self._uncork()
+
+    def _end_receiving(self, exc: BaseException | None = None) -> None:
+        received_all = self._received_all
+        if received_all is not None and not received_all.done():
+            if exc is None:
+                received_all.set_result(None)
+            else:
+                received_all.set_exception(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """The transport's reader callback: the bytes of one read (``b""``: end of stream). The frames are
+        handled here, in order, as the read loop would."""
+        received_all = self._received_all
+        if received_all is None or received_all.done() or self._closing:
+            return
+        if not data:
+            self._end_receiving()
+            return
+        self.last_active = time.monotonic()
+        if self._metrics is not None:
+            self._received = time.perf_counter()
+        try:
+            self._decoder.receive_data(data)
+            if self._unblocker is None:  # else reading was paused, and the waiting task takes the frames
+                self._take_frames()
+        except Exception as exc:  # noqa: BLE001 - serve() handles it as the read loop's
+            self._uncork()
+            self._end_receiving(exc)
+
+    def receive_failed(self, exc: OSError) -> None:
+        """The transport's read failed."""
+        self._end_receiving(exc)
+
+    def _take_frames(self) -> None:
+        """Handle the buffered frames in order while there is capacity and no mute; when there is none (even
+        for a frame not yet whole: the read loop would not read then), pause reading and let
+        :meth:`_unblock` wait."""
+        decoder = self._decoder
+        while not self._closing:
+            if not (self._room.is_set() and self._output_flowing.is_set()):
+                self._block()
+                return
+            frame: _Bytes
+            if self._held is not None:
+                frame = self._held
+            else:
+                taken = decoder.next_frame()
+                if taken is NEED_DATA:
+                    break
+                frame = taken
+            if self._muted_until:
+                self._held = frame
+                self._block()
+                return
+            self._held = None
+            self._handle_frame(frame)
+        self._uncork()
+
+    def _block(self) -> None:
+        self._uncork()
+        pause = getattr(self._transport, "pause_receiving", None)
+        if pause is not None:
+            pause()
+        self._unblocker = asyncio.get_running_loop().create_task(self._unblock())
+
+    async def _unblock(self) -> None:
+        """While reading is paused: wait for capacity and for a mute to pass (as the read loop does), then
+        take the buffered frames and read again."""
+        try:
+            while not self._closing:
+                if not (self._room.is_set() and self._output_flowing.is_set()):
+                    await self._await_capacity()
+                elif self._held is not None and self._muted_until:
+                    await self._wait_unmuted()
+                else:
+                    break
+            self._unblocker = None
+            if self._closing:
+                self._end_receiving()
+                return
+            self._take_frames()
+            if self._unblocker is None and not self._closing:
+                resume = getattr(self._transport, "resume_receiving", None)
+                if resume is not None:
+                    resume()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - serve() handles it as the read loop's
+            self._uncork()
+            self._end_receiving(exc)
 
     async def _read_loop(self) -> None:
         decoder = self._decoder

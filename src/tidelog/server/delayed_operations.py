@@ -55,6 +55,12 @@ class AsyncPurgatory(Generic[Op]):
             self._arm()
         return False
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop :meth:`run` runs in (None: not running): a caller's futures belong to it, without asking
+        asyncio for the running loop per operation (a ``getpid`` each)."""
+        return self._loop
+
     def check(self, key: Hashable) -> int:
         """Something the operations watching ``key`` wait on changed; returns how many completed."""
         return self._purgatory.check_and_complete(key)

@@ -134,7 +134,7 @@ class FetchPurgatory:
     def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
         """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``; one that watches
         nothing is answered at once."""
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[R] = (self._operations.loop or asyncio.get_running_loop()).create_future()
         keys = wait.keys
         if not keys:
             future.set_result(build())

@@ -15,7 +15,14 @@ Invariants:
   connection's life (not one ``sock_recv`` per read: two ``epoll_ctl`` calls, a future and a handle each),
   dropped when data arrives that nobody waits for (no spinning on a readable socket) and on close.
   :meth:`PlainTransport.send_now` sends what the socket takes without ever waiting (a response sent from
-  the reader, issue 17) and returns the rest. A region whose file
+  the reader, issue 17) and returns the rest.
+- :meth:`PlainTransport.start_receiving` (issue 17) is the other way to read, instead of ``recv``: every read
+  is handed to a :class:`Receiver` from the loop's reader callback (one ``recv`` per readiness, no
+  coroutine, future or task switch per read; the loop's level-triggered poll calls again while data
+  remains, so other connections run between two reads), ``b""`` at end of stream, ``receive_failed`` for
+  a failed read (reading then stops). :meth:`PlainTransport.pause_receiving` drops the reader registration
+  (the kernel's buffers fill and TCP pushes back on the client) until
+  :meth:`PlainTransport.resume_receiving`; ``close`` drops it for good. A transport reads one way only. A region whose file
   turns out shorter than the region (truncated under the reader) raises ``ConnectionError``: the frame is
   broken, the connection must end.
 - :class:`StreamTransport` (asyncio streams: what a TLS connection is, once ``start_tls`` has wrapped it)
@@ -40,13 +47,23 @@ from tidelog.storage.fetch_data import FileRegion
 
 from .regions import RegionList
 
-__all__ = ["Chunk", "PlainTransport", "StreamTransport", "Transport", "copy_region"]
+__all__ = ["Chunk", "PlainTransport", "Receiver", "StreamTransport", "Transport", "copy_region"]
 
 Chunk: TypeAlias = bytes | bytearray | memoryview | FileRegion | RegionList
 """One piece of an encoded response: bytes, or record data as file regions."""
 
 _SENDFILE_CHUNK = 1 << 30
 _COPY_CHUNK = 1 << 18
+
+
+class Receiver(Protocol):
+    """Who :meth:`PlainTransport.start_receiving` hands the reads to."""
+
+    def data_received(self, data: bytes) -> None:
+        """The bytes of one read; ``b""`` at end of stream (reading has stopped then)."""
+
+    def receive_failed(self, exc: OSError) -> None:
+        """A read failed (reading has stopped)."""
 
 
 class Transport(Protocol):
@@ -84,12 +101,17 @@ class PlainTransport:
         """A reader is registered with the loop for this socket."""
         self._read_waiter: asyncio.Future[None] | None = None
         self._closed = False
+        self._receiver: Receiver | None = None
+        """Set by :meth:`start_receiving`: reads go to it from the reader callback, not to ``recv``."""
+        self._receive_bytes = 0
 
     async def recv(self, max_bytes: int) -> bytes:
         # The bytes a client has already sent are read at once; a read that finds none waits on the
         # connection's reader registration (uvloop's sock_recv registers and drops a reader per read).
         # A client that waits for each answer finds nothing on the first try and waits (a loop turn); one
         # that pipelines found data twice running: it yields a loop turn before handling more.
+        if self._receiver is not None:
+            raise RuntimeError("the transport hands its reads to a receiver")
         sock = self._sock
         while not self._closed:
             try:
@@ -126,6 +148,39 @@ class PlainTransport:
             self._reading = False
             with contextlib.suppress(OSError, RuntimeError, ValueError):  # a closed loop or socket
                 self._loop.remove_reader(self._fd)
+
+    def start_receiving(self, receiver: Receiver, max_bytes: int) -> None:
+        """Hand every read of up to ``max_bytes`` to ``receiver`` from the loop's reader callback (instead of
+        ``recv``), from now until :meth:`pause_receiving` or ``close``."""
+        if self._reading:
+            raise RuntimeError("the transport is read with recv already")
+        self._receiver = receiver
+        self._receive_bytes = max_bytes
+        self.resume_receiving()
+
+    def pause_receiving(self) -> None:
+        """Read nothing more until :meth:`resume_receiving` (back-pressure: the kernel's buffers fill)."""
+        self._stop_reading()
+
+    def resume_receiving(self) -> None:
+        if self._receiver is not None and not self._reading and not self._closed:
+            self._loop.add_reader(self._fd, self._read_ready)
+            self._reading = True
+
+    def _read_ready(self) -> None:
+        receiver = self._receiver
+        assert receiver is not None
+        try:
+            data = self._sock.recv(self._receive_bytes)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._stop_reading()
+            receiver.receive_failed(exc)
+            return
+        if not data:
+            self._stop_reading()
+        receiver.data_received(data)
 
     def send_now(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
         """Send what the socket takes now, never waiting; returns what it did not take (empty: all sent)."""

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from tests.support.frames import describe_cluster_frame as _frame
 
 from tidelog.protocol.messages import ApiKey, DescribeClusterResponse
@@ -41,7 +42,35 @@ class _Transport:
         self.eof.set()
 
 
-def _run(mute_ms: int, stop_after_s: float | None) -> tuple[list[float], list[float], float]:
+class _ReceivingTransport(_Transport):
+    """The same, read the way a plain socket is (issue 17): ``start_receiving`` hands each read to the
+    connection from a callback; nothing is handed over while reading is paused."""
+
+    def start_receiving(self, receiver: Any, max_bytes: int) -> None:
+        self.resumed = asyncio.Event()
+        self.resumed.set()
+        self.pauses = 0
+        self._feeding = asyncio.get_running_loop().create_task(self._feed(receiver))
+
+    async def _feed(self, receiver: Any) -> None:
+        while self._incoming:
+            await self.resumed.wait()
+            receiver.data_received(self._incoming.pop())
+        await self.eof.wait()
+        await self.resumed.wait()
+        receiver.data_received(b"")
+
+    def pause_receiving(self) -> None:
+        self.pauses += 1
+        self.resumed.clear()
+
+    def resume_receiving(self) -> None:
+        self.resumed.set()
+
+
+def _run(
+    mute_ms: int, stop_after_s: float | None, receiving: bool = False
+) -> tuple[list[float], list[float], float]:
     handled: list[float] = []
 
     async def scenario() -> tuple[list[float], list[float], float]:
@@ -53,7 +82,8 @@ def _run(mute_ms: int, stop_after_s: float | None) -> tuple[list[float], list[fl
                 connection.mute_for(mute_ms)
             return DescribeClusterResponse()
 
-        transport = _Transport(_frame(1) + _frame(2))  # both requests in one read
+        kind = _ReceivingTransport if receiving else _Transport
+        transport = kind(_frame(1) + _frame(2))  # both requests in one read
         connection = Connection(
             transport,  # type: ignore[arg-type]
             "127.0.0.1:1",
@@ -75,15 +105,17 @@ def _run(mute_ms: int, stop_after_s: float | None) -> tuple[list[float], list[fl
     return asyncio.run(scenario())
 
 
-def test_a_muted_connection_holds_the_next_request_for_the_throttle_time() -> None:
-    handled, sent, _ = _run(300, None)
+@pytest.mark.parametrize("receiving", [False, True], ids=["recv", "start_receiving"])
+def test_a_muted_connection_holds_the_next_request_for_the_throttle_time(receiving: bool) -> None:
+    handled, sent, _ = _run(300, None, receiving)
     assert len(handled) == 2
     assert sent[0] < 0.25  # the throttled request's own response is not delayed
     assert handled[1] >= 0.3  # the next one, though already read, waits out the mute
     assert sent[1] >= 0.3
 
 
-def test_stopping_cuts_a_mute_short() -> None:
-    handled, _, took = _run(60_000, 0.2)
+@pytest.mark.parametrize("receiving", [False, True], ids=["recv", "start_receiving"])
+def test_stopping_cuts_a_mute_short(receiving: bool) -> None:
+    handled, _, took = _run(60_000, 0.2, receiving)
     assert len(handled) == 1  # the request held by the mute is never handled
     assert took < 5

@@ -19,8 +19,10 @@ Invariants:
   once at completion, from a fresh read of the partitions that changed while it waited (a consumer fetch
   that found nothing answers its other partitions as they were when it parked: each stays as it was until a
   change of it reaches the wait; an incremental session fetch reads what it read when it began plus what
-  changed), so a wake-up costs the partitions that changed, not all those watched (sessionless consumer
-  fetches completed by the same change that asked the same thing get one shared answer:
+  changed), so a wake-up costs the partitions that changed, not all those watched. A fetch of one partition
+  (or a follower's) that is led here, readable and at its fetchable end is parked without building a first
+  answer it would throw away. Sessionless consumer fetches completed by the same change that asked the
+  same thing get one shared answer:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
@@ -186,12 +188,25 @@ class FetchHandler:
                 response = session_answer(context, wanted, response, committed=committed)
             return self._bytes_out(response) if count_out else response
 
-        response, nbytes, has_error = build(wanted)
-        if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
-            return answer(wanted, response)
+        response: FetchResponse | None = None
+        if (
+            request.max_wait_ms > 0
+            and request.min_bytes > 0
+            and (replica_id >= 0 or (len(wanted) == 1 and len(wanted[0].partitions) == 1))
+            and self._caught_up(wanted, version, isolation, diverged, replica_id)
+        ):
+            nbytes = 0  # it waits: its answer is built at completion, not now (issue 17)
+        else:
+            response, nbytes, has_error = build(wanted)
+            if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
+                return answer(wanted, response)
+
+        def answer_now() -> FetchResponse:
+            return answer(wanted, response if response is not None else build(wanted)[0])
+
         waiting = watched()  # an incremental fetch reads what may have news, but waits on its whole session
         if not waiting:
-            return answer(wanted, response)
+            return answer_now()
         wait = FetchWait(
             min_bytes=request.min_bytes,
             accumulated=nbytes,
@@ -205,14 +220,16 @@ class FetchHandler:
             for p in w.partitions:
                 epoch = p.current_leader_epoch if version >= 9 else -1
                 if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
-                    return answer(wanted, response)
+                    return answer_now()
         # A consumer's partitions that do not change while it waits are answered as when it parked, so a
         # wake-up reads only what changed. Only when its first read found nothing: every partition was then
         # caught up without an error (none was left unread for max_bytes) and stays so until a change of it
         # (an append, a high watermark, last stable offset or leadership move, DeleteRecords) reaches the
         # wait; a log start moved by retention meanwhile shows in the next answer. Not for a follower (its
         # throttle changes without one), nor for one partition (nothing to keep: the first read is not held).
-        first = response if replica_id < 0 and not nbytes and wait.watching > 1 else None
+        first = (
+            response if response is not None and replica_id < 0 and not nbytes and wait.watching > 1 else None
+        )
 
         def unchanged() -> dict[Hashable, _PartitionData] | None:
             changed = wait.changed_keys
@@ -251,6 +268,38 @@ class FetchHandler:
             return response, has_error
 
         return self._purgatory.delay(wait, request.max_wait_ms, complete)
+
+    def _caught_up(
+        self,
+        wanted: list[Wanted],
+        version: int,
+        isolation: FetchIsolation,
+        diverged: dict[tuple[str, int], EpochEndOffset],
+        replica_id: int,
+    ) -> bool:
+        """Whether :meth:`_read` would find no byte and no error in any partition of ``wanted`` (each led here,
+        readable by this client, at its fetchable end): then a fetch that waits is parked without building the
+        answer it would throw away. False whenever in doubt (the caller then reads)."""
+        lookup = self._replicas.leader_partition
+        for topic in wanted:
+            name = topic.name
+            if name is None or topic.denied:
+                return False
+            for p in topic.partitions:
+                partition = lookup(name, p.partition)
+                if isinstance(partition, ErrorCode):
+                    return False
+                if replica_id >= 0 and (
+                    replica_id not in partition.assignment or (name, p.partition) in diverged
+                ):
+                    return False
+                if partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1) is not (
+                    ErrorCode.NONE
+                ):
+                    return False
+                if p.fetch_offset != partition.fetchable_offset(isolation):
+                    return False
+        return True
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)

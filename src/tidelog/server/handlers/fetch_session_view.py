@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import cast
 
 from tidelog.protocol.messages import FetchRequest, FetchResponse
-from tidelog.server.fetch_sessions import CachedPartition, ContextKind, FetchContext, FetchSessionCache
+from tidelog.server.fetch_sessions import (
+    FINAL_EPOCH,
+    CachedPartition,
+    ContextKind,
+    FetchContext,
+    FetchSessionCache,
+)
 
 __all__ = ["Wanted", "open_context", "session_answer", "session_key"]
 
@@ -63,6 +69,11 @@ def open_context(
     costs a dict lookup. The read when a wait ends (given the partitions that changed while it waited)
     covers those read now and those changed: a wake-up costs the partitions that changed, not the
     session."""
+    if request.session_epoch == FINAL_EPOCH:  # sessionless (or closing its session): nothing is cached
+        context = cache.new_context(
+            request.session_id, request.session_epoch, (), (), privileged=privileged, now_ms=now_ms
+        )
+        return context, wanted, lambda: wanted, lambda _changed: wanted
     last_change = last_change if last_change is not None else {}
     fetch = [(session_key(w.name, w.topic_id, p.partition), p) for w in wanted for p in w.partitions]
     forgotten = []
