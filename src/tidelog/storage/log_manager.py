@@ -273,7 +273,7 @@ class LogManager:
                 raise LogDirError(f"partition {tp} is in two log dirs: {self._logs[tp].dir} and {child}")
             self._adopt(
                 tp,
-                PartitionLog.open(
+                self._open_log(
                     child,
                     self._config_for(tp.topic),
                     now_ms=now_ms,
@@ -281,8 +281,6 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     clean_shutdown=clean,
                     high_watermark=high_watermarks.get(tp),
-                    limiter=self._limiter,
-                    producer_id_expiration_ms=self._producer_id_expiration_ms(),
                 ),
             )
             self._logs_per_dir[log_dir] += 1
@@ -302,25 +300,21 @@ class LogManager:
                 fsync_dir(path.parent)
                 self._adopt(
                     tp,
-                    PartitionLog.open(
+                    self._open_log(
                         target,
                         self._config_for(tp.topic),
                         now_ms=now_ms,
                         clean_shutdown=False,
-                        limiter=self._limiter,
-                        producer_id_expiration_ms=self._producer_id_expiration_ms(),
                     ),
                 )
                 self._logs_per_dir[path.parent] += 1
             elif tp in self._logs and tp not in self._futures:
                 logger.info("%s: resuming the move of %s into this dir", path.parent, tp)
-                self._futures[tp] = PartitionLog.open(
+                self._futures[tp] = self._open_log(
                     path,
                     self._config_for(tp.topic),
                     now_ms=now_ms,
                     clean_shutdown=False,
-                    limiter=self._limiter,
-                    producer_id_expiration_ms=self._producer_id_expiration_ms(),
                 )
             else:
                 logger.warning(
@@ -328,6 +322,31 @@ class LogManager:
                 )
         self._found_futures.clear()
         self._committed_swaps.clear()
+
+    def _open_log(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        clean_shutdown: bool,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+    ) -> PartitionLog:
+        """:meth:`PartitionLog.open` with what every log of this manager shares: the open-segment limiter
+        and the producer id expiration."""
+        return PartitionLog.open(
+            directory,
+            config,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            high_watermark=high_watermark,
+            limiter=self._limiter,
+            producer_id_expiration_ms=self._producer_id_expiration_ms(),
+        )
 
     def _config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -390,13 +409,11 @@ class LogManager:
         if now_ms is not None:
             self._clock_ms = max(self._clock_ms, now_ms)
         log_dir = self._next_log_dir()
-        log = PartitionLog.open(
+        log = self._open_log(
             log_dir / layout.partition_dir_name(tp),
             config if config is not None else self._config_for(topic),
             now_ms=self._clock_ms,
             clean_shutdown=False,
-            limiter=self._limiter,
-            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
         if topic_id is not None:
             write_topic_id(log.dir, topic_id)
@@ -431,13 +448,11 @@ class LogManager:
             raise ValueError(f"{tp} already lives in {log_dir}")
         if tp in self._futures:
             raise ValueError(f"{tp} already has a future log in {self._futures[tp].dir.parent}")
-        future = PartitionLog.open(
+        future = self._open_log(
             log_dir / layout.future_dir_name(tp, uuid.uuid4().hex),
             current.config,
             now_ms=now_ms,
             clean_shutdown=False,
-            limiter=self._limiter,
-            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
         try:
             if current.log_start_offset != future.log_start_offset:
@@ -517,7 +532,7 @@ class LogManager:
         target = target_parent / layout.partition_dir_name(tp)
         os.rename(future.dir, target)
         fsync_dir(target_parent)
-        log = PartitionLog.open(
+        log = self._open_log(
             target,
             future.config,
             now_ms=now_ms,
@@ -525,8 +540,6 @@ class LogManager:
             log_start_offset=log_start,
             clean_shutdown=True,
             high_watermark=high_watermark,
-            limiter=self._limiter,
-            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
         self._adopt(tp, log)
         self._logs_per_dir[target_parent] += 1
@@ -535,7 +548,7 @@ class LogManager:
 
     def _reopen(self, directory: Path, config: LogConfig, closed: PartitionLog, now_ms: int) -> PartitionLog:
         """``closed`` (flushed, snapshotted, closed) opened again at ``directory``."""
-        return PartitionLog.open(
+        return self._open_log(
             directory,
             config,
             now_ms=now_ms,
@@ -543,8 +556,6 @@ class LogManager:
             log_start_offset=closed.log_start_offset,
             clean_shutdown=True,
             high_watermark=closed.high_watermark,
-            limiter=self._limiter,
-            producer_id_expiration_ms=self._producer_id_expiration_ms(),
         )
 
     def topic_id(self, topic: str, partition: int) -> uuid.UUID | None:
