@@ -52,6 +52,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 
+from tidelog.protocol.codec import constructor
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation
@@ -76,6 +77,18 @@ _READ_COMMITTED = 1
 _EMPTY = b""
 _ZERO_UUID = uuid.UUID(int=0)
 _PartitionData = FetchResponse.PartitionData
+# The answer's structs without their keyword __init__ (issue 17: one per answered partition and topic).
+_new_partition = constructor(
+    _PartitionData,
+    "partition_index",
+    "high_watermark",
+    "last_stable_offset",
+    "log_start_offset",
+    "aborted_transactions",
+    "records",
+)
+_new_topic = constructor(FetchResponse.FetchableTopicResponse, "topic", "topic_id", "partitions")
+_new_response = constructor(FetchResponse, "error_code", "session_id")
 
 
 def _size(records: object) -> int:
@@ -251,9 +264,16 @@ class FetchHandler:
             return self._purgatory.delay(wait, request.max_wait_ms, complete_session)
 
         # a sessionless consumer: fetches woken together that asked the same share one answer
+        unread = response is None  # parked caught up, without a first read
+
         def complete() -> FetchResponse:
             shared = self._purgatory.shared_reads
             if shared is None:  # expired, or shutdown: answered alone
+                if unread and not wait.changed_keys:  # parked caught up, and nothing changed since
+                    quiet = self._quiet_answer(waiting, version, isolation)
+                    if quiet is not None:
+                        quiet.session_id = context.response_session_id if context is not None else 0
+                        return quiet
                 return answer(waiting, build(waiting, unchanged())[0])
             key = answer_key(
                 waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
@@ -300,6 +320,44 @@ class FetchHandler:
                 if p.fetch_offset != partition.fetchable_offset(isolation):
                     return False
         return True
+
+    def _quiet_answer(
+        self, wanted: list[Wanted], version: int, isolation: FetchIsolation
+    ) -> FetchResponse | None:
+        """The answer at expiry of a consumer fetch parked caught up (:meth:`_caught_up`) that no change
+        reached while it waited: per partition its high watermark, last stable offset and log start now, no
+        records, no error, without a log read (issue 17). None (the caller reads as usual) if a partition is
+        not so any more: no longer led here, fenced, or with data past the fetch offset."""
+        lookup = self._replicas.leader_partition
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        response = _new_response(ErrorCode.NONE, 0)
+        topics = response.responses
+        for topic in wanted:
+            name = topic.name
+            if name is None or topic.denied:
+                return None
+            results = []
+            for p in topic.partitions:
+                partition = lookup(name, p.partition)
+                if (
+                    isinstance(partition, ErrorCode)
+                    or partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1)
+                    is not ErrorCode.NONE
+                    or p.fetch_offset != partition.fetchable_offset(isolation)
+                ):
+                    return None
+                results.append(
+                    _new_partition(
+                        p.partition,
+                        partition.high_watermark,
+                        partition.last_stable_offset,
+                        partition.log_start_offset,
+                        [] if committed else None,
+                        _EMPTY,
+                    )
+                )
+            topics.append(_new_topic(name, topic.topic_id, results))
+        return response
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
@@ -392,7 +450,7 @@ class FetchHandler:
         """The answer to ``wanted``, its record bytes and whether a partition has an error; ``earlier``:
         partitions answered as they were (a woken fetch's unchanged ones, with no records)."""
         committed = isolation is FetchIsolation.TXN_COMMITTED
-        response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
+        response = _new_response(ErrorCode.NONE, 0)
         total = 0
         has_error = False
         for topic in wanted:
@@ -403,14 +461,7 @@ class FetchHandler:
                     if kept is not None:
                         results.append(kept)
                         continue
-                result = _PartitionData(
-                    partition_index=p.partition,
-                    high_watermark=-1,
-                    last_stable_offset=-1,
-                    log_start_offset=-1,
-                    aborted_transactions=None,
-                    records=_EMPTY,
-                )
+                result = _new_partition(p.partition, -1, -1, -1, None, _EMPTY)
                 results.append(result)
                 if topic.name is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
@@ -508,9 +559,5 @@ class FetchHandler:
                             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
                             for pid, first in partition.aborted_transactions(p.fetch_offset, data.next_offset)
                         ]
-            response.responses.append(
-                FetchResponse.FetchableTopicResponse(
-                    topic=topic.name or "", topic_id=topic.topic_id, partitions=results
-                )
-            )
+            response.responses.append(_new_topic(topic.name or "", topic.topic_id, results))
         return response, total, has_error
