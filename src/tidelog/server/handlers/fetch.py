@@ -58,7 +58,13 @@ from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
-from tidelog.server.fetch_sessions import ContextKind, FetchContext, FetchSessionCache
+from tidelog.server.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ContextKind,
+    FetchContext,
+    FetchSessionCache,
+)
 from tidelog.server.fetch_wait import FetchWait
 from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.handlers.fetch_session_view import Wanted, open_context, session_answer
@@ -144,7 +150,11 @@ class FetchHandler:
         context: FetchContext | None = None
         watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
         reread: Callable[[Iterable[Hashable]], list[Wanted]] = lambda _changed: wanted  # noqa: E731 - likewise
-        if version >= 7 and self._sessions is not None:
+        if (
+            version >= 7
+            and self._sessions is not None
+            and (request.session_epoch != FINAL_EPOCH or request.session_id != INVALID_SESSION_ID)
+        ):  # (sessionless and closing none: the cache has nothing to do, the answer's session id is 0)
             context, wanted, watched, reread = open_context(
                 self._sessions,
                 request,
@@ -202,38 +212,44 @@ class FetchHandler:
             return self._bytes_out(response) if count_out else response
 
         response: FetchResponse | None = None
+        parked: FetchWait | None = (
+            None  # a wait filled by _caught_up (a sessionless fetch's: it waits on wanted)
+        )
         if (
             request.max_wait_ms > 0
             and request.min_bytes > 0
             and (replica_id >= 0 or (len(wanted) == 1 and len(wanted[0].partitions) == 1))
-            and self._caught_up(wanted, version, isolation, diverged, replica_id)
         ):
+            if context is None:
+                parked = self._new_wait(request.min_bytes, 0, isolation)
+            caught_up = self._caught_up(wanted, version, isolation, diverged, replica_id, parked)
+            if not caught_up:
+                parked = None
+        else:
+            caught_up = False
+        if caught_up:
             nbytes = 0  # it waits: its answer is built at completion, not now (issue 17)
         else:
             response, nbytes, has_error = build(wanted)
             if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
                 return answer(wanted, response)
 
-        def answer_now() -> FetchResponse:
-            return answer(wanted, response if response is not None else build(wanted)[0])
-
-        waiting = watched()  # an incremental fetch reads what may have news, but waits on its whole session
-        if not waiting:
-            return answer_now()
-        wait = FetchWait(
-            min_bytes=request.min_bytes,
-            accumulated=nbytes,
-            isolation=isolation,
-            lookup=self._replicas.leader_partition,
-            appended=self._purgatory.appended_bytes,
-        )
-        for w in waiting:
-            if w.name is None:
-                continue
-            for p in w.partitions:
-                epoch = p.current_leader_epoch if version >= 9 else -1
-                if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
-                    return answer_now()
+        if parked is not None:
+            waiting, wait = wanted, parked
+        else:
+            waiting = (
+                watched()
+            )  # an incremental fetch reads what may have news, but waits on its whole session
+            if not waiting:
+                return answer(wanted, response if response is not None else build(wanted)[0])
+            wait = self._new_wait(request.min_bytes, nbytes, isolation)
+            for w in waiting:
+                if w.name is None:
+                    continue
+                for p in w.partitions:
+                    epoch = p.current_leader_epoch if version >= 9 else -1
+                    if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
+                        return answer(wanted, response if response is not None else build(wanted)[0])
         # A consumer's partitions that do not change while it waits are answered as when it parked, so a
         # wake-up reads only what changed. Only when its first read found nothing: every partition was then
         # caught up without an error (none was left unread for max_bytes) and stays so until a change of it
@@ -296,10 +312,12 @@ class FetchHandler:
         isolation: FetchIsolation,
         diverged: dict[tuple[str, int], EpochEndOffset],
         replica_id: int,
+        wait: FetchWait | None = None,
     ) -> bool:
         """Whether :meth:`_read` would find no byte and no error in any partition of ``wanted`` (each led here,
         readable by this client, at its fetchable end): then a fetch that waits is parked without building the
-        answer it would throw away. False whenever in doubt (the caller then reads)."""
+        answer it would throw away. False whenever in doubt (the caller then reads). ``wait``: watches each
+        partition found so, from the same look (then complete only when True is returned)."""
         lookup = self._replicas.leader_partition
         for topic in wanted:
             name = topic.name
@@ -313,13 +331,23 @@ class FetchHandler:
                     replica_id not in partition.assignment or (name, p.partition) in diverged
                 ):
                     return False
-                if partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1) is not (
-                    ErrorCode.NONE
-                ):
+                epoch = p.current_leader_epoch if version >= 9 else -1
+                if partition.check_leader_epoch(epoch) is not ErrorCode.NONE:
                     return False
                 if p.fetch_offset != partition.fetchable_offset(isolation):
                     return False
+                if wait is not None:
+                    wait.watch_led(name, p.partition, p.fetch_offset, epoch, partition, p.fetch_offset)
         return True
+
+    def _new_wait(self, min_bytes: int, accumulated: int, isolation: FetchIsolation) -> FetchWait:
+        return FetchWait(
+            min_bytes=min_bytes,
+            accumulated=accumulated,
+            isolation=isolation,
+            lookup=self._replicas.leader_partition,
+            appended=self._purgatory.appended_bytes,
+        )
 
     def _quiet_answer(
         self, wanted: list[Wanted], version: int, isolation: FetchIsolation
