@@ -357,6 +357,8 @@ class FetchHandler:
         records, no error, without a log read (issue 17). None (the caller reads as usual) if a partition is
         not so any more: no longer led here, fenced, or with data past the fetch offset."""
         lookup = self._replicas.leader_partition
+        if isolation is FetchIsolation.LOG_END:
+            return None  # a follower's: its answers go through _read (throttle, divergence)
         committed = isolation is FetchIsolation.TXN_COMMITTED
         response = _new_response(ErrorCode.NONE, 0)
         topics = response.responses
@@ -367,18 +369,20 @@ class FetchHandler:
             results = []
             for p in topic.partitions:
                 partition = lookup(name, p.partition)
-                if (
-                    isinstance(partition, ErrorCode)
-                    or partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1)
-                    is not ErrorCode.NONE
-                    or p.fetch_offset != partition.fetchable_offset(isolation)
-                ):
+                if isinstance(partition, ErrorCode):
+                    return None
+                epoch = p.current_leader_epoch if version >= 9 else -1
+                if epoch >= 0 and epoch != partition.leader_epoch:
+                    return None  # fenced (Partition.check_leader_epoch)
+                high_watermark = partition.high_watermark
+                last_stable = partition.last_stable_offset
+                if p.fetch_offset != (last_stable if committed else high_watermark):
                     return None
                 results.append(
                     _new_partition(
                         p.partition,
-                        partition.high_watermark,
-                        partition.last_stable_offset,
+                        high_watermark,
+                        last_stable,
                         partition.log_start_offset,
                         [] if committed else None,
                         _EMPTY,
