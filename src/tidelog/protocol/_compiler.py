@@ -21,8 +21,9 @@ Invariants:
   per-request cost: a keyword ``__init__`` cost three times as much as the rest of a small struct's
   decoding): ``object.__new__`` and one attribute store per field, the decoded fields first, then every
   other field of the dataclass given its default exactly as ``__init__`` gives it (the same default
-  object, or a fresh one from its ``default_factory``). The messages have no ``__post_init__`` (checked
-  when a decoder is built). ``_build_decoder(..., construct="init")`` builds the same decoder calling
+  object, or a fresh one from its ``default_factory``; a nested struct's default from its
+  :func:`constructor`, which builds any struct the same way from given fields). The messages have no
+  ``__post_init__`` (checked when a decoder is built). ``_build_decoder(..., construct="init")`` builds the same decoder calling
   ``__init__``; tests check the two agree.
 """
 
@@ -437,7 +438,7 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
         if attribute.default is not dataclasses.MISSING:
             stores.append(f"{target}.{attribute.name} = {src.const(attribute.default, 'D')}")
         elif attribute.default_factory is not dataclasses.MISSING:
-            stores.append(f"{target}.{attribute.name} = {src.const(attribute.default_factory, 'F')}()")
+            stores.append(f"{target}.{attribute.name} = {src.const(_fast_factory(attribute), 'F')}()")
         else:
             raise LocalProtocolError(f"{cls.__qualname__}.{attribute.name} has no default")
     src.add(ind, "; ".join(stores))
@@ -654,6 +655,19 @@ def generated_source(cls: type[Message], version: int, *, encoder: bool = False)
 
 # -- constructors --
 
+
+def _fast_factory(f: dataclasses.Field[Any]) -> Callable[[], Any]:
+    """A field's default factory, or, when it makes a struct of its class's defaults (a nested struct's
+    default), that struct's :func:`constructor` (the same value without the keyword ``__init__``)."""
+    factory = f.default_factory
+    assert factory is not dataclasses.MISSING
+    sample: object = factory()
+    nested: type[Any] = type(sample)
+    if isinstance(sample, Struct) and sample == nested():
+        return constructor(nested)
+    return factory
+
+
 _T = TypeVar("_T")
 _CONSTRUCTORS: dict[tuple[type[Any], tuple[str, ...]], Callable[..., Any]] = {}
 
@@ -683,12 +697,7 @@ def constructor(cls: type[_T], *names: str) -> Callable[..., _T]:
         if f.default is not dataclasses.MISSING:
             namespace[const] = f.default
         elif f.default_factory is not dataclasses.MISSING:
-            sample: object = f.default_factory()
-            nested: type[Any] = type(sample)
-            if isinstance(sample, Struct) and sample == nested():
-                namespace[const] = constructor(nested)
-            else:
-                namespace[const] = f.default_factory
+            namespace[const] = _fast_factory(f)
             const += "()"
         else:
             raise LocalProtocolError(f"{cls.__qualname__}.{name} has no default: name it")
