@@ -108,6 +108,22 @@ def _size(records: object) -> int:
     return nbytes if isinstance(nbytes, int) else 0
 
 
+def _unchanged(
+    first: FetchResponse | None, wanted: list[Wanted], wait: FetchWait
+) -> dict[Hashable, _PartitionData] | None:
+    """A woken fetch's partitions answered as in ``first`` (its first read, when it found nothing: see
+    :meth:`FetchHandler.handle`), those no change reached while it waited; None: read them all."""
+    changed = wait.changed_keys
+    if first is None or len(changed) >= wait.watching:
+        return None
+    return {
+        key: result
+        for w, topic in zip(wanted, first.responses, strict=True)
+        for result in topic.partitions
+        if (key := (w.name, result.partition_index)) not in changed
+    }
+
+
 class FetchHandler:
     """Fetch: reads through the replica manager's partitions, long polls in the fetch purgatory."""
 
@@ -148,8 +164,9 @@ class FetchHandler:
                 wanted.append(Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         context: FetchContext | None = None
-        watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
-        reread: Callable[[Iterable[Hashable]], list[Wanted]] = lambda _changed: wanted  # noqa: E731 - likewise
+        # a session's: what a wait watches, and what is read when it ends (None: the request's own ``wanted``)
+        watched: Callable[[], list[Wanted]] | None = None
+        reread: Callable[[Iterable[Hashable]], list[Wanted]] | None = None
         if (
             version >= 7
             and self._sessions is not None
@@ -237,9 +254,8 @@ class FetchHandler:
         if parked is not None:
             waiting, wait = wanted, parked
         else:
-            waiting = (
-                watched()
-            )  # an incremental fetch reads what may have news, but waits on its whole session
+            # an incremental fetch reads what may have news, but waits on its whole session
+            waiting = watched() if watched is not None else wanted
             if not waiting:
                 return answer(wanted, response if response is not None else build(wanted)[0])
             wait = self._new_wait(request.min_bytes, nbytes, isolation)
@@ -260,22 +276,11 @@ class FetchHandler:
             response if response is not None and replica_id < 0 and not nbytes and wait.watching > 1 else None
         )
 
-        def unchanged() -> dict[Hashable, _PartitionData] | None:
-            changed = wait.changed_keys
-            if first is None or len(changed) >= wait.watching:
-                return None
-            return {
-                key: result
-                for w, topic in zip(wanted, first.responses, strict=True)
-                for result in topic.partitions
-                if (key := (w.name, result.partition_index)) not in changed
-            }
-
         if replica_id >= 0 or (context is not None and context.session is not None):
             # what it read now and what changed while it waited (an incremental fetch: not its whole session)
             def complete_session() -> FetchResponse:
-                again = reread(wait.changed_keys)
-                return answer(again, build(again, unchanged())[0])
+                again = reread(wait.changed_keys) if reread is not None else wanted
+                return answer(again, build(again, _unchanged(first, wanted, wait))[0])
 
             return self._purgatory.delay(wait, request.max_wait_ms, complete_session)
 
@@ -290,18 +295,19 @@ class FetchHandler:
                     if quiet is not None:
                         quiet.session_id = context.response_session_id if context is not None else 0
                         return quiet
-                return answer(waiting, build(waiting, unchanged())[0])
+                return answer(waiting, build(waiting, _unchanged(first, wanted, wait))[0])
+
+            def answer_once() -> tuple[FetchResponse, bool]:
+                response, _, has_error = build(waiting, _unchanged(first, wanted, wait))
+                if context is not None:  # no session: this only sets the answer's session id (0)
+                    response = session_answer(context, waiting, response, committed=committed)
+                return response, has_error
+
             key = answer_key(
                 waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
             )
             response = shared.answer(key, answer_once)
             return self._bytes_out(response) if count_out else response
-
-        def answer_once() -> tuple[FetchResponse, bool]:
-            response, _, has_error = build(waiting, unchanged())
-            if context is not None:  # no session: this only sets the answer's session id (0)
-                response = session_answer(context, waiting, response, committed=committed)
-            return response, has_error
 
         return self._purgatory.delay(wait, request.max_wait_ms, complete)
 
