@@ -21,7 +21,10 @@ Invariants:
   change of it reaches the wait; an incremental session fetch reads what it read when it began plus what
   changed), so a wake-up costs the partitions that changed, not all those watched. A fetch of one partition
   (or a follower's) that is led here, readable and at its fetchable end is parked without building a first
-  answer it would throw away. Sessionless consumer fetches completed by the same change that asked the
+  answer it would throw away; if it is a sessionless consumer fetch and no change of its partitions reached
+  the wait, its answer at expiry is those partitions' high watermark, last stable offset and log start then,
+  no records, without a read (a partition no longer led here, fenced or with data past the fetch offset is
+  read as usual). Sessionless consumer fetches completed by the same change that asked the
   same thing get one shared answer:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
