@@ -185,3 +185,24 @@ def test_a_fetch_waiting_on_a_partition_this_broker_stops_leading_answers_the_er
         assert response.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     asyncio.run(scenario())
+
+
+def test_records_that_reached_no_wait_are_still_answered_at_expiry(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quiet answer trusts no event: a partition whose end moved past the fetch offset is read."""
+    _append(broker, b"a")
+
+    async def scenario() -> None:
+        parked = _fetch(broker, 1)
+        with monkeypatch.context() as quiet:  # the append's check of the waiting fetches never happens
+            quiet.setattr(broker.fetch_purgatory, "appended", lambda *_args: None)
+            quiet.setattr(broker.fetch_purgatory, "on_append", lambda _key: None)
+            _append(broker, b"unseen")
+        response = await _expired(broker, parked)
+        [p] = response.responses[0].partitions
+        assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 2, 2, 0)
+        _, records = decode_batch(memoryview(bytes(p.records)), 0)
+        assert [(r.offset, r.value) for r in records] == [(1, b"unseen")]
+
+    asyncio.run(scenario())
