@@ -673,9 +673,10 @@ _CONSTRUCTORS: dict[tuple[type[Any], tuple[str, ...]], Callable[..., Any]] = {}
 
 
 def constructor(cls: type[_T], *names: str) -> Callable[..., _T]:
-    """A function building a ``cls`` from the values of the fields ``names``, given positionally in that
-    order, every other field its default: what ``cls(name=value, ...)`` builds, without the keyword
-    ``__init__`` (issue 17: a struct built per answered partition costs a third as much). A default factory
+    """A function building a ``cls`` (a dataclass: a message struct, or any other) from the values of the
+    fields ``names``, given positionally in that order, every other field its default: what
+    ``cls(name=value, ...)`` builds, without the keyword ``__init__`` (issue 17: a struct built per answered
+    partition costs a third as much). A default factory
     that makes a struct of its class's defaults (a nested struct's default) is built the same way. Cached
     per (class, names); the source is built from the dataclass fields only."""
     key = (cls, names)
