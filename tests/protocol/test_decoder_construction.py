@@ -1,4 +1,4 @@
-"""Generated decoders build structs without calling ``__init__`` (issue 17, per-request cost): checked
+"""Generated decoders (and constructors) build structs without calling ``__init__`` (issue 17, per-request cost): checked
 against decoders built the reference way, calling each dataclass ``__init__``, at every message and version."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.protocol.message_strategies import all_message_classes, message_strategy
 
-from tidelog.protocol._compiler import Decoder, _build_decoder, byte_view, decoder
-from tidelog.protocol.codec import decode_request, encode, encode_request
+from tidelog.protocol._compiler import Decoder, _build_decoder, byte_view, constructor, decoder
+from tidelog.protocol.codec import LocalProtocolError, decode_request, encode, encode_request
 from tidelog.protocol.messages import FetchRequest, Message, ProduceRequest, RequestHeader
 from tidelog.protocol.schema import Struct
 
@@ -112,3 +112,34 @@ def test_request_header_fast_path_equals_init(version: int) -> None:
         "ç-id",
         None,
     ]
+
+
+def _structs(cls: type[Struct]) -> list[type[Struct]]:
+    """``cls`` and every struct class nested in it."""
+    found = [cls]
+    for value in vars(cls).values():
+        if isinstance(value, type) and issubclass(value, Struct) and value is not cls:
+            found += _structs(value)
+    return found
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES, ids=lambda cls: cls.NAME)
+def test_constructor_builds_what_init_builds(cls: type[Message]) -> None:
+    for struct in _structs(cls):
+        make = constructor(struct)
+        built, again = make(), make()
+        assert built == struct()
+        assert type(built) is struct
+        shared = {id(x) for x in _mutables(built)} & {id(x) for x in _mutables(again)}
+        assert not shared  # fresh lists, dicts and nested structs, as default factories give
+        names = [f.name for f in dataclasses.fields(struct)][:2]
+        values = [getattr(struct(), name) for name in names]
+        assert constructor(struct, *names)(*values) == struct(**dict(zip(names, values, strict=True)))
+
+
+def test_constructor_takes_the_named_fields_in_order() -> None:
+    make = constructor(FetchRequest.FetchPartition, "fetch_offset", "partition")
+    assert make(7, 3) == FetchRequest.FetchPartition(partition=3, fetch_offset=7)
+    assert constructor(FetchRequest.FetchPartition, "fetch_offset", "partition") is make  # cached
+    with pytest.raises(LocalProtocolError):
+        constructor(FetchRequest.FetchPartition, "no_such_field")

@@ -26,7 +26,15 @@ from __future__ import annotations
 import struct
 from typing import Any, TypeAlias, TypeVar, cast
 
-from tidelog.protocol._compiler import Encoder, byte_view, check_version, decoder, encoder, generated_source
+from tidelog.protocol._compiler import (
+    Encoder,
+    byte_view,
+    check_version,
+    constructor,
+    decoder,
+    encoder,
+    generated_source,
+)
 from tidelog.protocol._generated.messages import REQUEST_TYPES, RESPONSE_TYPES, RequestHeader, ResponseHeader
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.primitives import (
@@ -45,6 +53,7 @@ __all__ = [
     "LocalProtocolError",
     "RemoteProtocolError",
     "UnsupportedVersionError",
+    "constructor",
     "decode",
     "decode_request",
     "decode_request_header",

@@ -56,7 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tidelog.protocol.codec import UnsupportedVersionError, decode_request, encode_response
+from tidelog.protocol.codec import UnsupportedVersionError, constructor, decode_request, encode_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.framing import NEED_DATA, FrameDecoder
 from tidelog.protocol.messages import ApiKey, RequestHeader
@@ -85,6 +85,23 @@ class _Encoded:
 
     chunks: list[object]
     response: Response
+
+
+_new_context = constructor(
+    RequestContext,
+    "api_key",
+    "api_version",
+    "correlation_id",
+    "client_id",
+    "client_host",
+    "connection_id",
+    "listener_name",
+    "principal",
+    "request_size",
+)
+"""A RequestContext from these fields in this order, without the keyword ``__init__`` (once per request)."""
+_ANSWERED = (Response, asyncio.Future, _Encoded)
+"""What a pending slot holds as it is (a tuple: ``A | B`` in ``isinstance`` builds a union per call)."""
 
 
 def _ready(result: object) -> bool:
@@ -399,16 +416,16 @@ class Connection:
             )
         if self._sasl is not None and self._sasl_answered(header, body):
             return
-        ctx = RequestContext(
-            api_key=header.request_api_key,
-            api_version=header.request_api_version,
-            correlation_id=header.correlation_id,
-            client_id=header.client_id,
-            client_host=self._host,
-            connection_id=self._id,
-            listener_name=self._listener_name,
-            principal=self.principal,
-            request_size=len(frame),
+        ctx = _new_context(
+            header.request_api_key,
+            header.request_api_version,
+            header.correlation_id,
+            header.client_id,
+            self._host,
+            self._id,
+            self._listener_name,
+            self.principal,
+            len(frame),
         )
         token = current_request.set(ctx)
         try:
@@ -549,7 +566,7 @@ class Connection:
         result: Answer | _Encoded,
         timing: tuple[int, int, float, float, float] | None = None,
     ) -> None:
-        if not isinstance(result, Response | asyncio.Future | _Encoded) and inspect.isawaitable(result):
+        if not isinstance(result, _ANSWERED) and inspect.isawaitable(result):
             result = asyncio.ensure_future(result)
         if self._corked:
             self._uncork()  # the answers sent from the reader so far go first

@@ -49,7 +49,7 @@ class AsyncPurgatory(Generic[Op]):
         """Complete ``operation`` now if it can be (True), else watch it under ``keys`` until it can or its
         delay runs out (False)."""
         now = self._clock.now_ms()
-        if self._purgatory.try_complete_else_watch(operation, list(keys), now):
+        if self._purgatory.try_complete_else_watch(operation, keys, now):
             return True
         if self._loop is not None and (self._timer_ms is None or now + operation.delay_ms < self._timer_ms):
             self._arm()

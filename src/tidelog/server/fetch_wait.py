@@ -78,15 +78,29 @@ class FetchWait:
         partition = self._lookup(topic, index)
         if isinstance(partition, ErrorCode):
             return False
-        self._watched[(topic, index)] = _Watched(
+        self.watch_led(
             topic,
             index,
             fetch_offset,
             current_leader_epoch,
-            partition.leader_epoch,
+            partition,
             partition.fetchable_offset(self._isolation),
         )
         return True
+
+    def watch_led(
+        self,
+        topic: str,
+        index: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        partition: Partition,
+        end: int,
+    ) -> None:
+        """:meth:`watch` of a partition the caller just looked up (led here), whose fetchable end is ``end``."""
+        self._watched[(topic, index)] = _Watched(
+            topic, index, fetch_offset, current_leader_epoch, partition.leader_epoch, end
+        )
 
     @property
     def keys(self) -> list[Hashable]:

@@ -89,24 +89,6 @@ class DelayedOperation(TimerTask):
         return False
 
 
-class _Watchers(Generic[Op]):
-    """One key's watch list: insertion-ordered, O(1) removal (keyed by identity)."""
-
-    __slots__ = ("ops",)
-
-    def __init__(self) -> None:
-        self.ops: dict[int, Op] = {}
-
-    def watch(self, op: Op) -> None:
-        self.ops[id(op)] = op
-
-    def purge_completed(self) -> int:
-        done = [key for key, op in self.ops.items() if op.is_completed]
-        for key in done:
-            del self.ops[key]
-        return len(done)
-
-
 class DelayedOperationPurgatory(Generic[K, Op]):
     """Watch lists by key plus a timing wheel for timeouts (one purgatory per operation kind)."""
 
@@ -122,7 +104,8 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         self.name = name
         self.purge_interval = purge_interval
         self._timer = Timer(tick_ms=tick_ms, wheel_size=wheel_size, start_ms=start_ms)
-        self._watchers: dict[K, _Watchers[Op]] = {}
+        self._watchers: dict[K, dict[int, Op]] = {}
+        """One watch list per key: insertion-ordered, O(1) removal, keyed by the operation's identity."""
         self._estimated_total_operations = 0
 
     # ---- adding and completing ----
@@ -132,9 +115,10 @@ class DelayedOperationPurgatory(Generic[K, Op]):
 
         Returns True iff ``op`` was completed by this call's ``try_complete``. An operation whose
         ``delay_ms`` is not positive and cannot complete now is expired at once (then False is returned,
-        as Kafka does, but ``op.is_completed`` is True).
+        as Kafka does, but ``op.is_completed`` is True). A list of ``keys`` is kept as given (the operation
+        leaves those watch lists when it expires): the caller must not change it afterwards.
         """
-        watch_keys = list(keys)
+        watch_keys = keys if type(keys) is list else list(keys)
         if not watch_keys:
             raise ValueError("the watch key list must not be empty")
         if op.try_complete():
@@ -144,11 +128,14 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         if not self._timer.add(op, now_ms):
             self._expire(op)  # no time left: expire now, nothing to watch
             return False
+        op_id = id(op)
+        all_watchers = self._watchers
         for key in watch_keys:
-            watchers = self._watchers.get(key)
+            watchers = all_watchers.get(key)
             if watchers is None:
-                watchers = self._watchers[key] = _Watchers()
-            watchers.watch(op)
+                all_watchers[key] = {op_id: op}
+            else:
+                watchers[op_id] = op
         op._watch_keys = watch_keys
         self._estimated_total_operations += 1
         return False
@@ -159,9 +146,9 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         if watchers is None:
             return 0
         completed = 0
-        for op_id, op in list(watchers.ops.items()):
+        for op_id, op in list(watchers.items()):
             if op.is_completed:
-                watchers.ops.pop(op_id, None)
+                watchers.pop(op_id, None)
                 continue
             try:
                 done = op.try_complete_for(key)
@@ -170,8 +157,8 @@ class DelayedOperationPurgatory(Generic[K, Op]):
                 continue
             if done:
                 completed += 1
-                watchers.ops.pop(op_id, None)
-        if not watchers.ops and self._watchers.get(key) is watchers:
+                watchers.pop(op_id, None)
+        if not watchers and self._watchers.get(key) is watchers:
             del self._watchers[key]
         return completed
 
@@ -183,7 +170,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         watchers = self._watchers.pop(key, None)
         if watchers is None:
             return []
-        cancelled = [op for op in watchers.ops.values() if not op.is_completed]
+        cancelled = [op for op in watchers.values() if not op.is_completed]
         for op in cancelled:
             op.cancel()
         return cancelled
@@ -193,7 +180,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         pending: dict[int, Op] = {
             op_id: op
             for watchers in self._watchers.values()
-            for op_id, op in watchers.ops.items()
+            for op_id, op in watchers.items()
             if not op.is_completed
         }
         self._watchers.clear()
@@ -228,8 +215,11 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         removed = 0
         for key in list(self._watchers):
             watchers = self._watchers[key]
-            removed += watchers.purge_completed()
-            if not watchers.ops:
+            done = [op_id for op_id, op in watchers.items() if op.is_completed]
+            for op_id in done:
+                del watchers[op_id]
+            removed += len(done)
+            if not watchers:
                 del self._watchers[key]
         self._estimated_total_operations = self._timer.size
         return removed
@@ -240,9 +230,9 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         watched = False
         for key in op._watch_keys:
             watchers = self._watchers.get(cast("K", key))
-            if watchers is not None and watchers.ops.pop(op_id, None) is not None:
+            if watchers is not None and watchers.pop(op_id, None) is not None:
                 watched = True
-                if not watchers.ops:
+                if not watchers:
                     del self._watchers[cast("K", key)]
         op._watch_keys = ()
         if watched and self._estimated_total_operations > 0:
@@ -260,7 +250,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
     @property
     def watched(self) -> int:
         """Entries across all watch lists (an operation watching 3 keys counts 3; may include completed)."""
-        return sum(len(w.ops) for w in self._watchers.values())
+        return sum(len(w) for w in self._watchers.values())
 
     @property
     def delayed(self) -> int:
@@ -272,4 +262,4 @@ class DelayedOperationPurgatory(Generic[K, Op]):
 
     def watchers_for(self, key: K) -> list[Op]:
         watchers = self._watchers.get(key)
-        return [] if watchers is None else list(watchers.ops.values())
+        return [] if watchers is None else list(watchers.values())

@@ -21,7 +21,10 @@ Invariants:
   change of it reaches the wait; an incremental session fetch reads what it read when it began plus what
   changed), so a wake-up costs the partitions that changed, not all those watched. A fetch of one partition
   (or a follower's) that is led here, readable and at its fetchable end is parked without building a first
-  answer it would throw away. Sessionless consumer fetches completed by the same change that asked the
+  answer it would throw away; if it is a sessionless consumer fetch and no change of its partitions reached
+  the wait, its answer at expiry is those partitions' high watermark, last stable offset and log start then,
+  no records, without a read (a partition no longer led here, fenced or with data past the fetch offset is
+  read as usual). Sessionless consumer fetches completed by the same change that asked the
   same thing get one shared answer:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
@@ -52,12 +55,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 
+from tidelog.protocol.codec import constructor
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
-from tidelog.server.fetch_sessions import ContextKind, FetchContext, FetchSessionCache
+from tidelog.server.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ContextKind,
+    FetchContext,
+    FetchSessionCache,
+)
 from tidelog.server.fetch_wait import FetchWait
 from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.handlers.fetch_session_view import Wanted, open_context, session_answer
@@ -76,6 +86,18 @@ _READ_COMMITTED = 1
 _EMPTY = b""
 _ZERO_UUID = uuid.UUID(int=0)
 _PartitionData = FetchResponse.PartitionData
+# The answer's structs without their keyword __init__ (issue 17: one per answered partition and topic).
+_new_partition = constructor(
+    _PartitionData,
+    "partition_index",
+    "high_watermark",
+    "last_stable_offset",
+    "log_start_offset",
+    "aborted_transactions",
+    "records",
+)
+_new_topic = constructor(FetchResponse.FetchableTopicResponse, "topic", "topic_id", "partitions")
+_new_response = constructor(FetchResponse, "error_code", "session_id")
 
 
 def _size(records: object) -> int:
@@ -87,6 +109,22 @@ def _size(records: object) -> int:
         return records.nbytes
     nbytes = getattr(records, "nbytes", 0)
     return nbytes if isinstance(nbytes, int) else 0
+
+
+def _unchanged(
+    first: FetchResponse | None, wanted: list[Wanted], wait: FetchWait
+) -> dict[Hashable, _PartitionData] | None:
+    """A woken fetch's partitions answered as in ``first`` (its first read, when it found nothing: see
+    :meth:`FetchHandler.handle`), those no change reached while it waited; None: read them all."""
+    changed = wait.changed_keys
+    if first is None or len(changed) >= wait.watching:
+        return None
+    return {
+        key: result
+        for w, topic in zip(wanted, first.responses, strict=True)
+        for result in topic.partitions
+        if (key := (w.name, result.partition_index)) not in changed
+    }
 
 
 class FetchHandler:
@@ -129,9 +167,14 @@ class FetchHandler:
                 wanted.append(Wanted(topic.topic, meta.topic_id if meta else _ZERO_UUID, topic.partitions))
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         context: FetchContext | None = None
-        watched: Callable[[], list[Wanted]] = lambda: wanted  # noqa: E731 - replaced by the session's
-        reread: Callable[[Iterable[Hashable]], list[Wanted]] = lambda _changed: wanted  # noqa: E731 - likewise
-        if version >= 7 and self._sessions is not None:
+        # a session's: what a wait watches, and what is read when it ends (None: the request's own ``wanted``)
+        watched: Callable[[], list[Wanted]] | None = None
+        reread: Callable[[Iterable[Hashable]], list[Wanted]] | None = None
+        if (
+            version >= 7
+            and self._sessions is not None
+            and (request.session_epoch != FINAL_EPOCH or request.session_id != INVALID_SESSION_ID)
+        ):  # (sessionless and closing none: the cache has nothing to do, the answer's session id is 0)
             context, wanted, watched, reread = open_context(
                 self._sessions,
                 request,
@@ -189,38 +232,43 @@ class FetchHandler:
             return self._bytes_out(response) if count_out else response
 
         response: FetchResponse | None = None
+        parked: FetchWait | None = (
+            None  # a wait filled by _caught_up (a sessionless fetch's: it waits on wanted)
+        )
         if (
             request.max_wait_ms > 0
             and request.min_bytes > 0
             and (replica_id >= 0 or (len(wanted) == 1 and len(wanted[0].partitions) == 1))
-            and self._caught_up(wanted, version, isolation, diverged, replica_id)
         ):
+            if context is None:
+                parked = self._new_wait(request.min_bytes, 0, isolation)
+            caught_up = self._caught_up(wanted, version, isolation, diverged, replica_id, parked)
+            if not caught_up:
+                parked = None
+        else:
+            caught_up = False
+        if caught_up:
             nbytes = 0  # it waits: its answer is built at completion, not now (issue 17)
         else:
             response, nbytes, has_error = build(wanted)
             if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
                 return answer(wanted, response)
 
-        def answer_now() -> FetchResponse:
-            return answer(wanted, response if response is not None else build(wanted)[0])
-
-        waiting = watched()  # an incremental fetch reads what may have news, but waits on its whole session
-        if not waiting:
-            return answer_now()
-        wait = FetchWait(
-            min_bytes=request.min_bytes,
-            accumulated=nbytes,
-            isolation=isolation,
-            lookup=self._replicas.leader_partition,
-            appended=self._purgatory.appended_bytes,
-        )
-        for w in waiting:
-            if w.name is None:
-                continue
-            for p in w.partitions:
-                epoch = p.current_leader_epoch if version >= 9 else -1
-                if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
-                    return answer_now()
+        if parked is not None:
+            waiting, wait = wanted, parked
+        else:
+            # an incremental fetch reads what may have news, but waits on its whole session
+            waiting = watched() if watched is not None else wanted
+            if not waiting:
+                return answer(wanted, response if response is not None else build(wanted)[0])
+            wait = self._new_wait(request.min_bytes, nbytes, isolation)
+            for w in waiting:
+                if w.name is None:
+                    continue
+                for p in w.partitions:
+                    epoch = p.current_leader_epoch if version >= 9 else -1
+                    if not wait.watch(w.name, p.partition, p.fetch_offset, epoch):
+                        return answer(wanted, response if response is not None else build(wanted)[0])
         # A consumer's partitions that do not change while it waits are answered as when it parked, so a
         # wake-up reads only what changed. Only when its first read found nothing: every partition was then
         # caught up without an error (none was left unread for max_bytes) and stays so until a change of it
@@ -231,41 +279,38 @@ class FetchHandler:
             response if response is not None and replica_id < 0 and not nbytes and wait.watching > 1 else None
         )
 
-        def unchanged() -> dict[Hashable, _PartitionData] | None:
-            changed = wait.changed_keys
-            if first is None or len(changed) >= wait.watching:
-                return None
-            return {
-                key: result
-                for w, topic in zip(wanted, first.responses, strict=True)
-                for result in topic.partitions
-                if (key := (w.name, result.partition_index)) not in changed
-            }
-
         if replica_id >= 0 or (context is not None and context.session is not None):
             # what it read now and what changed while it waited (an incremental fetch: not its whole session)
             def complete_session() -> FetchResponse:
-                again = reread(wait.changed_keys)
-                return answer(again, build(again, unchanged())[0])
+                again = reread(wait.changed_keys) if reread is not None else wanted
+                return answer(again, build(again, _unchanged(first, wanted, wait))[0])
 
             return self._purgatory.delay(wait, request.max_wait_ms, complete_session)
 
         # a sessionless consumer: fetches woken together that asked the same share one answer
+        unread = response is None  # parked caught up, without a first read
+
         def complete() -> FetchResponse:
             shared = self._purgatory.shared_reads
             if shared is None:  # expired, or shutdown: answered alone
-                return answer(waiting, build(waiting, unchanged())[0])
+                if unread and not wait.changed_keys:  # parked caught up, and nothing changed since
+                    quiet = self._quiet_answer(waiting, version, isolation)
+                    if quiet is not None:
+                        quiet.session_id = context.response_session_id if context is not None else 0
+                        return quiet
+                return answer(waiting, build(waiting, _unchanged(first, wanted, wait))[0])
+
+            def answer_once() -> tuple[FetchResponse, bool]:
+                response, _, has_error = build(waiting, _unchanged(first, wanted, wait))
+                if context is not None:  # no session: this only sets the answer's session id (0)
+                    response = session_answer(context, waiting, response, committed=committed)
+                return response, has_error
+
             key = answer_key(
                 waiting, version=version, isolation=isolation, max_bytes=max_bytes, listener=ctx.listener_name
             )
             response = shared.answer(key, answer_once)
             return self._bytes_out(response) if count_out else response
-
-        def answer_once() -> tuple[FetchResponse, bool]:
-            response, _, has_error = build(waiting, unchanged())
-            if context is not None:  # no session: this only sets the answer's session id (0)
-                response = session_answer(context, waiting, response, committed=committed)
-            return response, has_error
 
         return self._purgatory.delay(wait, request.max_wait_ms, complete)
 
@@ -276,10 +321,12 @@ class FetchHandler:
         isolation: FetchIsolation,
         diverged: dict[tuple[str, int], EpochEndOffset],
         replica_id: int,
+        wait: FetchWait | None = None,
     ) -> bool:
         """Whether :meth:`_read` would find no byte and no error in any partition of ``wanted`` (each led here,
         readable by this client, at its fetchable end): then a fetch that waits is parked without building the
-        answer it would throw away. False whenever in doubt (the caller then reads)."""
+        answer it would throw away. False whenever in doubt (the caller then reads). ``wait``: watches each
+        partition found so, from the same look (then complete only when True is returned)."""
         lookup = self._replicas.leader_partition
         for topic in wanted:
             name = topic.name
@@ -293,13 +340,65 @@ class FetchHandler:
                     replica_id not in partition.assignment or (name, p.partition) in diverged
                 ):
                     return False
-                if partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1) is not (
-                    ErrorCode.NONE
-                ):
+                epoch = p.current_leader_epoch if version >= 9 else -1
+                if partition.check_leader_epoch(epoch) is not ErrorCode.NONE:
                     return False
                 if p.fetch_offset != partition.fetchable_offset(isolation):
                     return False
+                if wait is not None:
+                    wait.watch_led(name, p.partition, p.fetch_offset, epoch, partition, p.fetch_offset)
         return True
+
+    def _new_wait(self, min_bytes: int, accumulated: int, isolation: FetchIsolation) -> FetchWait:
+        return FetchWait(
+            min_bytes=min_bytes,
+            accumulated=accumulated,
+            isolation=isolation,
+            lookup=self._replicas.leader_partition,
+            appended=self._purgatory.appended_bytes,
+        )
+
+    def _quiet_answer(
+        self, wanted: list[Wanted], version: int, isolation: FetchIsolation
+    ) -> FetchResponse | None:
+        """The answer at expiry of a consumer fetch parked caught up (:meth:`_caught_up`) that no change
+        reached while it waited: per partition its high watermark, last stable offset and log start now, no
+        records, no error, without a log read (issue 17). None (the caller reads as usual) if a partition is
+        not so any more: no longer led here, fenced, or with data past the fetch offset."""
+        lookup = self._replicas.leader_partition
+        if isolation is FetchIsolation.LOG_END:
+            return None  # a follower's: its answers go through _read (throttle, divergence)
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        response = _new_response(ErrorCode.NONE, 0)
+        topics = response.responses
+        for topic in wanted:
+            name = topic.name
+            if name is None or topic.denied:
+                return None
+            results = []
+            for p in topic.partitions:
+                partition = lookup(name, p.partition)
+                if isinstance(partition, ErrorCode):
+                    return None
+                epoch = p.current_leader_epoch if version >= 9 else -1
+                if epoch >= 0 and epoch != partition.leader_epoch:
+                    return None  # fenced (Partition.check_leader_epoch)
+                high_watermark = partition.high_watermark
+                last_stable = partition.last_stable_offset
+                if p.fetch_offset != (last_stable if committed else high_watermark):
+                    return None
+                results.append(
+                    _new_partition(
+                        p.partition,
+                        high_watermark,
+                        last_stable,
+                        partition.log_start_offset,
+                        [] if committed else None,
+                        _EMPTY,
+                    )
+                )
+            topics.append(_new_topic(name, topic.topic_id, results))
+        return response
 
     def _topic_id(self, name: str) -> uuid.UUID:
         meta = self._metadata.topic(name)
@@ -392,7 +491,7 @@ class FetchHandler:
         """The answer to ``wanted``, its record bytes and whether a partition has an error; ``earlier``:
         partitions answered as they were (a woken fetch's unchanged ones, with no records)."""
         committed = isolation is FetchIsolation.TXN_COMMITTED
-        response = FetchResponse(error_code=ErrorCode.NONE, session_id=0)
+        response = _new_response(ErrorCode.NONE, 0)
         total = 0
         has_error = False
         for topic in wanted:
@@ -403,14 +502,7 @@ class FetchHandler:
                     if kept is not None:
                         results.append(kept)
                         continue
-                result = _PartitionData(
-                    partition_index=p.partition,
-                    high_watermark=-1,
-                    last_stable_offset=-1,
-                    log_start_offset=-1,
-                    aborted_transactions=None,
-                    records=_EMPTY,
-                )
+                result = _new_partition(p.partition, -1, -1, -1, None, _EMPTY)
                 results.append(result)
                 if topic.name is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
@@ -508,9 +600,5 @@ class FetchHandler:
                             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
                             for pid, first in partition.aborted_transactions(p.fetch_offset, data.next_offset)
                         ]
-            response.responses.append(
-                FetchResponse.FetchableTopicResponse(
-                    topic=topic.name or "", topic_id=topic.topic_id, partitions=results
-                )
-            )
+            response.responses.append(_new_topic(topic.name or "", topic.topic_id, results))
         return response, total, has_error
