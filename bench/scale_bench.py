@@ -94,9 +94,11 @@ class Result:
     client_thread: str = ""
     """The producers' busiest thread (``extra["client_cpu_s"]``: all producer processes' CPU seconds,
     ``extra["client_thread_s"]`` that thread's)."""
+    broker_threads: str = ""
+    """The broker's busiest threads, as ``client_threads``."""
     client_threads: str = ""
-    """The producers' busiest threads with their share of the phase (of one core), e.g. ``python 40%,
-    rdk:broker1 35%``; ``extra["broker_waited_s"]`` / ``extra["client_waited_s"]``: seconds their threads
+    """The producers' busiest threads with their share of the phase (of one core) on a CPU and waiting
+    for one, e.g. ``python 40%+30%, rdk:broker1 35%+20%``; ``extra["broker_waited_s"]`` / ``extra["client_waited_s"]``: seconds their threads
     were runnable but waiting for a CPU."""
 
     @property
@@ -129,17 +131,17 @@ def cpu_seconds(pid: int) -> float:
 
 def thread_cpu(pid: int) -> dict[int, tuple[str, float, float]]:
     """Per thread of ``pid``: its name (librdkafka names its threads ``rdk:main``, ``rdk:broker1``, ...),
-    utime + stime so far, and the seconds it spent runnable but waiting for a CPU (the kernel's schedstat
-    run delay: on 2 shared cores a thread can be slow without being busy). A thread that ended is left out."""
+    the seconds it ran so far, and the seconds it spent runnable but waiting for a CPU (the kernel's
+    schedstat, in ns: on 2 shared cores a thread can be slow without being busy). A thread that ended is
+    left out."""
     threads: dict[int, tuple[str, float, float]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            waited = int((task / "schedstat").read_text().split()[1]) / 1e9
+            ran, waited = (task / "schedstat").read_text().split()[:2]
         except OSError:
             continue
-        threads[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS, waited)
+        threads[int(task.name)] = (name, int(ran) / 1e9, int(waited) / 1e9)
     return threads
 
 
@@ -151,8 +153,10 @@ class CpuWatch:
         self.pid = pid
         self.cpu_s = 0.0
         self.waited_s = 0.0
-        self.threads: list[tuple[str, float]] = []
-        """(name, CPU seconds) of the threads that used any over the phase, busiest first."""
+        self.threads: list[tuple[str, float, float]] = []
+        """(name, seconds run, seconds runnable but waiting for a CPU) of the threads (by name) that ran
+        over the phase, busiest first. A thread whose run + wait is the whole phase never idled: it is the
+        one that limits (on a machine with fewer free cores than busy threads, the wait is the others')."""
         self._cpu = 0.0
         self._threads: dict[int, tuple[str, float, float]] = {}
 
@@ -161,13 +165,13 @@ class CpuWatch:
 
     def stop(self) -> None:
         self.cpu_s = cpu_seconds(self.pid) - self._cpu
-        used: dict[str, float] = {}
-        self.waited_s = 0.0
-        for tid, (name, seconds, waited) in thread_cpu(self.pid).items():
-            _, seconds_before, waited_before = self._threads.get(tid, (name, 0.0, 0.0))
-            used[name] = used.get(name, 0.0) + seconds - seconds_before
-            self.waited_s += waited - waited_before
-        self.threads = sorted(((n, s) for n, s in used.items() if s > 0), key=lambda t: -t[1])
+        used: dict[str, tuple[float, float]] = {}
+        for tid, (name, ran, waited) in thread_cpu(self.pid).items():
+            _, ran_before, waited_before = self._threads.get(tid, (name, 0.0, 0.0))
+            total_ran, total_waited = used.get(name, (0.0, 0.0))
+            used[name] = (total_ran + ran - ran_before, total_waited + waited - waited_before)
+        self.waited_s = sum(w for _, w in used.values())
+        self.threads = sorted(((n, r, w) for n, (r, w) in used.items() if r > 0), key=lambda t: -t[1])
 
     @property
     def thread(self) -> str:
@@ -176,6 +180,10 @@ class CpuWatch:
     @property
     def thread_cpu_s(self) -> float:
         return self.threads[0][1] if self.threads else 0.0
+
+    def describe(self, seconds: float, top: int = 3) -> str:
+        """The busiest threads as "name ran% + waited%" of the phase (of one core)."""
+        return ", ".join(f"{n} {r / seconds:.0%}+{w / seconds:.0%}" for n, r, w in self.threads[:top])
 
 
 def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
@@ -402,7 +410,8 @@ def _note_threads(result: Result, broker: CpuWatch, clients: list[CpuWatch]) -> 
     result.client_thread = busiest.thread
     result.extra["client_thread_s"] = busiest.thread_cpu_s
     if result.seconds:
-        result.client_threads = ", ".join(f"{n} {s / result.seconds:.0%}" for n, s in busiest.threads[:3])
+        result.client_threads = busiest.describe(result.seconds)
+        result.broker_threads = broker.describe(result.seconds, top=2)
 
 
 def _produce_in_children(
@@ -606,7 +615,7 @@ def show(results: list[Result]) -> None:
         "requests",
         "µs CPU/request",
         "broker busy",
-        "broker waited",
+        "broker's threads (ran+waited)",
         "client CPU s (waited)",
         "client's busiest threads",
     ):
@@ -624,7 +633,7 @@ def show(results: list[Result]) -> None:
             f"{r.requests:,}",
             f"{r.cpu_us_per_request:.1f}",
             f"{r.cpu_s / r.seconds:.0%}" if r.seconds else "",
-            f"{r.extra['broker_waited_s']:.2f} s" if "broker_waited_s" in r.extra else "",
+            r.broker_threads,
             f"{r.extra['client_cpu_s']:.2f} ({r.extra['client_waited_s']:.2f})"
             if "client_cpu_s" in r.extra
             else "",
@@ -708,7 +717,7 @@ def main() -> None:
             result = run_row(spec, row, args, log_dir)
             print(
                 f"{result.row} {spec.name}: {result.rate:,.0f} msg/s over {result.seconds:.2f} s, "
-                f"{result.cpu_s:.2f} s broker CPU ({result.broker_thread}), {result.requests} requests, "
+                f"{result.cpu_s:.2f} s broker CPU ({result.broker_threads}), {result.requests} requests, "
                 f"client's busiest threads {result.client_threads or '-'} "
                 f"{ {k: round(v, 2) for k, v in result.extra.items()} }",
                 file=sys.stderr,
