@@ -21,6 +21,16 @@ Rows (``--rows``, comma-separated, default all):
   1,000 partitions a request carries one batch of the ~30-60 messages that piled up for that partition:
   broker CPU per request is the steadier figure (the messages per request move with how far the client
   outruns the broker).
+  Who limits the rate: each produce row also reports the broker's busy fraction (its CPU over the phase),
+  the producer's CPU (the bench process: the Python loop calling ``produce`` is its thread ``python``,
+  librdkafka's are ``rdk:main`` and ``rdk:broker<id>``, the one thread that builds every request to a
+  broker) with its busiest threads' share of one core, and how long each side's threads were runnable but
+  waiting for a CPU (schedstat): on 2 cores the broker and the client share the machine. The default
+  phase lasts well under a second (10 ms CPU ticks); ``--n 1000000`` makes it seconds.
+  What a user would try (not the issue's rows, labelled apart): ``--producers K`` times the phase from K
+  producer processes (``n / K`` each, round-robin over every partition, each warmed up with one message per
+  partition first), ``--producer-set KEY=VALUE`` overrides a producer setting (``linger.ms=50``,
+  ``batch.num.messages=100000``).
 * ``tiny``: one producer, linger.ms=0, batch.num.messages=1 (one 100 B message per produce request, pipelined),
   ``--tiny-n`` messages to one partition.
 * ``fanout``: ``--consumers`` (200) consumers long-poll partition 0 from its end while one producer sends one
@@ -34,12 +44,14 @@ or set ``PEERBENCH_TANSU``; without one the Tansu column is skipped.
 
     .venv/bin/python bench/scale_bench.py                       # every row, tidelog and (if found) Tansu
     .venv/bin/python bench/scale_bench.py --rows produce-1000 --brokers tidelog --json out.json
+    .venv/bin/python bench/scale_bench.py --rows produce-1000 --n 1000000 --producers 2 --producer-set linger.ms=50
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -77,6 +89,17 @@ class Result:
     cpu_s: float
     requests: int
     extra: dict[str, float] = field(default_factory=dict)
+    broker_thread: str = ""
+    """The broker's busiest thread over the timed phase (``extra["broker_thread_s"]`` its CPU seconds)."""
+    client_thread: str = ""
+    """The producers' busiest thread (``extra["client_cpu_s"]``: all producer processes' CPU seconds,
+    ``extra["client_thread_s"]`` that thread's)."""
+    broker_threads: str = ""
+    """The broker's busiest threads, as ``client_threads``."""
+    client_threads: str = ""
+    """The producers' busiest threads with their share of the phase (of one core) on a CPU and waiting
+    for one, e.g. ``python 40%+30%, rdk:broker1 35%+20%``; ``extra["broker_waited_s"]`` / ``extra["client_waited_s"]``: seconds their threads
+    were runnable but waiting for a CPU."""
 
     @property
     def rate(self) -> float:
@@ -104,6 +127,63 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of every thread of ``pid`` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[str, float, float]]:
+    """Per thread of ``pid``: its name (librdkafka names its threads ``rdk:main``, ``rdk:broker1``, ...),
+    the seconds it ran so far, and the seconds it spent runnable but waiting for a CPU (the kernel's
+    schedstat, in ns: on 2 shared cores a thread can be slow without being busy). A thread that ended is
+    left out."""
+    threads: dict[int, tuple[str, float, float]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            ran, waited = (task / "schedstat").read_text().split()[:2]
+        except OSError:
+            continue
+        threads[int(task.name)] = (name, int(ran) / 1e9, int(waited) / 1e9)
+    return threads
+
+
+class CpuWatch:
+    """CPU seconds of one process and of its busiest threads over a phase (``start`` then ``stop``), and
+    the seconds its threads waited for a CPU."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu_s = 0.0
+        self.waited_s = 0.0
+        self.threads: list[tuple[str, float, float]] = []
+        """(name, seconds run, seconds runnable but waiting for a CPU) of the threads (by name) that ran
+        over the phase, busiest first. A thread whose run + wait is the whole phase never idled: it is the
+        one that limits (on a machine with fewer free cores than busy threads, the wait is the others')."""
+        self._cpu = 0.0
+        self._threads: dict[int, tuple[str, float, float]] = {}
+
+    def start(self) -> None:
+        self._cpu, self._threads = cpu_seconds(self.pid), thread_cpu(self.pid)
+
+    def stop(self) -> None:
+        self.cpu_s = cpu_seconds(self.pid) - self._cpu
+        used: dict[str, tuple[float, float]] = {}
+        for tid, (name, ran, waited) in thread_cpu(self.pid).items():
+            _, ran_before, waited_before = self._threads.get(tid, (name, 0.0, 0.0))
+            total_ran, total_waited = used.get(name, (0.0, 0.0))
+            used[name] = (total_ran + ran - ran_before, total_waited + waited - waited_before)
+        self.waited_s = sum(w for _, w in used.values())
+        self.threads = sorted(((n, r, w) for n, (r, w) in used.items() if r > 0), key=lambda t: -t[1])
+
+    @property
+    def thread(self) -> str:
+        return self.threads[0][0] if self.threads else ""
+
+    @property
+    def thread_cpu_s(self) -> float:
+        return self.threads[0][1] if self.threads else 0.0
+
+    def describe(self, seconds: float, top: int = 3) -> str:
+        """The busiest threads as "name ran% + waited%" of the phase (of one core)."""
+        return ", ".join(f"{n} {r / seconds:.0%}+{w / seconds:.0%}" for n, r, w in self.threads[:top])
 
 
 def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 180.0) -> None:
@@ -279,23 +359,140 @@ def check_end_offsets(bootstrap: str, topic: str, partitions: int, expected: int
 # ---- rows -----------------------------------------------------------------------------------------------
 
 
-def row_produce(broker: RunningBroker, name: str, partitions: int, n: int, warmup: int | None) -> Result:
+def row_produce(
+    broker: RunningBroker,
+    name: str,
+    partitions: int,
+    n: int,
+    warmup: int | None,
+    producers: int = 1,
+    config: dict[str, str] | None = None,
+) -> Result:
+    """One produce row: warm up in this process, then time ``n`` messages from this process (``producers``
+    1, the issue's row) or from ``producers`` child processes producing ``n / producers`` each, round-robin
+    over every partition (what a user with a faster producer in mind would try). ``config`` overrides the
+    producers' librdkafka settings (e.g. ``linger.ms``, ``batch.num.messages``)."""
     if warmup is None:
         warmup = max(20_000, 50 * partitions)  # every partition past its first index entry (docstring)
+    config = config or {}
     topic = f"scale-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, partitions)
     requests = Requests()
-    prod = producer(broker.bootstrap, requests)
+    prod = producer(broker.bootstrap, requests, **config)
     produce_all(prod, topic, warmup, partitions)
     settle_stats([prod])
-    requests_before, cpu_before = requests.total(), cpu_seconds(broker.pid)
+    broker_watch = CpuWatch(broker.pid)
+    if producers > 1:
+        return _produce_in_children(broker, name, topic, partitions, n, warmup, producers, config)
+    client_watch = CpuWatch(os.getpid())
+    requests_before = requests.total()
+    broker_watch.start()
+    client_watch.start()
     started = time.perf_counter()
     produce_all(prod, topic, n, partitions, start=warmup)
     elapsed = time.perf_counter() - started
-    cpu = cpu_seconds(broker.pid) - cpu_before
+    broker_watch.stop()
+    client_watch.stop()
     settle_stats([prod])
     check_end_offsets(broker.bootstrap, topic, partitions, warmup + n)
-    return Result("", name, n, elapsed, cpu, requests.total() - requests_before)
+    result = Result("", name, n, elapsed, broker_watch.cpu_s, requests.total() - requests_before)
+    _note_threads(result, broker_watch, [client_watch])
+    return result
+
+
+def _note_threads(result: Result, broker: CpuWatch, clients: list[CpuWatch]) -> None:
+    result.broker_thread = broker.thread
+    result.extra["broker_thread_s"] = broker.thread_cpu_s
+    result.extra["broker_waited_s"] = broker.waited_s
+    result.extra["client_cpu_s"] = sum(c.cpu_s for c in clients)
+    result.extra["client_waited_s"] = sum(c.waited_s for c in clients)
+    busiest = max(clients, key=lambda c: c.thread_cpu_s)
+    result.client_thread = busiest.thread
+    result.extra["client_thread_s"] = busiest.thread_cpu_s
+    if result.seconds:
+        result.client_threads = busiest.describe(result.seconds)
+        result.broker_threads = broker.describe(result.seconds, top=2)
+
+
+def _produce_in_children(
+    broker: RunningBroker,
+    name: str,
+    topic: str,
+    partitions: int,
+    n: int,
+    warmup: int,
+    producers: int,
+    config: dict[str, str],
+) -> Result:
+    """The timed phase of :func:`row_produce` from ``producers`` processes, started together; the phase
+    ends when the last one's queue is empty."""
+    context = multiprocessing.get_context("spawn")  # no fork of a process with librdkafka threads
+    reports = context.Queue()
+    go = context.Event()
+    share = n // producers
+    children = []
+    offset = warmup
+    for k in range(producers):
+        count = share if k < producers - 1 else n - share * (producers - 1)
+        args = (broker.bootstrap, topic, partitions, offset, count, config, go, reports)
+        children.append(context.Process(target=_produce_child, args=args, daemon=True))
+        offset += partitions + count  # each child warms up with one message per partition first
+    for child in children:
+        child.start()
+    for _ in children:
+        assert reports.get(timeout=120)[0] == "ready"
+    broker_watch = CpuWatch(broker.pid)
+    broker_watch.start()
+    started = time.perf_counter()
+    go.set()
+    finished = []
+    for _ in children:
+        kind, value = reports.get(timeout=600)
+        assert kind == "done"
+        finished.append(value)
+    broker_watch.stop()
+    elapsed = max(finished) - started  # CLOCK_MONOTONIC: one clock for every process on Linux
+    watches, sent = [], 0
+    for _ in children:
+        kind, (cpu_s, waited_s, threads, child_requests) = reports.get(timeout=60)
+        assert kind == "stats"
+        watch = CpuWatch(0)
+        watch.cpu_s, watch.waited_s, watch.threads = cpu_s, waited_s, threads
+        watches.append(watch)
+        sent += child_requests
+    for child in children:
+        child.join(30)
+    check_end_offsets(broker.bootstrap, topic, partitions, warmup + n + producers * partitions)
+    result = Result("", name, n, elapsed, broker_watch.cpu_s, sent)
+    _note_threads(result, broker_watch, watches)
+    return result
+
+
+def _produce_child(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    start: int,
+    count: int,
+    config: dict[str, str],
+    go: Any,
+    reports: Any,
+) -> None:
+    """One producer process of :func:`_produce_in_children`."""
+    requests = Requests()
+    prod = producer(bootstrap, requests, **config)
+    produce_all(prod, topic, partitions, partitions, start=start)  # connected, every partition's leader known
+    settle_stats([prod])
+    reports.put(("ready", None))
+    go.wait()
+    watch = CpuWatch(os.getpid())
+    requests_before = requests.total()
+    watch.start()
+    produce_all(prod, topic, count, partitions, start=start + partitions)
+    reports.put(("done", time.perf_counter()))
+    watch.stop()
+    settle_stats([prod])
+    reports.put(("stats", (watch.cpu_s, watch.waited_s, watch.threads, requests.total() - requests_before)))
 
 
 def row_tiny(broker: RunningBroker, n: int) -> Result:
@@ -387,7 +584,11 @@ def row_consume(broker: RunningBroker, n: int, partitions: int) -> Result:
 def run_row(spec: BrokerSpec, row: str, args: argparse.Namespace, log_dir: Path) -> Result:
     with running(spec, log_dir) as broker:
         if row.startswith("produce-"):
-            result = row_produce(broker, row, int(row.split("-")[1]), args.n, args.warmup)
+            config = dict(setting.split("=", 1) for setting in args.producer_set)
+            label = row + "".join(f" {k}={v}" for k, v in config.items())
+            label += f" x{args.producers} processes" if args.producers > 1 else ""
+            partitions = int(row.split("-")[1])
+            result = row_produce(broker, label, partitions, args.n, args.warmup, args.producers, config)
         elif row == "tiny":
             result = row_tiny(broker, args.tiny_n)
         elif row == "fanout":
@@ -413,6 +614,10 @@ def show(results: list[Result]) -> None:
         "µs CPU/msg",
         "requests",
         "µs CPU/request",
+        "broker busy",
+        "broker's threads (ran+waited)",
+        "client CPU s (waited)",
+        "client's busiest threads",
     ):
         table.add_column(column, justify="left" if column in ("row", "broker") else "right")
     for r in results:
@@ -427,8 +632,14 @@ def show(results: list[Result]) -> None:
             f"{r.cpu_us_per_message:.1f}",
             f"{r.requests:,}",
             f"{r.cpu_us_per_request:.1f}",
+            f"{r.cpu_s / r.seconds:.0%}" if r.seconds else "",
+            r.broker_threads,
+            f"{r.extra['client_cpu_s']:.2f} ({r.extra['client_waited_s']:.2f})"
+            if "client_cpu_s" in r.extra
+            else "",
+            r.client_threads,
         )
-    Console(width=160).print(table)
+    Console(width=220).print(table)
 
 
 def main() -> None:
@@ -450,7 +661,26 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="a tidelog broker setting (repeatable)",
     )
-    parser.add_argument("--n", type=int, default=100_000, help="messages per produce row")
+    parser.add_argument(
+        "--n",
+        type=int,
+        default=100_000,
+        help="messages per produce row (e.g. 1000000 for a phase of seconds)",
+    )
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=1,
+        help="produce rows: time the phase from this many producer processes (n / producers each), "
+        "not from the bench process (the issue's rows: 1)",
+    )
+    parser.add_argument(
+        "--producer-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="produce rows: a librdkafka producer setting over the rows' own (repeatable; e.g. linger.ms=50)",
+    )
     parser.add_argument(
         "--warmup",
         type=int,
@@ -486,8 +716,10 @@ def main() -> None:
         for spec in specs:
             result = run_row(spec, row, args, log_dir)
             print(
-                f"{row} {spec.name}: {result.rate:,.0f} msg/s, {result.cpu_s:.2f} s broker CPU, "
-                f"{result.requests} requests {result.extra or ''}",
+                f"{result.row} {spec.name}: {result.rate:,.0f} msg/s over {result.seconds:.2f} s, "
+                f"{result.cpu_s:.2f} s broker CPU ({result.broker_threads}), {result.requests} requests, "
+                f"client's busiest threads {result.client_threads or '-'} "
+                f"{ {k: round(v, 2) for k, v in result.extra.items()} }",
                 file=sys.stderr,
                 flush=True,
             )

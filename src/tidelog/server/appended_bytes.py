@@ -55,7 +55,7 @@ class AppendedBytes:
             offsets.append(base_offset)
             cumulative.append(0)
         offsets.append(end_offset)
-        cumulative.append(cumulative[-1] + max(nbytes, 0))
+        cumulative.append(cumulative[-1] + nbytes if nbytes > 0 else cumulative[-1])  # max() without its call
 
     def between(self, key: Hashable, start: int, end: int) -> int | None:
         """Bytes appended in ``[start, end)`` (whole batches ending at or before ``end`` and starting at or

@@ -97,12 +97,14 @@ class DelayedProduce(DelayedOperation, Generic[R]):
         partition_of: Callable[[str, int], Partition | None],
         response: R,
         future: asyncio.Future[R],
+        on_done: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(timeout_ms)
         self._pending = pending
         self._partition_of = partition_of
         self._response = response
         self._future = future
+        self._on_done = on_done
 
     def try_complete(self) -> bool:
         if self._future.done():  # the connection went away: nothing to answer
@@ -115,6 +117,7 @@ class DelayedProduce(DelayedOperation, Generic[R]):
         pass
 
     def on_complete(self) -> None:
+        self._on_done()  # first: the purgatory's count of waiting produces is right whatever follows
         for entry in self._pending:
             if not entry.done:
                 entry.done = True
@@ -129,6 +132,13 @@ class ProducePurgatory:
     def __init__(self, clock: Clock, partition_of: Callable[[str, int], Partition | None]) -> None:
         self._operations: AsyncPurgatory[DelayedOperation] = AsyncPurgatory("Produce", clock)
         self._partition_of = partition_of
+        self._waiting = 0
+        """Produces handed to the purgatory and not completed yet (each completes exactly once, and its
+        ``on_complete`` counts it off): while none waits, :meth:`check` returns at once. On a single node,
+        where every produce is decided at once, that is every append's check."""
+
+    def _done(self) -> None:
+        self._waiting -= 1
 
     def decided(self, topic: str, index: int, required_offset: int, result: AppendStatus) -> bool:
         """Decide one partition's wait now if it can be (``result.error_code`` set), as :meth:`delay` decides
@@ -143,14 +153,18 @@ class ProducePurgatory:
         if _decide(pending, self._partition_of):  # e.g. a leader alone in its ISR: no operation, no future
             return response
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        operation = DelayedProduce(max(timeout_ms, 0), pending, self._partition_of, response, future)
+        operation = DelayedProduce(
+            max(timeout_ms, 0), pending, self._partition_of, response, future, self._done
+        )
+        self._waiting += 1  # before: an operation completed inside delay() is counted off there
         if self._operations.delay(operation, [(p.topic, p.index) for p in pending]):
             return response
         return future
 
     def check(self, key: tuple[str, int]) -> None:
         """The high watermark or leadership of ``key`` changed: check the produces waiting on it."""
-        self._operations.check(key)
+        if self._waiting:
+            self._operations.check(key)
 
     def complete_all(self) -> None:
         self._operations.complete_all()

@@ -35,6 +35,32 @@ from tidelog.server.txn_verification import transactional_producer, verification
 __all__ = ["ProduceHandler", "batch_count_error"]
 
 _PartitionResponse = ProduceResponse.PartitionProduceResponse
+_LeaderIdAndEpoch = ProduceResponse.LeaderIdAndEpoch
+_new = object.__new__
+
+
+def _partition_response(index: int) -> ProduceResponse.PartitionProduceResponse:
+    """``PartitionProduceResponse(index=index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)``
+    built with one store per field instead of the dataclass's keyword ``__init__`` (and its default
+    factories): about 0.2 µs instead of 0.6, once per partition of every produce (librdkafka sends one
+    partition per request). Every field is stored, a fresh list and a fresh "no leader" per entry as the
+    defaults give; tests compare it with the ``__init__``-built entry, so a field added to the schema fails
+    them instead of being left unset."""
+    leader = _new(_LeaderIdAndEpoch)
+    leader.leader_id = -1
+    leader.leader_epoch = -1
+    leader.unknown_tagged_fields = None
+    result = _new(_PartitionResponse)
+    result.index = index
+    result.error_code = 0
+    result.base_offset = -1
+    result.log_append_time_ms = -1
+    result.log_start_offset = -1
+    result.record_errors = []
+    result.error_message = None
+    result.current_leader = leader
+    result.unknown_tagged_fields = None
+    return result
 
 
 def batch_count_error(records: object, api_version: int) -> str | None:
@@ -118,9 +144,7 @@ class ProduceHandler:
             results = []
             for data in topic_data.partition_data:
                 index = data.index
-                result = _PartitionResponse(
-                    index=index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
-                )
+                result = _partition_response(index)
                 results.append(result)
                 if topic_error:  # the same for every partition of the topic: acks, authorization, existence
                     result.error_code = topic_error
