@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from inprocess import start_broker, stop_broker
 from tidelog.protocol.codec import encode_response
 from tidelog.protocol.messages import ApiKey, FetchRequest, RequestHeader
 from tidelog.protocol.records import SimpleRecord, encode_batch
-from tidelog.server.admin_manager import AdminManager
 from tidelog.server.broker import Broker
-from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
 VERSION = 12
@@ -99,19 +96,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args()
-    data = Path(tempfile.mkdtemp(prefix="tidelog-wake-"))
-    config, _ = load_broker_config(None, {"log.dirs": str(data)})
-    broker = Broker(config)
-    admin = broker.admin
-    assert isinstance(admin, AdminManager)
-    admin.create_topic_now("fanout", args.partitions, 1, {})
+    broker = start_broker("fanout", args.partitions, prefix="tidelog-wake-")
     gc.collect()
     gc.freeze()  # as the broker's main does with what startup built
     try:
         park, wake, encode = asyncio.run(_run(broker, args.waiters, args.partitions, args.rounds))
     finally:
-        broker.replicas.shutdown()
-        broker.logs.shutdown(broker.clock.now_ms())
+        stop_broker(broker)
     print(
         f"{args.waiters} waiters on {args.partitions} partition(s) x {args.rounds} appends:"
         f" CPU per woken fetch  park {park:.1f} us"

@@ -19,38 +19,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import resource
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import uvloop
 
+from inprocess import cpu, start_broker, stop_broker
 from request_cost_raw import fetch_frame
 from tidelog.protocol.codec import decode_request, encode_response
 from tidelog.protocol.messages import ApiKey
-from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
-from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
 VERSION = 12
 TOPIC = "idle"
 
 
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 async def run(partitions: int, rounds: int) -> tuple[float, dict[str, float]]:
-    data = Path(tempfile.mkdtemp(prefix="fetch-handler-"))
-    config, _warnings = load_broker_config(None, {"log.dirs": str(data)})
     clock = ManualClock()
-    broker = Broker(config, clock=clock)
-    broker.admin.create_topic_now(TOPIC, partitions, 1, {})
+    broker = start_broker(TOPIC, partitions, prefix="fetch-handler-", clock=clock)
     route = broker.dispatcher.route_for(ApiKey.FETCH, VERSION)
     assert route is not None
     handle = route.handler
@@ -120,8 +107,7 @@ async def run(partitions: int, rounds: int) -> tuple[float, dict[str, float]]:
         return cost, {name: seconds / (rounds * partitions) * 1e6 for name, seconds in steps.items()}
     finally:
         gc.unfreeze()
-        broker.logs.shutdown(broker.clock.now_ms())
-        shutil.rmtree(data, ignore_errors=True)
+        stop_broker(broker)
 
 
 def main() -> None:

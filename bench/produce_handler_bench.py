@@ -24,33 +24,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import resource
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
+from inprocess import cpu, start_broker, stop_broker
 from tidelog.protocol.messages import ApiKey, ProduceRequest
 from tidelog.protocol.records import SimpleRecord, encode_batch
-from tidelog.server.broker import Broker
-from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
 VERSION = 9
 
 
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 async def run(partitions: int, records: int, warmup: int, rounds: int, idempotent: bool, acks: int) -> float:
-    data = Path(tempfile.mkdtemp(prefix="produce-handler-"))
-    config, _warnings = load_broker_config(None, {"log.dirs": str(data)})
-    broker = Broker(config)
-    broker.admin.create_topic_now("t", partitions, 1, {})
+    broker = start_broker("t", partitions, prefix="produce-handler-")
     route = broker.dispatcher.route_for(ApiKey.PRODUCE, VERSION)
     assert route is not None
     handle = route.handler
@@ -118,8 +105,7 @@ async def run(partitions: int, records: int, warmup: int, rounds: int, idempoten
         return statistics.fmean(costs)
     finally:
         gc.unfreeze()
-        broker.logs.shutdown(broker.clock.now_ms())
-        shutil.rmtree(data, ignore_errors=True)
+        stop_broker(broker)
 
 
 def main() -> None:
