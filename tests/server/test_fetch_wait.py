@@ -268,6 +268,19 @@ def test_an_incremental_fetch_reads_what_the_last_answer_left_unread(broker: Bro
     assert (stale.error_code, stale.responses) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, [])
 
 
+def count_lookups(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """From now on, every ``leader_partition`` lookup of ``broker`` is appended to the returned list."""
+    looked_up: list[tuple[str, int]] = []
+    real_lookup = broker.replicas.leader_partition
+
+    def counting_lookup(topic: str, index: int) -> Any:
+        looked_up.append((topic, index))
+        return real_lookup(topic, index)
+
+    monkeypatch.setattr(broker.replicas, "leader_partition", counting_lookup)
+    return looked_up
+
+
 def test_a_woken_incremental_fetch_reads_only_the_partitions_that_changed(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,14 +294,7 @@ def test_a_woken_incremental_fetch_reads_only_the_partitions_that_changed(
     )
     assert (full.session_id != 0, full.responses[0].partitions[0].records) == (True, b"")
     first, second = batch(b"a" * 10), batch(b"b" * 10, b"c" * 10)
-    looked_up: list[tuple[str, int]] = []
-    real_lookup = broker.replicas.leader_partition
-
-    def counting_lookup(topic: str, index: int) -> Any:
-        looked_up.append((topic, index))
-        return real_lookup(topic, index)
-
-    monkeypatch.setattr(broker.replicas, "leader_partition", counting_lookup)
+    looked_up = count_lookups(broker, monkeypatch)
 
     async def scenario() -> None:
         waiting = session_fetch(full.session_id, 1, {}, max_bytes=1 << 20)
@@ -329,14 +335,7 @@ def test_a_woken_consumer_fetch_reads_only_what_changed_and_answers_every_partit
     partitions appended to only; the answer still lists all 20 (a full fetch answers every partition), the
     unchanged ones as they were when it parked and the changed ones with exactly their new records. One that
     ends without a change (here: shutdown's complete_all, as an expiry) reads nothing at all."""
-    looked_up: list[tuple[str, int]] = []
-    real_lookup = broker.replicas.leader_partition
-
-    def counting_lookup(topic: str, index: int) -> Any:
-        looked_up.append((topic, index))
-        return real_lookup(topic, index)
-
-    monkeypatch.setattr(broker.replicas, "leader_partition", counting_lookup)
+    looked_up = count_lookups(broker, monkeypatch)
 
     async def scenario() -> None:
         woken = handle(broker, ctx(ApiKey.FETCH, 11), fetch_all(2 * len(batch(b"a"))))
