@@ -10,21 +10,32 @@ Invariants:
   records it had already taken off its queue at or past that offset (``leftover``, in offset order).
   A read that starts exactly there yields those first and assigns the offset after them; any other
   start assigns its own offset. A read that failed or stopped early never returns its consumer (it is closed), as Spark
-  invalidates a failed task's consumer.
+  invalidates a failed task's consumer. That close waits at most :data:`CLOSE_TIMEOUT_S`: a librdkafka
+  client whose own threads deadlocked (confluentinc/librdkafka#5476: a leader dying while an
+  OffsetForLeaderEpoch request to it is in flight; the read then fails with ``kafkaConsumer.pollTimeoutMs``)
+  blocks its ``close()`` forever, and the task must fail so that Spark retries it, not hang. Such a consumer
+  is left referenced (destroying it blocks its destroyer too) and a warning names it.
 - At most :data:`CAPACITY` idle consumers; the least recently returned one is closed first.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message
 
-__all__ = ["CAPACITY", "POOL", "ConsumerPool", "PooledConsumer", "pool_key"]
+__all__ = ["CAPACITY", "CLOSE_TIMEOUT_S", "POOL", "ConsumerPool", "PooledConsumer", "pool_key"]
+
+log = logging.getLogger("tidelog.spark.consumer_pool")
 
 CAPACITY = 16
+CLOSE_TIMEOUT_S = 30.0
+_UNCLOSED: list[Consumer] = []
+"""Consumers whose close did not return: kept referenced, since their garbage collection would block too."""
 
 
 @dataclass
@@ -67,8 +78,31 @@ class ConsumerPool:
             evicted.consumer.close()
 
     @staticmethod
-    def discard(entry: PooledConsumer) -> None:
-        entry.consumer.close()
+    def discard(entry: PooledConsumer, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Close a failed read's consumer, waiting at most ``timeout_s`` (see the module docstring)."""
+        consumer = entry.consumer
+        closed = threading.Event()
+        failure: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                consumer.close()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                failure.append(exc)
+            finally:
+                closed.set()
+
+        threading.Thread(target=close, name="tidelog-consumer-close", daemon=True).start()
+        if not closed.wait(timeout_s):
+            _UNCLOSED.append(consumer)
+            log.warning(
+                "a Kafka consumer of a failed read did not close within %g s and is left behind (its librdkafka "
+                "threads look deadlocked, confluentinc/librdkafka#5476)",
+                timeout_s,
+            )
+            return
+        if failure:
+            raise failure[0]
 
     def clear(self) -> None:
         while self._idle:
