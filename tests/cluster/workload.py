@@ -7,7 +7,9 @@ A :class:`Workload` runs, each in a thread of its own:
   over the topic's partitions at a steady rate; every value is recorded as sent before the client has it,
   then as acknowledged (partition, offset) or failed (the error the client reported);
 - readers (``"confluent"``, ``"kafka-python"``): a consumer assigned every partition from the beginning,
-  recording each record it reads (partition, offset, value).
+  recording each record it reads (partition, offset, value). A confluent-kafka reader whose librdkafka
+  deadlocks (:class:`ClientLiveness`) is abandoned and a new consumer resumes after the last record read,
+  with an event saying so.
 
 Invariants: no thread decides anything by wall-clock sleeps beyond pacing its own rate; :meth:`stop`
 stops sending, flushes (every value sent gets its outcome, or stays unknown if the flush times out) and
@@ -27,7 +29,37 @@ from dataclasses import dataclass
 
 from tests.cluster.checker import History, seed_banner
 
-__all__ = ["ClientThread", "ProducerSpec", "Workload", "confluent_producer_config"]
+__all__ = ["ClientLiveness", "ClientThread", "ProducerSpec", "Workload", "confluent_producer_config"]
+
+ABANDONED_CLIENTS: list[object] = []
+"""confluent-kafka clients found deadlocked, referenced until the process ends: destroying one (its
+``close()``, or its garbage collection) blocks the destroying thread on the lock its own threads hold."""
+
+
+class ClientLiveness:
+    """Whether a confluent-kafka client's librdkafka main thread still runs, from the statistics it emits
+    every ``statistics.interval.ms`` (:meth:`beat` is its ``stats_cb``, served by the application's
+    ``consume()``/``poll()``): none for ``stalled_after`` seconds while the application keeps polling means
+    that thread is blocked for good.
+
+    librdkafka 2.16 deadlocks so when a leader dies while an OffsetForLeaderEpoch request (KIP-320 offset
+    validation) to it is in flight (confluentinc/librdkafka#5476, fix proposed in #5304): ``rdk:main``,
+    failing that request, holds the partition's lock and waits for the handle's write lock, while the dead
+    broker's thread, being decommissioned, holds the handle's read lock and waits for the partition's lock.
+    The client then never fetches again and never answers its statistics, whatever the brokers do. Seen in
+    this suite as a reader that stopped at the first leader kill (a native backtrace of both threads confirmed
+    it). The application's side is what a user would do too: replace the client."""
+
+    def __init__(self, stalled_after: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._stalled_after = stalled_after
+        self._clock = clock
+        self._last = clock()
+
+    def beat(self, _stats: str = "") -> None:
+        self._last = self._clock()
+
+    def stalled(self) -> bool:
+        return self._clock() - self._last > self._stalled_after
 
 
 class ClientThread:
@@ -365,25 +397,47 @@ class Workload:
     def _confluent_reader(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": "tidelog-cluster-reader",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "isolation.level": "read_uncommitted",
-                "topic.metadata.refresh.interval.ms": 2000,
-                "log_level": 3,
-            }
-        )
+        next_offsets: dict[int, int] = {}  # per partition, the offset after the last record read
+
+        def new_consumer() -> tuple[Consumer, ClientLiveness]:
+            liveness = ClientLiveness()
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": "tidelog-cluster-reader",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "isolation.level": "read_uncommitted",
+                    "topic.metadata.refresh.interval.ms": 2000,
+                    "statistics.interval.ms": 1000,
+                    "stats_cb": liveness.beat,
+                    "log_level": 3,
+                }
+            )
+            consumer.assign(
+                [
+                    TopicPartition(self.topic, p, next_offsets.get(p, OFFSET_BEGINNING))
+                    for p in range(self.partitions)
+                ]
+            )
+            return consumer, liveness
+
+        consumer, liveness = new_consumer()
         try:
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
             while not self._stop_reading.is_set():
                 for msg in consumer.consume(200, 0.2):
                     if msg.error():
                         self.history.event(f"reader: {msg.error().name()} on partition {msg.partition()}")
                     else:
                         self.history.record_read(msg.topic(), msg.partition(), msg.offset(), msg.value())
+                        next_offsets[msg.partition()] = msg.offset() + 1
+                if liveness.stalled():
+                    self.history.event(
+                        "reader: librdkafka deadlocked (no statistics for 15 s, confluentinc/librdkafka#5476);"
+                        f" a new consumer resumes at {dict(sorted(next_offsets.items()))}"
+                    )
+                    ABANDONED_CLIENTS.append(consumer)
+                    consumer, liveness = new_consumer()
         finally:
             consumer.close()
 
