@@ -3,9 +3,10 @@ deadlocked librdkafka reader (confluentinc/librdkafka#5476) from one that has no
 
 from __future__ import annotations
 
+import gc
 import time
 
-from tests.cluster.workload import ClientLiveness
+from tests.cluster.workload import ClientLiveness, abandon
 
 from tidelog.testing import Broker
 
@@ -58,3 +59,22 @@ def test_a_real_idle_consumer_keeps_beating_through_consume(tidelog_broker: Brok
         assert not liveness.stalled()
     finally:
         consumer.close()
+
+
+def test_an_abandoned_client_is_never_deallocated() -> None:
+    """A deadlocked librdkafka client blocks whoever deallocates it, the interpreter's final collection at
+    exit included (a pytest process that never ends): ``abandon`` keeps it for good."""
+    deallocated: list[str] = []
+
+    class Client:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __del__(self) -> None:
+            deallocated.append(self.name)
+
+    kept, dropped = Client("kept"), Client("dropped")
+    abandon(kept)
+    del kept, dropped
+    gc.collect()
+    assert deallocated == ["dropped"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import random
 import threading
 import time
@@ -29,11 +30,21 @@ from dataclasses import dataclass
 
 from tests.cluster.checker import History, seed_banner
 
-__all__ = ["ClientLiveness", "ClientThread", "ProducerSpec", "Workload", "confluent_producer_config"]
+__all__ = [
+    "ClientLiveness",
+    "ClientThread",
+    "ProducerSpec",
+    "Workload",
+    "abandon",
+    "confluent_producer_config",
+]
 
-ABANDONED_CLIENTS: list[object] = []
-"""confluent-kafka clients found deadlocked, referenced until the process ends: destroying one (its
-``close()``, or its garbage collection) blocks the destroying thread on the lock its own threads hold."""
+
+def abandon(client: object) -> None:
+    """Leave a deadlocked confluent-kafka client alive for good: destroying it (its ``close()``, or its
+    deallocation, even by the interpreter's final collection at exit) would block the destroying thread on
+    the lock its own threads hold, so it gets a reference nothing ever releases."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(client))
 
 
 class ClientLiveness:
@@ -436,7 +447,7 @@ class Workload:
                         "reader: librdkafka deadlocked (no statistics for 15 s, confluentinc/librdkafka#5476);"
                         f" a new consumer resumes at {dict(sorted(next_offsets.items()))}"
                     )
-                    ABANDONED_CLIENTS.append(consumer)
+                    abandon(consumer)
                     consumer, liveness = new_consumer()
         finally:
             consumer.close()

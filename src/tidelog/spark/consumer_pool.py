@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from collections import OrderedDict
@@ -35,7 +36,8 @@ log = logging.getLogger("tidelog.spark.consumer_pool")
 CAPACITY = 16
 CLOSE_TIMEOUT_S = 30.0
 _UNCLOSED: list[Consumer] = []
-"""Consumers whose close did not return: kept referenced, since their garbage collection would block too."""
+"""Consumers whose close did not return; each also holds a reference nothing releases, since deallocating
+one (even in the interpreter's final collection at exit) would block as its close did."""
 
 
 @dataclass
@@ -95,6 +97,7 @@ class ConsumerPool:
         threading.Thread(target=close, name="tidelog-consumer-close", daemon=True).start()
         if not closed.wait(timeout_s):
             _UNCLOSED.append(consumer)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(consumer))  # never deallocated: that would block too
             log.warning(
                 "a Kafka consumer of a failed read did not close within %g s and is left behind (its librdkafka "
                 "threads look deadlocked, confluentinc/librdkafka#5476)",
