@@ -385,6 +385,19 @@ def test_region_objects_become_their_own_chunks() -> None:
     assert encode_chunks(response, 12)[1] is region
 
 
+@pytest.mark.parametrize("size", [0, 1, 4000, 4096, 4097, 70_000])
+def test_a_response_frame_is_its_size_then_header_then_body_either_side_of_the_prefix_copy(size: int) -> None:
+    """Small frames get their size prefix by a copy, larger ones by a second join: the same frame."""
+    response = _fetch_response(b"r" * size)
+    for version in (4, 12, 16):
+        [frame] = encode_response(_header(ApiKey.FETCH, version, correlation_id=7), response)
+        assert isinstance(frame, bytes)
+        assert INT32.unpack_from(frame)[0] == len(frame) - 4
+        header = b"\x00\x00\x00\x07" + (b"\x00" if version >= 12 else b"")
+        assert frame[4:].startswith(header)
+        assert frame[4 + len(header) :] == encode(response, version)
+
+
 def test_memoryview_records_of_any_format_are_sent_as_bytes() -> None:
     ints = memoryview(b"\x00\x01\x02\x03").cast("i")
     frame = encode_response(_header(ApiKey.FETCH, 11), _fetch_response(ints))

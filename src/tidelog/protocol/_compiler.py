@@ -119,6 +119,8 @@ def _write_tags(known: list[tuple[int, bytes]], unknown: dict[int, bytes] | None
 
 def byte_view(buf: Buffer) -> memoryview:
     """A flat byte view of any buffer (frames, records given as other buffer types)."""
+    if type(buf) is bytes or type(buf) is bytearray:  # a frame: flat bytes already (no format string made)
+        return memoryview(buf)
     view = memoryview(buf)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")

@@ -87,7 +87,11 @@ class DelayedFetch(DelayedOperation, Generic[R]):
         build: Callable[[], R],
         future: asyncio.Future[R],
     ) -> None:
-        super().__init__(delay_ms)
+        # DelayedOperation.__init__ and TimerTask.__init__, inline (issue 17: one per long poll)
+        self.delay_ms = delay_ms
+        self._entry = None
+        self._completed = False
+        self._watch_keys = ()
         self._wait = wait
         self._build = build
         self._future = future

@@ -47,7 +47,7 @@ class DelayedOperation(TimerTask):
     __slots__ = ("_completed", "_watch_keys")
 
     def __init__(self, delay_ms: int) -> None:
-        super().__init__(delay_ms)
+        super().__init__(delay_ms)  # (DelayedFetch.__init__ repeats these stores inline)
         self._completed = False
         self._watch_keys: Sequence[Hashable] = ()
         """The keys the purgatory watches this operation under (set when it is watched)."""
@@ -123,7 +123,7 @@ class DelayedOperationPurgatory(Generic[K, Op]):
             raise ValueError("the watch key list must not be empty")
         if op.try_complete():
             return True
-        if op.is_completed:
+        if op._completed:
             return False
         if not self._timer.add(op, now_ms):
             self._expire(op)  # no time left: expire now, nothing to watch

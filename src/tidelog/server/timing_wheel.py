@@ -89,7 +89,8 @@ class _Bucket:
         self.expiration_ms = -1
 
     def add(self, entry: _TimerTaskEntry) -> None:
-        entry.remove()
+        if entry.bucket is not None:
+            entry.remove()
         self.entries[entry] = None
         entry.bucket = self
         self.counter.value += 1
@@ -176,7 +177,7 @@ class _TimingWheel:
     def add(self, entry: _TimerTaskEntry) -> bool:
         """Place ``entry``; False if it has already expired (or was cancelled) and so was not placed."""
         expiration = entry.expiration_ms
-        if entry.cancelled:
+        if entry.task._entry is not entry:  # cancelled (the property, inline: once per long poll)
             return False
         if expiration < self.current_time_ms + self.tick_ms:
             return False

@@ -24,7 +24,9 @@ Invariants:
   answer it would throw away; if it is a sessionless consumer fetch and no change of its partitions reached
   the wait, its answer at expiry is those partitions' high watermark, last stable offset and log start then,
   no records, without a read (a partition no longer led here, fenced or with data past the fetch offset is
-  read as usual). Sessionless consumer fetches completed by the same change that asked the
+  read as usual). The common long poll, a sessionless consumer fetch of one partition so parked, takes one
+  step (:meth:`FetchHandler._park_caught_up`: one closure, no first answer, no session or follower
+  bookkeeping) with the same answers as the general path. Sessionless consumer fetches completed by the same change that asked the
   same thing get one shared answer:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
@@ -98,6 +100,8 @@ _new_partition = constructor(
 )
 _new_topic = constructor(FetchResponse.FetchableTopicResponse, "topic", "topic_id", "partitions")
 _new_response = constructor(FetchResponse, "error_code", "session_id")
+_new_answer = constructor(FetchResponse, "error_code", "session_id", "responses")
+_NONE = ErrorCode.NONE
 
 
 def _size(records: object) -> int:
@@ -156,6 +160,19 @@ class FetchHandler:
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
+        topics = request.topics
+        if (
+            request.max_wait_ms > 0
+            and request.min_bytes > 0
+            and len(topics) == 1
+            and len(topics[0].partitions) == 1
+            and request.session_id == INVALID_SESSION_ID
+            and request.session_epoch == FINAL_EPOCH
+            and (request.replica_state.replica_id if version >= 15 else request.replica_id) < 0
+        ):
+            one_step = self._park_caught_up(ctx, request, version)
+            if one_step is not None:
+                return one_step
         wanted: list[Wanted] = []
         for topic in request.topics:
             if version >= 13:
@@ -313,6 +330,96 @@ class FetchHandler:
             return self._bytes_out(response) if count_out else response
 
         return self._purgatory.delay(wait, request.max_wait_ms, complete)
+
+    def _park_caught_up(
+        self, ctx: RequestContext, request: FetchRequest, version: int
+    ) -> Awaitable[FetchResponse] | None:
+        """The common long poll in one step (issue 17): a sessionless consumer fetch of one partition, led
+        here, readable by this client and at its fetchable end, is parked as :meth:`handle` parks it (what
+        :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) with
+        one closure instead of the general path's. None when it is not so: :meth:`handle` then takes the
+        general path, which looks again and answers any error at once."""
+        topic = request.topics[0]
+        if version >= 13:
+            topic_id = topic.topic_id
+            name = self._metadata.topic_name(topic_id)
+            if name is None:
+                return None
+        else:
+            name = topic.topic
+            meta = self._metadata.topic(name)
+            topic_id = meta.topic_id if meta else _ZERO_UUID
+        authz = self._authz
+        if authz is not None and not topic_allowed(authz, ctx, AclOperation.READ, name):
+            return None
+        p = topic.partitions[0]
+        partition = self._replicas.leader_partition(name, p.partition)
+        if isinstance(partition, ErrorCode):
+            return None
+        epoch = p.current_leader_epoch if version >= 9 else -1
+        if epoch >= 0 and epoch != partition.leader_epoch:
+            return None  # fenced (Partition.check_leader_epoch)
+        committed = version >= 4 and request.isolation_level == _READ_COMMITTED
+        fetch_offset = p.fetch_offset
+        if fetch_offset != (partition.last_stable_offset if committed else partition.high_watermark):
+            return None
+        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+        index = p.partition
+        wait = self._new_wait(request.min_bytes, 0, isolation)
+        wait.watch_led(name, index, fetch_offset, epoch, partition, fetch_offset)
+        purgatory = self._purgatory
+        lookup = self._replicas.leader_partition
+
+        def complete() -> FetchResponse:
+            if purgatory.shared_reads is None and not wait.changed_keys:  # expired, nothing changed since
+                # _quiet_answer for its one partition
+                partition = lookup(name, index)
+                if not isinstance(partition, ErrorCode) and (epoch < 0 or epoch == partition.leader_epoch):
+                    high_watermark = partition.high_watermark
+                    last_stable = partition.last_stable_offset
+                    if fetch_offset == (last_stable if committed else high_watermark):
+                        result = _new_partition(
+                            index,
+                            high_watermark,
+                            last_stable,
+                            partition.log_start_offset,
+                            [] if committed else None,
+                            _EMPTY,
+                        )
+                        return _new_answer(_NONE, 0, [_new_topic(name, topic_id, [result])])
+            return self._woken(ctx, request, version, [Wanted(name, topic_id, topic.partitions)], isolation)
+
+        return purgatory.delay(wait, request.max_wait_ms, complete)
+
+    def _woken(
+        self,
+        ctx: RequestContext,
+        request: FetchRequest,
+        version: int,
+        wanted: list[Wanted],
+        isolation: FetchIsolation,
+    ) -> FetchResponse:
+        """The answer of a fetch :meth:`_park_caught_up` parked that a change reached (or whose partition is
+        no longer as it was), read as :meth:`handle`'s sessionless ``complete`` reads it (with the fetches
+        woken by the same change that asked the same, one answer)."""
+        max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self._fetch_max_bytes)
+        listener = ctx.listener_name
+
+        def build() -> tuple[FetchResponse, bool]:
+            response, _, has_error = self._read(wanted, version, isolation, max(max_bytes, 0), {}, -1)
+            if has_error and version >= 12:
+                self._leader_hints(response, version, listener)
+            return response, has_error
+
+        shared = self._purgatory.shared_reads
+        if shared is None:
+            response = build()[0]
+        else:
+            key = answer_key(
+                wanted, version=version, isolation=isolation, max_bytes=max_bytes, listener=listener
+            )
+            response = shared.answer(key, build)
+        return self._bytes_out(response) if self._replicas.topic_metrics is not None else response
 
     def _caught_up(
         self,
