@@ -157,6 +157,8 @@ class Connection:
         self._room.set()
         self._output_flowing = asyncio.Event()  # clear while the writer waits on a full socket
         self._output_flowing.set()
+        self._flowing = True
+        """``_output_flowing.is_set()`` as a plain attribute, for the checks made once per request."""
         self._max_in_flight = max_in_flight
         self._closing = False
         self._muted_until = 0.0
@@ -241,6 +243,7 @@ class Connection:
         self._closing = True
         self._unmuted.set()
         self._output_flowing.set()
+        self._flowing = True
         self._has_pending.set()
         self._room.set()
         self._transport.shutdown_read()
@@ -250,6 +253,7 @@ class Connection:
         self._closing = True
         self._unmuted.set()
         self._output_flowing.set()
+        self._flowing = True
         self._transport.close()
         self._end_receiving()
 
@@ -299,8 +303,8 @@ class Connection:
                 and len(data) > 4
                 and _SIZE.unpack_from(data)[0] == len(data) - 4 <= self._max_frame_bytes
                 and not self._muted_until
-                and self._room.is_set()
-                and self._output_flowing.is_set()
+                and len(self._pending) < self._max_in_flight  # _room is set
+                and self._flowing
             ):
                 # the common case (issue 17): exactly one whole frame, nothing buffered before it, room for
                 # it: handled as _take_frames would, without passing through the decoder
@@ -493,7 +497,7 @@ class Connection:
         idle; what the socket does not take goes to the writer as the next slot. False: not sent here (the
         caller enqueues it)."""
         send_now = self._send_now
-        if send_now is None or self._pending or not self._output_flowing.is_set():
+        if send_now is None or self._pending or not self._flowing:
             return False
         try:
             chunks = encode_response(header, response)
@@ -629,7 +633,7 @@ class Connection:
             if send_now is None or self._closing or isinstance(result, _Encoded):
                 self._wake_writer()
                 return
-            if not self._output_flowing.is_set():
+            if not self._flowing:
                 return  # the writer is sending and goes on with the queue
             if not isinstance(result, Response):
                 if not isinstance(result, asyncio.Future):  # never: _enqueue made every awaitable one
@@ -667,7 +671,7 @@ class Connection:
                 self._wake_writer()
                 return
             pending.popleft()
-            if len(pending) < self._max_in_flight:
+            if len(pending) == self._max_in_flight - 1:  # one at a time: below the limit again
                 self._room.set()
             self.last_active = time.monotonic()
             if self._metrics is not None:
@@ -691,10 +695,12 @@ class Connection:
         """Hook (bounded memory): send one response; the reader is muted while this waits on the socket
         (it only runs then: a send the socket takes at once never yields)."""
         self._output_flowing.clear()
+        self._flowing = False
         try:
             await self._transport.send_chunks(chunks)
         finally:
             self._output_flowing.set()
+            self._flowing = True
 
     async def _write_loop(self) -> None:
         pending = self._pending
