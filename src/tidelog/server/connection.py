@@ -38,7 +38,9 @@ Invariants:
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 - Two ways to read, one rule set. A transport with ``start_receiving`` (a plain socket) hands each read to
   :meth:`Connection.data_received` from the loop's reader callback and the frames are handled right there
-  (issue 17: no coroutine, future or task switch per read); when a frame must wait (capacity, a mute) or
+  (issue 17: no coroutine, future or task switch per read; a read that is exactly one whole frame, with
+  nothing buffered before it, room for it and no mute, is handled without passing through the decoder,
+  and any other read through it); when a frame must wait (capacity, a mute) or
   there is no capacity for the next one, reading pauses (``pause_receiving``: TCP pushes back), a task waits
   exactly as the read loop would (:meth:`Connection._unblock`), takes the frames in turn and resumes reading.
   Any other transport (TLS streams) is read by the coroutine :meth:`Connection._read_loop`. Either way the
