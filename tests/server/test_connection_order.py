@@ -27,6 +27,8 @@ class _Transport:
         self.sends: list[bytes] = []
         self.received = bytearray()
         self.eof = asyncio.Event()
+        self.fed = asyncio.Event()
+        """Set once every read was handed over (``start_receiving``)."""
         self.sent = asyncio.Event()
         """Set on every send."""
 
@@ -75,6 +77,7 @@ class _ReceivingTransport(_Transport):
         while self._incoming:
             await self._resumed.wait()
             receiver.data_received(self._incoming.pop())
+        self.fed.set()
         await self.eof.wait()
         await self._resumed.wait()
         receiver.data_received(b"")
@@ -213,3 +216,83 @@ def test_at_most_max_in_flight_requests_are_handled_until_answers_leave(receivin
     assert handled == [1, 2, 3, 4, 5]
     assert paused == receiving
     assert _correlation_ids(bytes(transport.received)) == [1, 2, 3, 4, 5]
+
+
+def _serve_reads(reads: list[bytes], delayed_id: int) -> tuple[_Transport, list[int], bool]:
+    """Each of ``reads`` handed over as one read (``start_receiving``); request ``delayed_id`` is answered
+    later (a long poll), the others at once. Returns the transport, the ids handled, and whether the
+    connection is still being served once the reads are all handed over (False: it closed)."""
+
+    async def scenario() -> tuple[_Transport, list[int], bool]:
+        loop = asyncio.get_running_loop()
+        delayed: asyncio.Future[DescribeClusterResponse] = loop.create_future()
+        handled: list[int] = []
+
+        def handler(ctx: RequestContext, request: Any) -> Any:
+            handled.append(ctx.correlation_id)
+            if ctx.correlation_id == delayed_id:
+                return delayed
+            return DescribeClusterResponse(cluster_id=f"answer-{ctx.correlation_id}")
+
+        transport = _ReceivingTransport(b"", None)
+        transport._incoming = list(reversed(reads))  # popped from the end: the first read first
+        connection = Connection(
+            transport,  # type: ignore[arg-type]
+            "127.0.0.1:1",
+            1,
+            Dispatcher([Route(ApiKey.DESCRIBE_CLUSTER, 0, 1, handler)]),
+            max_request_bytes=100,
+        )
+        serving = asyncio.create_task(connection.serve())
+        async with asyncio.timeout(10):
+            fed = asyncio.create_task(transport.fed.wait())
+            await asyncio.wait([serving, fed], return_when=asyncio.FIRST_COMPLETED)
+            fed.cancel()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            open_after_reads = not serving.done()
+            delayed.set_result(DescribeClusterResponse(cluster_id=f"answer-{delayed_id}"))
+            if open_after_reads:
+                await transport.until_received(len(handled))
+            transport.eof.set()
+            await serving
+        return transport, handled, open_after_reads
+
+    return asyncio.run(scenario())
+
+
+def test_reads_of_one_whole_frame_and_reads_that_split_frames_mix_in_order() -> None:
+    """A read that is exactly one frame takes the short way past the frame decoder (issue 17) only when the
+    decoder holds nothing: frames split over reads, several in one read and whole ones alternate, and every
+    answer leaves once, in request order, the delayed one's included."""
+    # the fourth request's rest after its first 8 bytes (size, api key, version) starts with its correlation
+    # id: chosen so that this rest, read alone, looks like one whole frame (its "size" is its length - 4)
+    lookalike = len(_frame(0)) - 12
+    ids = [1, 2, 3, lookalike, 5, 6, 7]
+    frames = [_frame(i) for i in ids]
+    assert struct.unpack_from(">i", frames[3], 8)[0] == len(frames[3][8:]) - 4
+    reads = [
+        frames[0],  # whole
+        frames[1][:5],  # 2 split over two reads ...
+        frames[1][5:] + frames[2] + frames[3][:8],  # ... with 3 whole and the start of the fourth behind it
+        frames[3][8:],  # the rest of the fourth: the decoder holds its start, so this is not a frame
+        frames[4],  # whole, 5 is the delayed one: 6 and 7 wait behind it
+        frames[5],
+        frames[6],
+    ]
+    transport, handled, open_after_reads = _serve_reads(reads, delayed_id=5)
+    assert open_after_reads
+    assert handled == ids
+    assert _correlation_ids(bytes(transport.received)) == ids
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-read", "split"])
+def test_a_frame_over_the_size_limit_closes_the_connection_after_the_frames_before_it(split: bool) -> None:
+    """socket.request.max.bytes (100 here): a frame announcing more, alone in its read or not, is never
+    handled; the connection closes, and the answers to the frames before it were sent."""
+    oversized = struct.pack(">i", 101) + b"\x00" * 101
+    reads = [_frame(1), oversized[:2], oversized[2:]] if split else [_frame(1), oversized]
+    transport, handled, open_after_reads = _serve_reads(reads, delayed_id=0)
+    assert not open_after_reads
+    assert handled == [1]
+    assert _correlation_ids(bytes(transport.received)) == [1]

@@ -38,7 +38,9 @@ Invariants:
   until the throttle time has passed; responses keep leaving meanwhile. Stopping cuts the wait short.
 - Two ways to read, one rule set. A transport with ``start_receiving`` (a plain socket) hands each read to
   :meth:`Connection.data_received` from the loop's reader callback and the frames are handled right there
-  (issue 17: no coroutine, future or task switch per read); when a frame must wait (capacity, a mute) or
+  (issue 17: no coroutine, future or task switch per read; a read that is exactly one whole frame, with
+  nothing buffered before it, room for it and no mute, is handled without passing through the decoder,
+  and any other read through it); when a frame must wait (capacity, a mute) or
   there is no capacity for the next one, reading pauses (``pause_receiving``: TCP pushes back), a task waits
   exactly as the read loop would (:meth:`Connection._unblock`), takes the frames in turn and resumes reading.
   Any other transport (TLS streams) is read by the coroutine :meth:`Connection._read_loop`. Either way the
@@ -52,6 +54,7 @@ import collections
 import contextlib
 import inspect
 import logging
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,6 +80,7 @@ _CORK_BYTES = 1 << 16
 """At most this much of the reader's answers waits for the end of its read (then it is sent at once)."""
 
 _Bytes = bytes | bytearray | memoryview
+_SIZE = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -139,16 +143,24 @@ class Connection:
         self._host = peer.rsplit(":", 1)[0]
         self._id = connection_id
         self._dispatcher = dispatcher
+        self._routes = dispatcher.routes
         unauthenticated_max = (
             max_request_bytes if sasl is None else min(max_request_bytes, sasl.max_frame_bytes)
         )
         self._decoder = FrameDecoder(unauthenticated_max, writable_frames=True)
+        self._max_frame_bytes = unauthenticated_max
+        """The decoder's limit, for :meth:`data_received`'s one-frame path."""
+        self._decoder_empty = True
+        """Nothing is buffered in the decoder (known after a read it handled all of): :meth:`data_received`
+        may take a read that is exactly one frame without it."""
         self._pending: collections.deque[tuple[RequestHeader, Answer | _Encoded]] = collections.deque()
         self._has_pending = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self._output_flowing = asyncio.Event()  # clear while the writer waits on a full socket
         self._output_flowing.set()
+        self._flowing = True
+        """``_output_flowing.is_set()`` as a plain attribute, for the checks made once per request."""
         self._max_in_flight = max_in_flight
         self._closing = False
         self._muted_until = 0.0
@@ -163,6 +175,8 @@ class Connection:
         self._corked_bytes = 0
         self._corked_last: tuple[RequestHeader, Response] | None = None
         self._corked_timings: list[tuple[tuple[int, int, float, float, float] | None, Response]] = []
+        self._answered = self._flush
+        """A delayed answer's done callback (bound once, not per request)."""
         self._writer_active = False
         """The writer task is at work (not parked waiting for a ready answer): :meth:`_flush` leaves it the queue."""
         self._received_all: asyncio.Future[None] | None = None
@@ -231,6 +245,7 @@ class Connection:
         self._closing = True
         self._unmuted.set()
         self._output_flowing.set()
+        self._flowing = True
         self._has_pending.set()
         self._room.set()
         self._transport.shutdown_read()
@@ -240,6 +255,7 @@ class Connection:
         self._closing = True
         self._unmuted.set()
         self._output_flowing.set()
+        self._flowing = True
         self._transport.close()
         self._end_receiving()
 
@@ -283,9 +299,28 @@ class Connection:
         if self._metrics is not None:
             self._received = time.perf_counter()
         try:
+            if (
+                self._decoder_empty
+                and self._unblocker is None
+                and len(data) > 4
+                and _SIZE.unpack_from(data)[0] == len(data) - 4 <= self._max_frame_bytes
+                and not self._muted_until
+                and len(self._pending) < self._max_in_flight  # _room is set
+                and self._flowing
+            ):
+                # the common case (issue 17): exactly one whole frame, nothing buffered before it, room for
+                # it: handled as _take_frames would, without passing through the decoder
+                frame = bytearray(data)
+                del frame[:4]  # O(1): a bytearray drops its head by moving its start
+                self._handle_frame(frame)
+                if self._corked:
+                    self._uncork()
+                return
+            self._decoder_empty = False
             self._decoder.receive_data(data)
             if self._unblocker is None:  # else reading was paused, and the waiting task takes the frames
                 self._take_frames()
+                self._decoder_empty = self._unblocker is None and self._decoder.buffered_bytes == 0
         except Exception as exc:  # noqa: BLE001 - serve() handles it as the read loop's
             self._uncork()
             self._end_receiving(exc)
@@ -404,9 +439,11 @@ class Connection:
                 self._enqueue(header, self._dispatcher.api_versions(ErrorCode.UNSUPPORTED_VERSION))
                 return
             raise KafkaProtocolError(f"unsupported request {exc}", ErrorCode.UNSUPPORTED_VERSION) from exc
-        route = self._dispatcher.route_for(header.request_api_key, header.request_api_version)
-        if route is None:
-            if header.request_api_key == ApiKey.API_VERSIONS:
+        api_key = header.request_api_key
+        api_version = header.request_api_version
+        route = self._routes.get(api_key)  # Dispatcher.route_for, inline (once per request)
+        if route is None or not route.min_version <= api_version <= route.max_version:
+            if api_key == ApiKey.API_VERSIONS:
                 header.request_api_version = 0
                 self._enqueue(header, self._dispatcher.api_versions(ErrorCode.UNSUPPORTED_VERSION))
                 return
@@ -417,8 +454,8 @@ class Connection:
         if self._sasl is not None and self._sasl_answered(header, body):
             return
         ctx = _new_context(
-            header.request_api_key,
-            header.request_api_version,
+            api_key,
+            api_version,
             header.correlation_id,
             header.client_id,
             self._host,
@@ -462,7 +499,7 @@ class Connection:
         idle; what the socket does not take goes to the writer as the next slot. False: not sent here (the
         caller enqueues it)."""
         send_now = self._send_now
-        if send_now is None or self._pending or not self._output_flowing.is_set():
+        if send_now is None or self._pending or not self._flowing:
             return False
         try:
             chunks = encode_response(header, response)
@@ -541,7 +578,7 @@ class Connection:
         self._enqueue(header, reply.response)
         if self._sasl.principal is not None:
             self.principal = self._sasl.principal
-            self._decoder.max_frame_bytes = self._max_request_bytes
+            self._decoder.max_frame_bytes = self._max_frame_bytes = self._max_request_bytes
         if reply.close:
             log.info("connection %s from %s: failed SASL authentication, closing", self._id, self._peer)
             self.stop_reading()
@@ -580,18 +617,14 @@ class Connection:
         else:
             self._flush()
 
-    def _answered(self, _: object) -> None:
-        """A delayed answer is ready (a future's done callback)."""
-        self._flush()
-
     def _wake_writer(self) -> None:
         self._has_pending.set()
 
-    def _flush(self) -> None:
+    def _flush(self, _answer: object = None) -> None:
         """Hook (issue 17): send the ready answers at the head of ``_pending`` from here (the reader, or a
-        delayed answer's done callback) when the writer is idle, instead of waking the writer task for each;
-        the writer gets what needs it: the rest of a partial send, file regions, a failed answer, the
-        closing drain, a transport without ``send_now`` (TLS)."""
+        delayed answer's done callback: ``_answer``, the future) when the writer is idle, instead of waking
+        the writer task for each; the writer gets what needs it: the rest of a partial send, file regions, a
+        failed answer, the closing drain, a transport without ``send_now`` (TLS)."""
         if self._writer_active:
             self._has_pending.set()
             return
@@ -602,7 +635,7 @@ class Connection:
             if send_now is None or self._closing or isinstance(result, _Encoded):
                 self._wake_writer()
                 return
-            if not self._output_flowing.is_set():
+            if not self._flowing:
                 return  # the writer is sending and goes on with the queue
             if not isinstance(result, Response):
                 if not isinstance(result, asyncio.Future):  # never: _enqueue made every awaitable one
@@ -610,10 +643,11 @@ class Connection:
                     return
                 if not result.done():
                     return  # its done callback flushes again
-                if result.cancelled() or result.exception() is not None:
-                    self._wake_writer()  # the writer logs it and closes
+                try:
+                    result = result.result()
+                except (Exception, asyncio.CancelledError):  # noqa: BLE001 - the writer logs it and closes
+                    self._wake_writer()
                     return
-                result = result.result()
             try:
                 chunks = encode_response(header, result)
             except Exception:  # noqa: BLE001 - the writer encodes it again, fails the same way, logs and closes
@@ -621,23 +655,25 @@ class Connection:
                 return
             timing = self._timings[0] if self._metrics is not None else None
             resolved = time.perf_counter() if timing is not None else 0.0
-            rest: list[object] = list(chunks)
-            if type(rest[0]) is bytes:
+            first: object = chunks[0]
+            if type(first) is bytes:
                 try:
-                    rest[0] = send_now(rest[0])
+                    first = send_now(first)
                 except OSError as exc:
                     log.debug("connection %s from %s: %s", self._id, self._peer, exc)
                     self.close()
                     self._wake_writer()
                     return
-                if not rest[0]:
-                    del rest[0]
-            if rest:
+                sent_all = not first
+            else:
+                sent_all = False
+            if not sent_all or len(chunks) > 1:  # what the socket did not take, file regions: the writer's
+                rest: list[object] = list(chunks[1:]) if sent_all else [first, *chunks[1:]]
                 pending[0] = (header, _Encoded(rest, result))
                 self._wake_writer()
                 return
             pending.popleft()
-            if len(pending) < self._max_in_flight:
+            if len(pending) == self._max_in_flight - 1:  # one at a time: below the limit again
                 self._room.set()
             self.last_active = time.monotonic()
             if self._metrics is not None:
@@ -661,10 +697,12 @@ class Connection:
         """Hook (bounded memory): send one response; the reader is muted while this waits on the socket
         (it only runs then: a send the socket takes at once never yields)."""
         self._output_flowing.clear()
+        self._flowing = False
         try:
             await self._transport.send_chunks(chunks)
         finally:
             self._output_flowing.set()
+            self._flowing = True
 
     async def _write_loop(self) -> None:
         pending = self._pending

@@ -12,7 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -113,6 +113,11 @@ class Dispatcher:
             if route.api_key in self._routes:
                 raise ValueError(f"two routes for api key {route.api_key}")
             self._routes[route.api_key] = route
+
+    @property
+    def routes(self) -> Mapping[int, Route]:
+        """The routes by api key (fixed once built)."""
+        return self._routes
 
     def route_for(self, api_key: int, api_version: int) -> Route | None:
         route = self._routes.get(api_key)
