@@ -59,27 +59,7 @@ def _append(broker: Broker, *values: bytes) -> None:
 
 
 def _fetch(broker: Broker, offset: int, *, isolation: int = 0) -> Any:
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=1,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=isolation,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic="t",
-                partitions=[
-                    FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
-                ],
-            )
-        ],
-    )
-    context = RequestContext(ApiKey.FETCH, VERSION, 1, "test", "127.0.0.1", 1)
-    route = broker.dispatcher.route_for(ApiKey.FETCH, VERSION)
-    assert route is not None
-    return route.handler(context, request)
+    return _scenario_fetch(broker, VERSION, offset, isolation=isolation)
 
 
 async def _expired(broker: Broker, parked: Any) -> FetchResponse:
