@@ -60,9 +60,9 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from tidelog.protocol.codec import constructor
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
-from tidelog.replication.partition import FetchIsolation
+from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.server.dispatch import RequestContext
-from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.fetch_purgatory import FetchPurgatory, ParkedFetch
 from tidelog.server.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -70,7 +70,7 @@ from tidelog.server.fetch_sessions import (
     FetchContext,
     FetchSessionCache,
 )
-from tidelog.server.fetch_wait import FetchWait
+from tidelog.server.fetch_wait import COMPLETE, FetchWait, progress
 from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.handlers.fetch_session_view import Wanted, open_context, session_answer
 from tidelog.server.handlers.leader_hint import LeaderHints
@@ -129,6 +129,97 @@ def _unchanged(
         for result in topic.partitions
         if (key := (w.name, result.partition_index)) not in changed
     }
+
+
+class _Parked(ParkedFetch[FetchResponse]):
+    """A fetch :meth:`FetchHandler._park_caught_up` parked (a sessionless consumer fetch of one partition, at
+    its fetchable end): its own one-partition wait (what a :class:`FetchWait` keeps per partition, decided by
+    :func:`~tidelog.server.fetch_wait.progress`) and what its answer needs."""
+
+    __slots__ = (
+        "accumulated",
+        "counted_end",
+        "ctx",
+        "current_leader_epoch",
+        "fetch_offset",
+        "handler",
+        "index",
+        "isolation",
+        "leader_epoch",
+        "request",
+        "topic",
+        "topic_id",
+        "version",
+        "woken",
+    )
+
+    def __init__(
+        self,
+        handler: FetchHandler,
+        ctx: RequestContext,
+        request: FetchRequest,
+        version: int,
+        topic: str,
+        topic_id: uuid.UUID,
+        index: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        partition: Partition,
+    ) -> None:
+        self.handler = handler
+        self.ctx = ctx
+        self.request = request
+        self.version = version
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.fetch_offset = fetch_offset
+        self.counted_end = fetch_offset
+        self.current_leader_epoch = current_leader_epoch
+        self.leader_epoch = partition.leader_epoch
+        self.accumulated = 0
+        self.woken = False
+        """A change of its partition reached it (then its answer is read, not the quiet one)."""
+        self.isolation: FetchIsolation
+
+    def changed(self, key: Hashable) -> bool:
+        self.woken = True
+        handler = self.handler
+        added = progress(
+            self,
+            handler._replicas.leader_partition(self.topic, self.index),
+            self.isolation,
+            handler._purgatory.appended_bytes,
+            key,
+        )
+        if added < 0:
+            return added == COMPLETE
+        self.accumulated += added
+        return self.accumulated >= self.request.min_bytes
+
+    def answer(self) -> FetchResponse:
+        handler = self.handler
+        if handler._purgatory.shared_reads is None and not self.woken:  # expired, nothing changed since
+            # _quiet_answer for its one partition
+            partition = handler._replicas.leader_partition(self.topic, self.index)
+            epoch = self.current_leader_epoch
+            if not isinstance(partition, ErrorCode) and (epoch < 0 or epoch == partition.leader_epoch):
+                high_watermark = partition.high_watermark
+                last_stable = partition.last_stable_offset
+                committed = self.isolation is FetchIsolation.TXN_COMMITTED
+                if self.fetch_offset == (last_stable if committed else high_watermark):
+                    result = _new_partition(
+                        self.index,
+                        high_watermark,
+                        last_stable,
+                        partition.log_start_offset,
+                        [] if committed else None,
+                        _EMPTY,
+                    )
+                    return _new_answer(_NONE, 0, [_new_topic(self.topic, self.topic_id, [result])])
+        request = self.request
+        wanted = [Wanted(self.topic, self.topic_id, request.topics[0].partitions)]
+        return handler._woken(self.ctx, request, self.version, wanted, self.isolation)
 
 
 class FetchHandler:
@@ -363,33 +454,11 @@ class FetchHandler:
         fetch_offset = p.fetch_offset
         if fetch_offset != (partition.last_stable_offset if committed else partition.high_watermark):
             return None
-        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
-        index = p.partition
-        wait = self._new_wait(request.min_bytes, 0, isolation)
-        wait.watch_led(name, index, fetch_offset, epoch, partition, fetch_offset)
-        purgatory = self._purgatory
-        lookup = self._replicas.leader_partition
-
-        def complete() -> FetchResponse:
-            if purgatory.shared_reads is None and not wait.changed_keys:  # expired, nothing changed since
-                # _quiet_answer for its one partition
-                partition = lookup(name, index)
-                if not isinstance(partition, ErrorCode) and (epoch < 0 or epoch == partition.leader_epoch):
-                    high_watermark = partition.high_watermark
-                    last_stable = partition.last_stable_offset
-                    if fetch_offset == (last_stable if committed else high_watermark):
-                        result = _new_partition(
-                            index,
-                            high_watermark,
-                            last_stable,
-                            partition.log_start_offset,
-                            [] if committed else None,
-                            _EMPTY,
-                        )
-                        return _new_answer(_NONE, 0, [_new_topic(name, topic_id, [result])])
-            return self._woken(ctx, request, version, [Wanted(name, topic_id, topic.partitions)], isolation)
-
-        return purgatory.delay(wait, request.max_wait_ms, complete)
+        parked = _Parked(
+            self, ctx, request, version, name, topic_id, p.partition, fetch_offset, epoch, partition
+        )
+        parked.isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+        return self._purgatory.park(parked, (name, p.partition), request.max_wait_ms)
 
     def _woken(
         self,
