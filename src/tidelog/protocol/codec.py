@@ -19,6 +19,10 @@ Invariants:
   bytes-like), which :func:`encode_response` emits as its own chunk for ``os.sendfile``.
 - Fields absent from the encoded version are skipped silently, whatever their value (Kafka would
   refuse non-ignorable ones); decoded messages carry defaults for them.
+- A response body handed to :func:`freeze_response` is one its owner promises not to change (an answer
+  shared by many requests, issue 17): :func:`encode_response` encodes it once per version and reuses those
+  body bytes (a body with a region object is encoded each time) until :func:`thaw_response`. The frame is
+  the one encoding it each time gives.
 """
 
 from __future__ import annotations
@@ -64,9 +68,11 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_versioned",
+    "freeze_response",
     "generated_source",
     "request_header_version",
     "response_header_version",
+    "thaw_response",
 ]
 
 M = TypeVar("M", bound=Message)
@@ -384,6 +390,18 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         flexible = response_header_version(api_key, version) >= 1
         known = _RESPONSE_ENCODERS[cls, version] = (encoder(cls, version), b"\x00" if flexible else b"")
     encode_body, header_tags = known
+    if _FROZEN:
+        frozen = _FROZEN.get(id(body))
+        if frozen is not None and frozen[0] is body:
+            encoded = frozen[1].get(version, _UNKNOWN)
+            if encoded is _UNKNOWN:
+                encoded = _frozen_body(frozen, body, version, encode_body)
+            if encoded is not None:
+                try:
+                    head = _SIZE_AND_ID.pack(4 + len(header_tags) + len(encoded), header.correlation_id)
+                except struct.error as exc:
+                    raise LocalProtocolError(f"cannot encode correlation id: {exc}") from None
+                return [head + header_tags + encoded]
     try:
         # size, correlation id and (header v1) an empty tagged-field section, packed once the body is known
         out: list[Any] = [b"", INT32.pack(header.correlation_id), header_tags]
@@ -405,6 +423,43 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         return [b"".join(out)]
     out[0] = INT32.pack(_frame_size(out, regions))
     return _join(out, regions)
+
+
+_FROZEN: dict[int, tuple[Response, dict[int, bytes | None]]] = {}
+"""Bodies handed to :func:`freeze_response`, by id: the body (its id is only valid while it lives, and it
+lives while it is here) and its encodings by version (None: it carries a region, encoded each time)."""
+_SIZE_AND_ID = struct.Struct(">ii")
+_UNKNOWN = b"(not encoded yet)"
+
+
+def freeze_response(body: Response) -> None:
+    """``body`` will not change any more (its owner's promise): :func:`encode_response` may encode it once per
+    version and reuse the bytes, until :func:`thaw_response`. The owner keeps the number it freezes bounded."""
+    _FROZEN[id(body)] = (body, {})
+
+
+def thaw_response(body: Response) -> None:
+    """Forget ``body``'s encodings (its owner drops it, or may change it again)."""
+    frozen = _FROZEN.get(id(body))
+    if frozen is not None and frozen[0] is body:
+        del _FROZEN[id(body)]
+
+
+def _frozen_body(
+    frozen: tuple[Response, dict[int, bytes | None]], body: Response, version: int, encode_body: Encoder
+) -> bytes | None:
+    """A frozen body's encoding at ``version``, made now (None: it carries a region, it is encoded each time)."""
+    out: list[Any] = []
+    regions: list[int] = []
+    try:
+        encode_body(body, out, regions)
+    except KafkaProtocolError:
+        raise
+    except (struct.error, AttributeError, TypeError, ValueError, OverflowError) as exc:
+        raise LocalProtocolError(f"cannot encode {type(body).__qualname__} v{version}: {exc}") from None
+    encoded = None if regions else b"".join(out)
+    frozen[1][version] = encoded
+    return encoded
 
 
 _PREFIX_COPY_BYTES = 4096

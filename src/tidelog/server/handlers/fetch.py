@@ -57,7 +57,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 
-from tidelog.protocol.codec import constructor
+from tidelog.protocol.codec import constructor, freeze_response, thaw_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
 from tidelog.replication.partition import FetchIsolation, Partition
@@ -129,6 +129,52 @@ def _unchanged(
         for result in topic.partitions
         if (key := (w.name, result.partition_index)) not in changed
     }
+
+
+_QUIET_ANSWERS = 1 << 16
+"""At most this many partitions' quiet answers are kept, per isolation (then they are all dropped)."""
+
+
+class _Quiet:
+    """The quiet answer at expiry of a fetch :meth:`FetchHandler._park_caught_up` parked (what
+    :meth:`FetchHandler._quiet_answer` builds for its one partition), shared by the expired fetches of that
+    partition while its offsets and topic id stay as they were, and frozen (issue 17: encoded once per
+    version, :func:`~tidelog.protocol.codec.freeze_response`). Nothing downstream changes a consumer's
+    answer (a throttled one is replaced, as with :mod:`tidelog.server.shared_reads`' shared answers)."""
+
+    __slots__ = ("high_watermark", "last_stable", "log_start", "response", "topic_id")
+
+    def __init__(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        index: int,
+        high_watermark: int,
+        last_stable: int,
+        log_start: int,
+        *,
+        committed: bool,
+    ) -> None:
+        self.high_watermark = high_watermark
+        self.last_stable = last_stable
+        self.log_start = log_start
+        self.topic_id = topic_id
+        result = _new_partition(
+            index, high_watermark, last_stable, log_start, [] if committed else None, _EMPTY
+        )
+        self.response = _new_answer(_NONE, 0, [_new_topic(topic, topic_id, [result])])
+
+    def remember(self, answers: dict[Hashable, _Quiet], key: Hashable) -> None:
+        """Keep this as ``key``'s quiet answer, in place of (and thawing) the one before."""
+        before = answers.pop(key, None)
+        if before is not None:
+            thaw_response(before.response)
+        if len(answers) >= _QUIET_ANSWERS:
+            for dropped in answers.values():
+                thaw_response(dropped.response)
+            answers.clear()
+        freeze_response(self.response)
+        answers[key] = self
 
 
 class _Parked(ParkedFetch[FetchResponse]):
@@ -208,15 +254,27 @@ class _Parked(ParkedFetch[FetchResponse]):
                 last_stable = partition.last_stable_offset
                 committed = self.isolation is FetchIsolation.TXN_COMMITTED
                 if self.fetch_offset == (last_stable if committed else high_watermark):
-                    result = _new_partition(
-                        self.index,
-                        high_watermark,
-                        last_stable,
-                        partition.log_start_offset,
-                        [] if committed else None,
-                        _EMPTY,
-                    )
-                    return _new_answer(_NONE, 0, [_new_topic(self.topic, self.topic_id, [result])])
+                    log_start = partition.log_start_offset
+                    answers = handler._quiet_answers[committed]
+                    quiet = answers.get(self.key)
+                    if (
+                        quiet is None
+                        or quiet.high_watermark != high_watermark
+                        or quiet.last_stable != last_stable
+                        or quiet.log_start != log_start
+                        or (quiet.topic_id is not self.topic_id and quiet.topic_id != self.topic_id)
+                    ):
+                        quiet = _Quiet(
+                            self.topic,
+                            self.topic_id,
+                            self.index,
+                            high_watermark,
+                            last_stable,
+                            log_start,
+                            committed=committed,
+                        )
+                        quiet.remember(answers, self.key)
+                    return quiet.response
         request = self.request
         wanted = [Wanted(self.topic, self.topic_id, request.topics[0].partitions)]
         return handler._woken(self.ctx, request, self.version, wanted, self.isolation)
@@ -248,6 +306,8 @@ class FetchHandler:
         """The broker's ``fetch.max.bytes``: a consumer's ``max_bytes`` is capped by it (Kafka's rule)."""
         self._leader_quota = leader_quota
         """Issue 15: the leader replication throttle (``leader.replication.throttled.*``); None: none."""
+        self._quiet_answers: tuple[dict[Hashable, _Quiet], dict[Hashable, _Quiet]] = ({}, {})
+        """The one-step park's quiet answers by partition, read_uncommitted then read_committed (``_Quiet``)."""
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
