@@ -252,8 +252,13 @@ def _supported_request(api_key: int, api_version: int) -> tuple[type[Request], i
 
 
 def _common_request_header(
-    m: memoryview, api_key: int, api_version: int, correlation_id: int, header_version: int
-) -> tuple[RequestHeader, int] | None:
+    m: memoryview,
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    header_version: int,
+    cls: type[Request],
+) -> tuple[RequestHeader, int, type[Request]] | None:
     """The common case in one step: a client id and, in header v2, no tagged fields (None otherwise)."""
     if header_version == 0 or len(m) < 10:
         return None
@@ -273,7 +278,7 @@ def _common_request_header(
     header.correlation_id = correlation_id
     header.client_id = client_id
     header.unknown_tagged_fields = None
-    return header, e if header_version == 1 else e + 1
+    return header, e if header_version == 1 else e + 1, cls
 
 
 def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Request] | None]:
@@ -284,9 +289,9 @@ def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Requ
     cls: type[Request] | None
     if known is not None:
         cls, header_version = known
-        common = _common_request_header(m, api_key, api_version, correlation_id, header_version)
+        common = _common_request_header(m, api_key, api_version, correlation_id, header_version, cls)
         if common is not None:
-            return common[0], common[1], cls
+            return common
     else:
         cls, header_version = REQUEST_TYPES.get(api_key), 1
     supported = known is not None
@@ -327,7 +332,7 @@ def decode_request_header(frame: Buffer) -> RequestHeader:
 
 def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
     """Decode a request frame (the bytes after the size prefix) into its header and body."""
-    m = byte_view(frame)
+    m = memoryview(frame) if type(frame) is bytearray or type(frame) is bytes else byte_view(frame)
     header, p, cls = _decode_request_header(m)
     assert cls is not None
     version = header.request_api_version
