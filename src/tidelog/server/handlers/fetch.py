@@ -25,9 +25,11 @@ Invariants:
   the wait, its answer at expiry is those partitions' high watermark, last stable offset and log start then,
   no records, without a read (a partition no longer led here, fenced or with data past the fetch offset is
   read as usual). The common long poll, a sessionless consumer fetch of one partition so parked, takes one
-  step (:meth:`FetchHandler._park_caught_up`: one closure, no first answer, no session or follower
-  bookkeeping) with the same answers as the general path. Sessionless consumer fetches completed by the same change that asked the
-  same thing get one shared answer:
+  step (:meth:`FetchHandler._park_caught_up`: one :class:`~tidelog.server.fetch_purgatory.ParkedFetch`
+  that is its own wait, no first answer, no session or follower bookkeeping) with the same answers as the
+  general path; its quiet answer at expiry is shared by the expired fetches of that partition while its
+  offsets and topic id stay as they were, and frozen in the codec (encoded once per version). Sessionless
+  consumer fetches completed by the same change that asked the same thing get one shared answer:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
@@ -487,9 +489,10 @@ class FetchHandler:
     ) -> Awaitable[FetchResponse] | None:
         """The common long poll in one step (issue 17): a sessionless consumer fetch of one partition, led
         here, readable by this client and at its fetchable end, is parked as :meth:`handle` parks it (what
-        :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) with
-        one closure instead of the general path's. None when it is not so: :meth:`handle` then takes the
-        general path, which looks again and answers any error at once."""
+        :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) as one
+        :class:`_Parked` in the purgatory's queues instead of the general path's wait and closures. None when it
+        is not so (or the purgatory declines it): :meth:`handle` then takes the general path, which looks
+        again and answers any error at once."""
         topic = request.topics[0]
         if version >= 13:
             topic_id = topic.topic_id
