@@ -390,24 +390,22 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         raise LocalProtocolError(f"request api key {api_key} does not match {body.NAME}")
     if version is None:
         version = header.request_api_version
-    cls = type(body)
-    known = _RESPONSE_ENCODERS.get((cls, version))
-    if known is None:
-        flexible = response_header_version(api_key, version) >= 1
-        known = _RESPONSE_ENCODERS[cls, version] = (encoder(cls, version), b"\x00" if flexible else b"")
-    encode_body, header_tags = known
     if _FROZEN:
         frozen = _FROZEN.get(id(body))
         if frozen is not None and frozen[0] is body:
-            encoded = frozen[1].get(version, _UNKNOWN)
-            if encoded is _UNKNOWN:
-                encoded = _frozen_body(frozen, body, version, encode_body)
-            if encoded is not None:
+            tail = frozen[1].get(version, _UNKNOWN)
+            if tail is _UNKNOWN:
+                tail = _frozen_tail(frozen, body, version)
+            if tail is not None:
                 try:
-                    head = _SIZE_AND_ID.pack(4 + len(header_tags) + len(encoded), header.correlation_id)
+                    return [_SIZE_AND_ID.pack(4 + len(tail), header.correlation_id) + tail]
                 except struct.error as exc:
                     raise LocalProtocolError(f"cannot encode correlation id: {exc}") from None
-                return [head + header_tags + encoded]
+    cls = type(body)
+    known = _RESPONSE_ENCODERS.get((cls, version))
+    if known is None:
+        known = _response_encoder(body, version)
+    encode_body, header_tags = known
     try:
         # size, correlation id and (header v1) an empty tagged-field section, packed once the body is known
         out: list[Any] = [b"", INT32.pack(header.correlation_id), header_tags]
@@ -433,7 +431,8 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
 
 _FROZEN: dict[int, tuple[Response, dict[int, bytes | None]]] = {}
 """Bodies handed to :func:`freeze_response`, by id: the body (its id is only valid while it lives, and it
-lives while it is here) and its encodings by version (None: it carries a region, encoded each time)."""
+lives while it is here) and, by version, what follows the correlation id in its frame (the response header's
+tagged fields and the body; None: it carries a region, encoded each time)."""
 _SIZE_AND_ID = struct.Struct(">ii")
 _UNKNOWN = b"(not encoded yet)"
 
@@ -451,11 +450,23 @@ def thaw_response(body: Response) -> None:
         del _FROZEN[id(body)]
 
 
-def _frozen_body(
-    frozen: tuple[Response, dict[int, bytes | None]], body: Response, version: int, encode_body: Encoder
+def _response_encoder(body: Response, version: int) -> tuple[Encoder, bytes]:
+    """The encoder of ``body``'s class at ``version`` and its response header's tagged-field section."""
+    cls = type(body)
+    known = _RESPONSE_ENCODERS.get((cls, version))
+    if known is None:
+        flexible = response_header_version(cls.API_KEY, version) >= 1
+        known = _RESPONSE_ENCODERS[cls, version] = (encoder(cls, version), b"\x00" if flexible else b"")
+    return known
+
+
+def _frozen_tail(
+    frozen: tuple[Response, dict[int, bytes | None]], body: Response, version: int
 ) -> bytes | None:
-    """A frozen body's encoding at ``version``, made now (None: it carries a region, it is encoded each time)."""
-    out: list[Any] = []
+    """What follows the correlation id in a frozen body's frame at ``version`` (the response header's tagged
+    fields, the body), made now; None: it carries a region, it is encoded each time."""
+    encode_body, header_tags = _response_encoder(body, version)
+    out: list[Any] = [header_tags]
     regions: list[int] = []
     try:
         encode_body(body, out, regions)
@@ -463,9 +474,9 @@ def _frozen_body(
         raise
     except (struct.error, AttributeError, TypeError, ValueError, OverflowError) as exc:
         raise LocalProtocolError(f"cannot encode {type(body).__qualname__} v{version}: {exc}") from None
-    encoded = None if regions else b"".join(out)
-    frozen[1][version] = encoded
-    return encoded
+    tail = None if regions else b"".join(out)
+    frozen[1][version] = tail
+    return tail
 
 
 _PREFIX_COPY_BYTES = 4096
