@@ -24,8 +24,10 @@ from tidelog.protocol.codec import (
     encode_request,
     encode_response,
     encode_versioned,
+    freeze_response,
     request_header_version,
     response_header_version,
+    thaw_response,
 )
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import (
@@ -383,6 +385,55 @@ def test_region_objects_become_their_own_chunks() -> None:
     with pytest.raises(LocalProtocolError, match="region"):
         encode(response, 12)
     assert encode_chunks(response, 12)[1] is region
+
+
+def test_a_frozen_response_is_encoded_once_per_version_until_thawed() -> None:
+    """A frozen body's frames are the ones its fields give, for any correlation id and version; its body
+    bytes are made once per version (a change after freezing does not show), and again after thawing."""
+    response = _fetch_response(b"records")
+    fresh = {
+        (version, cid): encode_response(_header(ApiKey.FETCH, version, correlation_id=cid), response)
+        for version in (4, 12, 16)
+        for cid in (7, 2**31 - 1)
+    }
+    freeze_response(response)
+    try:
+        for (version, cid), frame in fresh.items():
+            assert encode_response(_header(ApiKey.FETCH, version, correlation_id=cid), response) == frame
+        response.responses[0].partitions[0].records = b"changed"  # broken promise: the frozen bytes stay
+        assert encode_response(_header(ApiKey.FETCH, 12, correlation_id=7), response) == fresh[12, 7]
+        header = _header(ApiKey.FETCH, 12, correlation_id=2**31)
+        with pytest.raises(LocalProtocolError, match="correlation id"):
+            encode_response(header, response)
+    finally:
+        thaw_response(response)
+    [frame] = encode_response(_header(ApiKey.FETCH, 12, correlation_id=7), response)
+    assert isinstance(frame, bytes)
+    assert frame.endswith(encode(response, 12))  # the change shows now
+    assert frame != fresh[12, 7][0]
+    assert id(response) not in codec._FROZEN
+    thaw_response(response)  # thawing twice is harmless
+
+
+def test_a_frozen_response_with_a_region_is_encoded_each_time() -> None:
+    region = Region(10)
+    response = FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t", partitions=[FetchResponse.PartitionData(partition_index=0, records=region)]
+            )
+        ]
+    )
+    plain = encode_response(_header(ApiKey.FETCH, 12), response)
+    freeze_response(response)
+    try:
+        for _ in range(2):
+            chunks = encode_response(_header(ApiKey.FETCH, 12), response)
+            assert chunks == plain
+            assert chunks[1] is region
+    finally:
+        thaw_response(response)
+    assert id(response) not in codec._FROZEN
 
 
 @pytest.mark.parametrize("size", [0, 1, 4000, 4096, 4097, 70_000])

@@ -9,13 +9,14 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from tidelog.protocol.codec import encode
+from tidelog.protocol import codec
+from tidelog.protocol.codec import encode, encode_response
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse
+from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse, RequestHeader
 from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
 from tidelog.replication.partition import Partition
 from tidelog.server.broker import Broker
@@ -264,7 +265,11 @@ async def _scenario(broker: Broker, version: int, name: str, monkeypatch: pytest
     assert isinstance(response, FetchResponse)
     for topic in response.responses:
         topic.topic_id = uuid.UUID(int=0)
-    return encode(response, version)
+    # and as a connection sends it (a shared quiet answer is frozen: its body is encoded once per version)
+    header = RequestHeader(request_api_key=ApiKey.FETCH, request_api_version=version, correlation_id=3)
+    frames = [b"".join(cast("list[bytes]", encode_response(header, response))) for _ in range(2)]
+    assert frames[0] == frames[1]
+    return encode(response, version) + frames[0]
 
 
 @pytest.mark.parametrize("version", range(4, 17))
@@ -302,3 +307,29 @@ def test_the_one_step_park_answers_as_the_general_path(
             broker.replicas.shutdown()
             broker.logs.shutdown(broker.clock.now_ms())
     assert answers[0] == answers[1]
+
+
+def test_quiet_answers_are_shared_while_the_partition_stays_as_it_was(broker: Broker) -> None:
+    """The one-step park's expired fetches of a partition that did not move get one shared, frozen answer;
+    a moved high watermark or log start, or the other isolation, gets its own, and the old one is thawed."""
+    _append(broker, b"a", b"b")
+
+    async def scenario() -> None:
+        first = await _expired(broker, _fetch(broker, 2))
+        second = await _expired(broker, _fetch(broker, 2))
+        assert second is first
+        assert id(first) in codec._FROZEN
+        committed = await _expired(broker, _fetch(broker, 2, isolation=1))
+        assert committed is not first
+        assert _fields(committed) == (0, ErrorCode.NONE, 2, 2, 0, [], b"")
+        assert broker.replicas.delete_records("t", 0, 1) == (ErrorCode.NONE, 1)
+        moved = await _expired(broker, _fetch(broker, 2))
+        assert _fields(moved) == (0, ErrorCode.NONE, 2, 2, 1, None, b"")
+        assert id(first) not in codec._FROZEN
+        _append(broker, b"c")
+        later = await _expired(broker, _fetch(broker, 3))
+        assert _fields(later) == (0, ErrorCode.NONE, 3, 3, 1, None, b"")
+        assert id(moved) not in codec._FROZEN
+        assert _fields(first) == (0, ErrorCode.NONE, 2, 2, 0, None, b"")  # an answer given never changes
+
+    asyncio.run(scenario())

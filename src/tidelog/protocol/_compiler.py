@@ -328,6 +328,9 @@ def _dec_value(src: _Source, ind: int, f: FieldSpec, type_name: str, nullable: b
         _dec_length(src, ind, compact, 2 if type_name == "string" else 4)
         src.add(ind, "if n < 0:")
         src.add(ind + 1, f"{var} = None" if nullable else f"raise _null({name})")
+        if type_name == "string":  # an empty one (a rack id, a client id: often) without a slice
+            src.add(ind, "elif n == 0:")
+            src.add(ind + 1, f'{var} = ""')
         src.add(ind, "else:")
         if type_name == "string" and compact:
             src.add(ind + 1, f"if n > {_MAX_STRING}: raise _bad_length({name}, n)")
@@ -401,27 +404,29 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
             src.add(ind, f"else: {unknown} = None")
         else:
             known = src.var("tk")
-            src.add(ind, f"{unknown} = None; {known} = {{}}")
-            src.add(ind, f"if {count} > end - p: raise _bad_length('tagged fields', {count})")
-            src.add(ind, f"for _ in range({count}):")
+            src.add(ind, f"{unknown} = {known} = None")
+            src.add(ind, f"if {count}:")  # (most structs carry none: no dict, no loop)
+            src.add(ind + 1, f"{known} = {{}}")
+            src.add(ind + 1, f"if {count} > end - p: raise _bad_length('tagged fields', {count})")
+            src.add(ind + 1, f"for _ in range({count}):")
             tag = src.var("t")
             tag_end = src.var("te")
-            _dec_uvarint(src, ind + 1, tag)
-            _dec_uvarint(src, ind + 1, "n")
-            src.add(ind + 1, f"{tag_end} = p + n")
-            src.add(ind + 1, f"if {tag_end} > end: raise _truncated()")
+            _dec_uvarint(src, ind + 2, tag)
+            _dec_uvarint(src, ind + 2, "n")
+            src.add(ind + 2, f"{tag_end} = p + n")
+            src.add(ind + 2, f"if {tag_end} > end: raise _truncated()")
             keyword = "if"
             for f in tagged:
-                src.add(ind + 1, f"{keyword} {tag} == {f.tag}:")
+                src.add(ind + 2, f"{keyword} {tag} == {f.tag}:")
                 value = src.var()
-                _dec_value(src, ind + 2, f, f.type, src.nullable(f), value)
-                src.add(ind + 2, f"{known}[{f.name!r}] = {value}")
-                src.add(ind + 2, f"if p != {tag_end}: raise _bad_length({f.kafka_name!r}, n)")
+                _dec_value(src, ind + 3, f, f.type, src.nullable(f), value)
+                src.add(ind + 3, f"{known}[{f.name!r}] = {value}")
+                src.add(ind + 3, f"if p != {tag_end}: raise _bad_length({f.kafka_name!r}, n)")
                 keyword = "elif"
-            src.add(ind + 1, "else:")
-            src.add(ind + 2, f"if {unknown} is None: {unknown} = {{}}")
-            src.add(ind + 2, f"{unknown}[{tag}] = _bytes(m[p:{tag_end}]); p = {tag_end}")
-            extra = f", **{known}"
+            src.add(ind + 2, "else:")
+            src.add(ind + 3, f"if {unknown} is None: {unknown} = {{}}")
+            src.add(ind + 3, f"{unknown}[{tag}] = _bytes(m[p:{tag_end}]); p = {tag_end}")
+            extra = f", **({known} or {{}})"
         kwargs.append(("unknown_tagged_fields", unknown))
     ctor = src.const(cls, "C")
     if not src.inline:

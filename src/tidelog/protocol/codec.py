@@ -19,6 +19,10 @@ Invariants:
   bytes-like), which :func:`encode_response` emits as its own chunk for ``os.sendfile``.
 - Fields absent from the encoded version are skipped silently, whatever their value (Kafka would
   refuse non-ignorable ones); decoded messages carry defaults for them.
+- A response body handed to :func:`freeze_response` is one its owner promises not to change (an answer
+  shared by many requests, issue 17): :func:`encode_response` encodes it once per version and reuses those
+  body bytes (a body with a region object is encoded each time) until :func:`thaw_response`. The frame is
+  the one encoding it each time gives.
 """
 
 from __future__ import annotations
@@ -64,9 +68,11 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encode_versioned",
+    "freeze_response",
     "generated_source",
     "request_header_version",
     "response_header_version",
+    "thaw_response",
 ]
 
 M = TypeVar("M", bound=Message)
@@ -246,8 +252,13 @@ def _supported_request(api_key: int, api_version: int) -> tuple[type[Request], i
 
 
 def _common_request_header(
-    m: memoryview, api_key: int, api_version: int, correlation_id: int, header_version: int
-) -> tuple[RequestHeader, int] | None:
+    m: memoryview,
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    header_version: int,
+    cls: type[Request],
+) -> tuple[RequestHeader, int, type[Request]] | None:
     """The common case in one step: a client id and, in header v2, no tagged fields (None otherwise)."""
     if header_version == 0 or len(m) < 10:
         return None
@@ -267,7 +278,7 @@ def _common_request_header(
     header.correlation_id = correlation_id
     header.client_id = client_id
     header.unknown_tagged_fields = None
-    return header, e if header_version == 1 else e + 1
+    return header, e if header_version == 1 else e + 1, cls
 
 
 def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Request] | None]:
@@ -278,9 +289,9 @@ def _decode_request_header(m: memoryview) -> tuple[RequestHeader, int, type[Requ
     cls: type[Request] | None
     if known is not None:
         cls, header_version = known
-        common = _common_request_header(m, api_key, api_version, correlation_id, header_version)
+        common = _common_request_header(m, api_key, api_version, correlation_id, header_version, cls)
         if common is not None:
-            return common[0], common[1], cls
+            return common
     else:
         cls, header_version = REQUEST_TYPES.get(api_key), 1
     supported = known is not None
@@ -321,17 +332,18 @@ def decode_request_header(frame: Buffer) -> RequestHeader:
 
 def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
     """Decode a request frame (the bytes after the size prefix) into its header and body."""
-    m = byte_view(frame)
+    m = memoryview(frame) if type(frame) is bytearray or type(frame) is bytes else byte_view(frame)
     header, p, cls = _decode_request_header(m)
     assert cls is not None
     version = header.request_api_version
+    body: Request  # (what the decoder of a request class builds: no cast call per request)
     try:  # _run_decoder's work, inline (one call less per request)
         body, _ = decoder(cls, version)(m, p, len(m))
     except RemoteProtocolError:
         raise
     except (*_LOW_LEVEL_ERRORS, RecursionError) as exc:
         raise _malformed(cls, version, exc) from None
-    return header, cast("Request", body)
+    return header, body
 
 
 def _encode_request_header(header: RequestHeader, header_version: int) -> bytes:
@@ -378,11 +390,21 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         raise LocalProtocolError(f"request api key {api_key} does not match {body.NAME}")
     if version is None:
         version = header.request_api_version
+    if _FROZEN:
+        frozen = _FROZEN.get(id(body))
+        if frozen is not None and frozen[0] is body:
+            tail = frozen[1].get(version, _UNKNOWN)
+            if tail is _UNKNOWN:
+                tail = _frozen_tail(frozen, body, version)
+            if tail is not None:
+                try:
+                    return [_SIZE_AND_ID.pack(4 + len(tail), header.correlation_id) + tail]
+                except struct.error as exc:
+                    raise LocalProtocolError(f"cannot encode correlation id: {exc}") from None
     cls = type(body)
     known = _RESPONSE_ENCODERS.get((cls, version))
     if known is None:
-        flexible = response_header_version(api_key, version) >= 1
-        known = _RESPONSE_ENCODERS[cls, version] = (encoder(cls, version), b"\x00" if flexible else b"")
+        known = _response_encoder(body, version)
     encode_body, header_tags = known
     try:
         # size, correlation id and (header v1) an empty tagged-field section, packed once the body is known
@@ -405,6 +427,56 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         return [b"".join(out)]
     out[0] = INT32.pack(_frame_size(out, regions))
     return _join(out, regions)
+
+
+_FROZEN: dict[int, tuple[Response, dict[int, bytes | None]]] = {}
+"""Bodies handed to :func:`freeze_response`, by id: the body (its id is only valid while it lives, and it
+lives while it is here) and, by version, what follows the correlation id in its frame (the response header's
+tagged fields and the body; None: it carries a region, encoded each time)."""
+_SIZE_AND_ID = struct.Struct(">ii")
+_UNKNOWN = b"(not encoded yet)"
+
+
+def freeze_response(body: Response) -> None:
+    """``body`` will not change any more (its owner's promise): :func:`encode_response` may encode it once per
+    version and reuse the bytes, until :func:`thaw_response`. The owner keeps the number it freezes bounded."""
+    _FROZEN[id(body)] = (body, {})
+
+
+def thaw_response(body: Response) -> None:
+    """Forget ``body``'s encodings (its owner drops it, or may change it again)."""
+    frozen = _FROZEN.get(id(body))
+    if frozen is not None and frozen[0] is body:
+        del _FROZEN[id(body)]
+
+
+def _response_encoder(body: Response, version: int) -> tuple[Encoder, bytes]:
+    """The encoder of ``body``'s class at ``version`` and its response header's tagged-field section."""
+    cls = type(body)
+    known = _RESPONSE_ENCODERS.get((cls, version))
+    if known is None:
+        flexible = response_header_version(cls.API_KEY, version) >= 1
+        known = _RESPONSE_ENCODERS[cls, version] = (encoder(cls, version), b"\x00" if flexible else b"")
+    return known
+
+
+def _frozen_tail(
+    frozen: tuple[Response, dict[int, bytes | None]], body: Response, version: int
+) -> bytes | None:
+    """What follows the correlation id in a frozen body's frame at ``version`` (the response header's tagged
+    fields, the body), made now; None: it carries a region, it is encoded each time."""
+    encode_body, header_tags = _response_encoder(body, version)
+    out: list[Any] = [header_tags]
+    regions: list[int] = []
+    try:
+        encode_body(body, out, regions)
+    except KafkaProtocolError:
+        raise
+    except (struct.error, AttributeError, TypeError, ValueError, OverflowError) as exc:
+        raise LocalProtocolError(f"cannot encode {type(body).__qualname__} v{version}: {exc}") from None
+    tail = None if regions else b"".join(out)
+    frozen[1][version] = tail
+    return tail
 
 
 _PREFIX_COPY_BYTES = 4096

@@ -12,6 +12,19 @@ partition (a request whose topics list no partitions) is answered at once, as Ka
 for an empty fetch: nothing could ever wake it. The clock task sleeps until the
 purgatory's next expiration and is woken early when an operation with an earlier deadline arrives.
 
+The common long poll, a consumer fetch of one partition parked caught up (the Fetch handler's one-step
+park), waits as a :class:`ParkedFetch` instead of a ``DelayedFetch`` in the generic purgatory (issue 17: an
+empty long poll's park and expiry are most of its cost): one object that is its own wait (one partition:
+:func:`~tidelog.server.fetch_wait.progress`, as a ``FetchWait`` decides for each of its partitions), in a
+first-in-first-out queue per ``max_wait_ms`` (its deadline is the clock when parked plus ``max_wait_ms``,
+so each queue is in deadline order: park and expiry are O(1), no timing wheel) and in a watch list of its
+partition; one loop timer is armed for the earliest deadline at the heads of the queues. The same rules
+hold: completed exactly once (by a change of its partition that :func:`~tidelog.server.fetch_wait.progress`
+says completes it, by expiry no earlier than its deadline, or by shutdown), taken off its watch list when
+it completes (left in its queue, skipped when its deadline comes), and counted in :attr:`FetchPurgatory.delayed`
+while it waits. A park whose deadline would come before the last one in its queue (the wall clock went back)
+is declined: the handler takes the general path.
+
 A ShareFetch waits here too, for records it can acquire: its :class:`PredicateWait` asks one predicate on
 any change of its partitions (and once when it is parked), so the purgatory is generic over the response.
 """
@@ -19,6 +32,8 @@ any change of its partitions (and once when it is parked), so the purgatory is g
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextvars
 import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
@@ -29,7 +44,7 @@ from .delayed_operations import AsyncPurgatory
 from .purgatory import DelayedOperation
 from .shared_reads import SharedReads
 
-__all__ = ["DelayedFetch", "FetchCondition", "FetchPurgatory", "PredicateWait"]
+__all__ = ["DelayedFetch", "FetchCondition", "FetchPurgatory", "ParkedFetch", "PredicateWait"]
 
 log = logging.getLogger("tidelog.fetch_purgatory")
 
@@ -120,6 +135,34 @@ class DelayedFetch(DelayedOperation, Generic[R]):
         pass
 
 
+_COMPACT_AFTER = 1024
+"""Completed fetches the queues may hold before more than the waiting ones compact them."""
+
+
+class ParkedFetch(Generic[R]):
+    """A long poll of one partition parked in one step (see the module docstring): a subclass says whether a
+    change of its partition completes it (:meth:`changed`) and builds its answer (:meth:`answer`); the
+    purgatory sets the rest when it parks it. Built without ``__init__`` (``object.__new__`` and its fields:
+    one per empty long poll)."""
+
+    __slots__ = ("completed", "deadline_ms", "future", "key")
+
+    key: Hashable
+    """The partition it watches."""
+    deadline_ms: int
+    future: asyncio.Future[R] | None
+    """Where its answer goes (None once completed: a completed fetch left in its queue holds no answer)."""
+    completed: bool
+
+    def changed(self, key: Hashable) -> bool:
+        """``key`` (its partition) changed: whether it completes now."""
+        raise NotImplementedError
+
+    def answer(self) -> R:
+        """Its answer, built once when it completes (expired: outside a change's pass, ``shared_reads`` None)."""
+        raise NotImplementedError
+
+
 class FetchPurgatory:
     """Delayed fetches keyed by (topic, partition), and the recent append sizes they count."""
 
@@ -134,17 +177,142 @@ class FetchPurgatory:
         """While one change's waiting fetches complete (one synchronous pass, nothing can append meanwhile):
         log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
         offset read the log once (:mod:`tidelog.server.shared_reads`). None outside such a pass."""
+        self._clock = clock
+        self._parked_queues: dict[int, collections.deque[ParkedFetch[Any]]] = {}
+        """Parked fetches by ``max_wait_ms``, each queue in deadline order (completed ones skipped)."""
+        self._parked_watchers: dict[Hashable, dict[ParkedFetch[Any], None]] = {}
+        """The parked fetches waiting on each partition (only those not completed)."""
+        self._parked = 0
+        """Parked fetches not completed yet."""
+        self._completed_queued = 0
+        """Completed fetches still in the queues (their deadline has not come)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._context: contextvars.Context | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_ms: int | None = None
+        """The deadline the armed timer is for (None: not armed)."""
 
     def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
         """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``; one that watches
         nothing is answered at once."""
-        future: asyncio.Future[R] = (self._operations.loop or asyncio.get_running_loop()).create_future()
+        future: asyncio.Future[R] = (self._loop or asyncio.get_running_loop()).create_future()
         keys = wait.keys
         if not keys:
             future.set_result(build())
             return future
         self._operations.delay(DelayedFetch(max_wait_ms, wait, build, future), keys)
         return future
+
+    def park(self, fetch: ParkedFetch[R], key: Hashable, max_wait_ms: int) -> asyncio.Future[R] | None:
+        """Park ``fetch`` (``max_wait_ms`` > 0) watching ``key`` until a change completes it or its deadline
+        passes; None (nothing parked) if the clock went back since the last park with this ``max_wait_ms``."""
+        deadline = self._clock.now_ms() + max_wait_ms
+        queue = self._parked_queues.get(max_wait_ms)
+        if queue is None:
+            queue = self._parked_queues[max_wait_ms] = collections.deque()
+        if queue:
+            if queue[-1].deadline_ms > deadline:
+                return None
+            arm = False  # its queue's head is due first, and the timer is armed for it or earlier
+        else:
+            arm = self._loop is not None and (self._timer_ms is None or deadline < self._timer_ms)
+        future: asyncio.Future[R] = (self._loop or asyncio.get_running_loop()).create_future()
+        fetch.key = key
+        fetch.deadline_ms = deadline
+        fetch.future = future
+        fetch.completed = False
+        queue.append(fetch)
+        watchers = self._parked_watchers.get(key)
+        if watchers is None:
+            self._parked_watchers[key] = {fetch: None}
+        else:
+            watchers[fetch] = None
+        self._parked += 1
+        if arm:
+            self._arm()
+        return future
+
+    def _complete(self, fetch: ParkedFetch[Any], *, queued: bool) -> None:
+        """Complete ``fetch`` (not completed yet): off its watch list, its answer built and handed over.
+        ``queued``: it stays in its queue until its deadline (then more than half the queued fetches being
+        completed ones compacts the queues: memory stays bounded by the waiting fetches)."""
+        fetch.completed = True
+        self._parked -= 1
+        watchers = self._parked_watchers.get(fetch.key)
+        if watchers is not None:
+            watchers.pop(fetch, None)
+            if not watchers:
+                del self._parked_watchers[fetch.key]
+        if queued:
+            self._completed_queued += 1
+            if self._completed_queued > _COMPACT_AFTER and self._completed_queued > self._parked:
+                self._compact()
+        future = fetch.future
+        fetch.future = None
+        if future is None or future.done():
+            return
+        try:
+            future.set_result(fetch.answer())
+        except Exception as exc:  # noqa: BLE001 - a broker bug: the connection logs and closes
+            future.set_exception(exc)
+
+    def _compact(self) -> None:
+        """Drop the completed fetches from the queues (each stays in deadline order)."""
+        for queue in self._parked_queues.values():
+            kept = [fetch for fetch in queue if not fetch.completed]
+            queue.clear()  # in place: an expiry pass may be walking it (an answer that changed a partition)
+            queue.extend(kept)
+        self._completed_queued = 0
+
+    def _check_parked(self, key: Hashable, watchers: dict[ParkedFetch[Any], None]) -> None:
+        for fetch in list(watchers):
+            if fetch.completed:
+                continue
+            try:
+                done = fetch.changed(key)
+            except Exception:  # one broken fetch must not stall the others
+                log.exception("checking parked fetch %r failed", fetch)
+                continue
+            if done:
+                self._complete(fetch, queued=True)
+
+    def _expire_parked(self) -> None:
+        """The timer callback: complete the parked fetches whose deadline passed, then re-arm."""
+        self._timer = self._timer_ms = None
+        try:
+            now = self._clock.now_ms()
+            queues = self._parked_queues
+            for max_wait_ms, queue in list(queues.items()):
+                while queue and queue[0].deadline_ms <= now:
+                    fetch = queue.popleft()
+                    if fetch.completed:
+                        self._completed_queued -= 1
+                    else:
+                        self._complete(fetch, queued=False)
+                if not queue and queues.get(max_wait_ms) is queue:
+                    del queues[max_wait_ms]
+        finally:
+            if self._loop is not None:
+                self._arm()
+
+    def _arm(self) -> None:
+        """(Re)arm the timer for the earliest deadline at the heads of the queues, unless it is armed for that
+        or earlier."""
+        loop = self._loop
+        assert loop is not None
+        due = min((queue[0].deadline_ms for queue in self._parked_queues.values() if queue), default=None)
+        if due is None:
+            return
+        if self._timer is not None:
+            assert self._timer_ms is not None
+            if self._timer_ms <= due:
+                return
+            self._timer.cancel()
+        # Never early: ``due`` is a whole millisecond of the broker clock and ``now_ms`` rounds down; a timer
+        # the loop fires a little early finds nothing due and re-arms.
+        delay = max(due - self._clock.now_ms(), 0) / 1000
+        self._timer = loop.call_later(delay, self._expire_parked, context=self._context)
+        self._timer_ms = due
 
     def appended(self, key: tuple[str, int], base_offset: int, end_offset: int, nbytes: int) -> None:
         """A leader append of ``nbytes`` covering ``[base_offset, end_offset)``: remember its size, then check
@@ -164,6 +332,9 @@ class FetchPurgatory:
             self.shared_reads = SharedReads()
         try:
             self._operations.check(key)
+            parked = self._parked_watchers.get(key)
+            if parked is not None:
+                self._check_parked(key, parked)
         finally:
             if outer:
                 self.shared_reads = None
@@ -171,11 +342,26 @@ class FetchPurgatory:
     @property
     def delayed(self) -> int:
         """Fetches waiting now (logs, metrics, tests)."""
-        return self._operations.delayed
+        return self._operations.delayed + self._parked
 
     def complete_all(self) -> None:
         """Shutdown: answer every waiting fetch now with what is there."""
         self._operations.complete_all()
+        queues = list(self._parked_queues.values())
+        self._parked_queues.clear()
+        self._completed_queued = 0
+        for queue in queues:
+            for fetch in queue:
+                if not fetch.completed:
+                    self._complete(fetch, queued=False)
 
     async def run(self) -> None:
-        await self._operations.run()
+        """The clock: expires waiting fetches when due, until cancelled."""
+        self._loop, self._context = asyncio.get_running_loop(), contextvars.copy_context()
+        try:
+            self._expire_parked()
+            await self._operations.run()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._loop = self._context = self._timer = self._timer_ms = None

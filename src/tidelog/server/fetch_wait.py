@@ -23,16 +23,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.replication.partition import FetchIsolation, Partition
 
 from .appended_bytes import AppendedBytes
 
-__all__ = ["FetchWait", "PartitionLookup"]
+__all__ = ["COMPLETE", "UNCHANGED", "FetchWait", "PartitionLookup", "WatchedPartition", "progress"]
 
 PartitionLookup = Callable[[str, int], "Partition | ErrorCode"]
 """The replica manager's ``leader_partition``: the led partition or the error a client gets."""
+
+
+class WatchedPartition(Protocol):
+    """What :func:`progress` reads and moves of one watched partition."""
+
+    topic: str
+    index: int
+    fetch_offset: int
+    current_leader_epoch: int
+    leader_epoch: int
+    counted_end: int
 
 
 @dataclass(slots=True)
@@ -121,24 +133,50 @@ class FetchWait:
         if watched is None:
             return False
         self.changed_keys[key] = None
-        partition = self._lookup(watched.topic, watched.index)
-        if isinstance(partition, ErrorCode):
-            return True
-        if (
-            partition.leader_epoch != watched.leader_epoch
-            or partition.check_leader_epoch(watched.current_leader_epoch) is not ErrorCode.NONE
-        ):
-            return True
-        end = partition.fetchable_offset(self._isolation)
-        if end == watched.counted_end:
-            return False
-        if end < watched.counted_end:
-            return True
-        start = max(watched.counted_end, watched.fetch_offset)
-        watched.counted_end = end
-        if end > start:
-            added = self._appended.between(key, start, end)
-            if not added:  # unknown, or a boundary the history does not hold: answer rather than miss it
-                return True
-            self.accumulated += added
+        added = progress(
+            watched, self._lookup(watched.topic, watched.index), self._isolation, self._appended, key
+        )
+        if added < 0:
+            return added == COMPLETE
+        self.accumulated += added
         return self.accumulated >= self.min_bytes
+
+
+COMPLETE = -1
+"""What :func:`progress` says when the fetch must complete now."""
+UNCHANGED = -2
+"""What :func:`progress` says when the partition's visible end did not move (nothing to count)."""
+
+
+def progress(
+    watched: WatchedPartition,
+    partition: Partition | ErrorCode,
+    isolation: FetchIsolation,
+    appended: AppendedBytes,
+    key: Hashable,
+) -> int:
+    """One watched partition (``partition``: what the lookup answers for it now) changed: :data:`COMPLETE`,
+    :data:`UNCHANGED`, or the bytes newly visible to count (0 included), its counted end moved to the new
+    visible end (see the module docstring). A :class:`FetchWait` asks it per partition; a fetch parked in one
+    step (:class:`~tidelog.server.fetch_purgatory.ParkedFetch`) for its one partition."""
+    if isinstance(partition, ErrorCode):
+        return COMPLETE
+    if (
+        partition.leader_epoch != watched.leader_epoch
+        or partition.check_leader_epoch(watched.current_leader_epoch) is not ErrorCode.NONE
+    ):
+        return COMPLETE
+    end = partition.fetchable_offset(isolation)
+    counted_end = watched.counted_end
+    if end == counted_end:
+        return UNCHANGED
+    if end < counted_end:
+        return COMPLETE
+    start = max(counted_end, watched.fetch_offset)
+    watched.counted_end = end
+    if end > start:
+        added = appended.between(key, start, end)
+        if not added:  # unknown, or a boundary the history does not hold: answer rather than miss it
+            return COMPLETE
+        return added
+    return 0

@@ -25,9 +25,11 @@ Invariants:
   the wait, its answer at expiry is those partitions' high watermark, last stable offset and log start then,
   no records, without a read (a partition no longer led here, fenced or with data past the fetch offset is
   read as usual). The common long poll, a sessionless consumer fetch of one partition so parked, takes one
-  step (:meth:`FetchHandler._park_caught_up`: one closure, no first answer, no session or follower
-  bookkeeping) with the same answers as the general path. Sessionless consumer fetches completed by the same change that asked the
-  same thing get one shared answer:
+  step (:meth:`FetchHandler._park_caught_up`: one :class:`~tidelog.server.fetch_purgatory.ParkedFetch`
+  that is its own wait, no first answer, no session or follower bookkeeping) with the same answers as the
+  general path; its quiet answer at expiry is shared by the expired fetches of that partition while its
+  offsets and topic id stay as they were, and frozen in the codec (encoded once per version). Sessionless
+  consumer fetches completed by the same change that asked the same thing get one shared answer:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
@@ -57,12 +59,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 
-from tidelog.protocol.codec import constructor
+from tidelog.protocol.codec import constructor, freeze_response, thaw_response
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
 from tidelog.protocol.messages import FetchRequest, FetchResponse
-from tidelog.replication.partition import FetchIsolation
+from tidelog.replication.partition import FetchIsolation, Partition
 from tidelog.server.dispatch import RequestContext
-from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.fetch_purgatory import FetchPurgatory, ParkedFetch
 from tidelog.server.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -70,7 +72,7 @@ from tidelog.server.fetch_sessions import (
     FetchContext,
     FetchSessionCache,
 )
-from tidelog.server.fetch_wait import FetchWait
+from tidelog.server.fetch_wait import COMPLETE, FetchWait, progress
 from tidelog.server.handlers.authz import Authz, cluster_allowed, topic_allowed
 from tidelog.server.handlers.fetch_session_view import Wanted, open_context, session_answer
 from tidelog.server.handlers.leader_hint import LeaderHints
@@ -131,6 +133,155 @@ def _unchanged(
     }
 
 
+_QUIET_ANSWERS = 1 << 16
+"""At most this many partitions' quiet answers are kept, per isolation (then they are all dropped)."""
+
+
+class _Quiet:
+    """The quiet answer at expiry of a fetch :meth:`FetchHandler._park_caught_up` parked (what
+    :meth:`FetchHandler._quiet_answer` builds for its one partition), shared by the expired fetches of that
+    partition while its offsets and topic id stay as they were, and frozen (issue 17: encoded once per
+    version, :func:`~tidelog.protocol.codec.freeze_response`). Nothing downstream changes a consumer's
+    answer (a throttled one is replaced, as with :mod:`tidelog.server.shared_reads`' shared answers)."""
+
+    __slots__ = ("high_watermark", "last_stable", "log_start", "response", "topic_id")
+
+    def __init__(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        index: int,
+        high_watermark: int,
+        last_stable: int,
+        log_start: int,
+        *,
+        committed: bool,
+    ) -> None:
+        self.high_watermark = high_watermark
+        self.last_stable = last_stable
+        self.log_start = log_start
+        self.topic_id = topic_id
+        result = _new_partition(
+            index, high_watermark, last_stable, log_start, [] if committed else None, _EMPTY
+        )
+        self.response = _new_answer(_NONE, 0, [_new_topic(topic, topic_id, [result])])
+
+    def remember(self, answers: dict[Hashable, _Quiet], key: Hashable) -> None:
+        """Keep this as ``key``'s quiet answer, in place of (and thawing) the one before."""
+        before = answers.pop(key, None)
+        if before is not None:
+            thaw_response(before.response)
+        if len(answers) >= _QUIET_ANSWERS:
+            for dropped in answers.values():
+                thaw_response(dropped.response)
+            answers.clear()
+        freeze_response(self.response)
+        answers[key] = self
+
+
+class _Parked(ParkedFetch[FetchResponse]):
+    """A fetch :meth:`FetchHandler._park_caught_up` parked (a sessionless consumer fetch of one partition, at
+    its fetchable end): its own one-partition wait (what a :class:`FetchWait` keeps per partition, decided by
+    :func:`~tidelog.server.fetch_wait.progress`) and what its answer needs."""
+
+    __slots__ = (
+        "accumulated",
+        "counted_end",
+        "ctx",
+        "current_leader_epoch",
+        "fetch_offset",
+        "handler",
+        "index",
+        "isolation",
+        "leader_epoch",
+        "request",
+        "topic",
+        "topic_id",
+        "version",
+        "woken",
+    )
+
+    def __init__(
+        self,
+        handler: FetchHandler,
+        ctx: RequestContext,
+        request: FetchRequest,
+        version: int,
+        topic: str,
+        topic_id: uuid.UUID,
+        index: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        partition: Partition,
+    ) -> None:
+        self.handler = handler
+        self.ctx = ctx
+        self.request = request
+        self.version = version
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.fetch_offset = fetch_offset
+        self.counted_end = fetch_offset
+        self.current_leader_epoch = current_leader_epoch
+        self.leader_epoch = partition.leader_epoch
+        self.accumulated = 0
+        self.woken = False
+        """A change of its partition reached it (then its answer is read, not the quiet one)."""
+        self.isolation: FetchIsolation
+
+    def changed(self, key: Hashable) -> bool:
+        self.woken = True
+        handler = self.handler
+        added = progress(
+            self,
+            handler._replicas.leader_partition(self.topic, self.index),
+            self.isolation,
+            handler._purgatory.appended_bytes,
+            key,
+        )
+        if added < 0:
+            return added == COMPLETE
+        self.accumulated += added
+        return self.accumulated >= self.request.min_bytes
+
+    def answer(self) -> FetchResponse:
+        handler = self.handler
+        if handler._purgatory.shared_reads is None and not self.woken:  # expired, nothing changed since
+            # _quiet_answer for its one partition
+            partition = handler._replicas.leader_partition(self.topic, self.index)
+            epoch = self.current_leader_epoch
+            if not isinstance(partition, ErrorCode) and (epoch < 0 or epoch == partition.leader_epoch):
+                high_watermark = partition.high_watermark
+                last_stable = partition.last_stable_offset
+                committed = self.isolation is FetchIsolation.TXN_COMMITTED
+                if self.fetch_offset == (last_stable if committed else high_watermark):
+                    log_start = partition.log_start_offset
+                    answers = handler._quiet_answers[committed]
+                    quiet = answers.get(self.key)
+                    if (
+                        quiet is None
+                        or quiet.high_watermark != high_watermark
+                        or quiet.last_stable != last_stable
+                        or quiet.log_start != log_start
+                        or (quiet.topic_id is not self.topic_id and quiet.topic_id != self.topic_id)
+                    ):
+                        quiet = _Quiet(
+                            self.topic,
+                            self.topic_id,
+                            self.index,
+                            high_watermark,
+                            last_stable,
+                            log_start,
+                            committed=committed,
+                        )
+                        quiet.remember(answers, self.key)
+                    return quiet.response
+        request = self.request
+        wanted = [Wanted(self.topic, self.topic_id, request.topics[0].partitions)]
+        return handler._woken(self.ctx, request, self.version, wanted, self.isolation)
+
+
 class FetchHandler:
     """Fetch: reads through the replica manager's partitions, long polls in the fetch purgatory."""
 
@@ -157,6 +308,8 @@ class FetchHandler:
         """The broker's ``fetch.max.bytes``: a consumer's ``max_bytes`` is capped by it (Kafka's rule)."""
         self._leader_quota = leader_quota
         """Issue 15: the leader replication throttle (``leader.replication.throttled.*``); None: none."""
+        self._quiet_answers: tuple[dict[Hashable, _Quiet], dict[Hashable, _Quiet]] = ({}, {})
+        """The one-step park's quiet answers by partition, read_uncommitted then read_committed (``_Quiet``)."""
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
@@ -336,9 +489,10 @@ class FetchHandler:
     ) -> Awaitable[FetchResponse] | None:
         """The common long poll in one step (issue 17): a sessionless consumer fetch of one partition, led
         here, readable by this client and at its fetchable end, is parked as :meth:`handle` parks it (what
-        :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) with
-        one closure instead of the general path's. None when it is not so: :meth:`handle` then takes the
-        general path, which looks again and answers any error at once."""
+        :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) as one
+        :class:`_Parked` in the purgatory's queues instead of the general path's wait and closures. None when it
+        is not so (or the purgatory declines it): :meth:`handle` then takes the general path, which looks
+        again and answers any error at once."""
         topic = request.topics[0]
         if version >= 13:
             topic_id = topic.topic_id
@@ -363,33 +517,11 @@ class FetchHandler:
         fetch_offset = p.fetch_offset
         if fetch_offset != (partition.last_stable_offset if committed else partition.high_watermark):
             return None
-        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
-        index = p.partition
-        wait = self._new_wait(request.min_bytes, 0, isolation)
-        wait.watch_led(name, index, fetch_offset, epoch, partition, fetch_offset)
-        purgatory = self._purgatory
-        lookup = self._replicas.leader_partition
-
-        def complete() -> FetchResponse:
-            if purgatory.shared_reads is None and not wait.changed_keys:  # expired, nothing changed since
-                # _quiet_answer for its one partition
-                partition = lookup(name, index)
-                if not isinstance(partition, ErrorCode) and (epoch < 0 or epoch == partition.leader_epoch):
-                    high_watermark = partition.high_watermark
-                    last_stable = partition.last_stable_offset
-                    if fetch_offset == (last_stable if committed else high_watermark):
-                        result = _new_partition(
-                            index,
-                            high_watermark,
-                            last_stable,
-                            partition.log_start_offset,
-                            [] if committed else None,
-                            _EMPTY,
-                        )
-                        return _new_answer(_NONE, 0, [_new_topic(name, topic_id, [result])])
-            return self._woken(ctx, request, version, [Wanted(name, topic_id, topic.partitions)], isolation)
-
-        return purgatory.delay(wait, request.max_wait_ms, complete)
+        parked = _Parked(
+            self, ctx, request, version, name, topic_id, p.partition, fetch_offset, epoch, partition
+        )
+        parked.isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+        return self._purgatory.park(parked, (name, p.partition), request.max_wait_ms)
 
     def _woken(
         self,

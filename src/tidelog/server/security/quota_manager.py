@@ -72,13 +72,11 @@ class ClientQuotaManager:
         self.window = window
         self._overrides: dict[QuotaEntity, float] = {}
         self._levels = 0
+        self.enabled = False
+        """Whether a quota of this key was ever set (until restart, as Kafka's ``quotasEnabled``): ``_levels``
+        is not 0. A plain attribute: every Produce and Fetch reads it (issue 17)."""
         self._sensors: dict[tuple[str, str], _Sensor] = {}
         self._next_sweep_ms = 0
-
-    @property
-    def enabled(self) -> bool:
-        """Whether a quota of this key was ever set (until restart, as Kafka's ``quotasEnabled``)."""
-        return self._levels != 0
 
     # -- configuration ---------------------------------------------------------------------------------
 
@@ -91,6 +89,7 @@ class ClientQuotaManager:
             self._levels |= _USER_CLIENT_ID_LEVEL if entity.client_id is not None else _USER_LEVEL
         else:
             self._levels |= _CLIENT_ID_LEVEL
+        self.enabled = True
         if quota is None:
             self._overrides.pop(entity, None)
         else:

@@ -1,0 +1,275 @@
+"""The one-step park of the common long poll (server/fetch_purgatory.py ``ParkedFetch``, issue 17): a
+sessionless consumer fetch of one partition at its end waits in a deadline-ordered queue per ``max_wait_ms``
+and on its partition's watch list, not in the generic purgatory.
+
+- It expires at its deadline (the clock when parked plus ``max_wait_ms``), not a millisecond before, with the
+  quiet answer, and leaves nothing behind: no watcher, no queued entry, ``delayed`` back to 0.
+- A change of its partition completes it at once (an append: its records), exactly once: a later expiry pass
+  does not answer it again; an append below ``min_bytes`` only counts.
+- A shorter wait parked after a longer one re-arms the timer for its earlier deadline.
+- A park whose deadline would come before the last one of its queue (the wall clock went back) takes the
+  general path; completed fetches do not pile up in the queues; shutdown answers every parked fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse
+from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
+from tidelog.protocol.records_header import LOG_OVERHEAD
+from tidelog.server.broker import Broker
+from tidelog.server.clock import ManualClock
+from tidelog.server.config import load_broker_config
+from tidelog.server.dispatch import RequestContext
+from tidelog.server.fetch_purgatory import FetchPurgatory
+from tidelog.server.handlers import fetch as fetch_handler
+
+pytestmark = [pytest.mark.timeout(60)]
+
+KEY = ("t", 0)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    config, _warnings = load_broker_config(None, {"log.dirs": str(tmp_path)})
+    broker = Broker(config, clock=ManualClock())
+    broker.admin.create_topic_now("t", 1, 1, {})
+    yield broker
+    broker.replicas.shutdown()
+    broker.logs.shutdown(broker.clock.now_ms())
+
+
+@pytest.fixture
+def answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The fetch offset of every parked fetch whose answer was built, once per build."""
+    built: list[int] = []
+    real = fetch_handler._Parked.answer
+
+    def counting(self: Any) -> FetchResponse:
+        built.append(self.fetch_offset)
+        return real(self)
+
+    monkeypatch.setattr(fetch_handler._Parked, "answer", counting)
+    return built
+
+
+def _clock(broker: Broker) -> ManualClock:
+    clock = broker.clock
+    assert isinstance(clock, ManualClock)
+    return clock
+
+
+def _append(broker: Broker, *values: bytes) -> None:
+    batch = encode_batch([SimpleRecord(value=v, timestamp=1_700_000_000_000) for v in values])
+    assert broker.replicas.append("t", 0, batch, now_ms=broker.clock.now_ms())[0] is ErrorCode.NONE
+
+
+def _fetch(broker: Broker, offset: int, *, max_wait_ms: int = 100, min_bytes: int = 1) -> Any:
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="t",
+                partitions=[
+                    FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+                ],
+            )
+        ],
+    )
+    route = broker.dispatcher.route_for(ApiKey.FETCH, 12)
+    assert route is not None
+    return route.handler(RequestContext(ApiKey.FETCH, 12, 1, "test", "127.0.0.1", 1, "PLAINTEXT"), request)
+
+
+def _left(purgatory: FetchPurgatory) -> tuple[int, int, int, int]:
+    """(delayed, parked, watch-list entries of the partition, entries in the queues)."""
+    return (
+        purgatory.delayed,
+        purgatory._parked,
+        len(purgatory._parked_watchers.get(KEY, {})),
+        sum(len(queue) for queue in purgatory._parked_queues.values()),
+    )
+
+
+def _partition(response: FetchResponse) -> tuple[Any, ...]:
+    [topic] = response.responses
+    [p] = topic.partitions
+    data = memoryview(bytes(p.records or b""))
+    values: list[bytes | None] = []
+    pos = 0
+    while pos < len(data):
+        header, records = decode_batch(data, pos)
+        values += [r.value for r in records]
+        pos += header.batch_length + LOG_OVERHEAD
+    return p.error_code, p.high_watermark, p.log_start_offset, values
+
+
+def test_a_parked_fetch_expires_at_its_deadline_not_before(broker: Broker, answers: list[int]) -> None:
+    _append(broker, b"a")
+    purgatory = broker.fetch_purgatory
+
+    async def scenario() -> None:
+        parked = _fetch(broker, 1, max_wait_ms=100)
+        assert isinstance(parked, asyncio.Future)
+        assert _left(purgatory) == (1, 1, 1, 1)
+        _clock(broker).advance(99)
+        purgatory._expire_parked()
+        assert not parked.done()
+        assert _left(purgatory) == (1, 1, 1, 1)
+        _clock(broker).advance(1)
+        purgatory._expire_parked()
+        assert parked.done()
+        assert _partition(parked.result()) == (ErrorCode.NONE, 1, 0, [])
+        assert _left(purgatory) == (0, 0, 0, 0)
+        assert purgatory._parked_queues == {}
+
+    asyncio.run(scenario())
+    assert answers == [1]
+
+
+def test_an_append_completes_every_parked_fetch_once(broker: Broker, answers: list[int]) -> None:
+    purgatory = broker.fetch_purgatory
+
+    async def scenario() -> None:
+        parked = [_fetch(broker, 0, max_wait_ms=500) for _ in range(3)]
+        assert _left(purgatory) == (3, 3, 3, 3)
+        _append(broker, b"x", b"y")
+        assert all(future.done() for future in parked)
+        assert [_partition(future.result()) for future in parked] == [
+            (ErrorCode.NONE, 2, 0, [b"x", b"y"])
+        ] * 3
+        assert _left(purgatory) == (0, 0, 0, 3)  # completed, left in the queue until their deadline
+        assert KEY not in purgatory._parked_watchers
+        _clock(broker).advance(500)
+        purgatory._expire_parked()  # their deadline: nothing is answered again
+        assert _left(purgatory) == (0, 0, 0, 0)
+        assert purgatory._completed_queued == 0
+
+    asyncio.run(scenario())
+    assert answers == [0, 0, 0]
+
+
+def test_an_append_below_min_bytes_only_counts(broker: Broker, answers: list[int]) -> None:
+    purgatory = broker.fetch_purgatory
+    first = encode_batch([SimpleRecord(value=b"a" * 100, timestamp=1_700_000_000_000)])
+
+    async def scenario() -> None:
+        parked = _fetch(broker, 0, max_wait_ms=500, min_bytes=len(first) + 1)
+        _append(broker, b"a" * 100)
+        assert not parked.done()
+        assert _left(purgatory) == (1, 1, 1, 1)
+        _append(broker, b"b")  # the two batches reach min_bytes
+        assert parked.done()
+        assert _partition(parked.result()) == (ErrorCode.NONE, 2, 0, [b"a" * 100, b"b"])
+        assert _left(purgatory)[:3] == (0, 0, 0)
+
+    asyncio.run(scenario())
+    assert answers == [0]
+
+
+def test_a_shorter_wait_parked_later_expires_first(broker: Broker) -> None:
+    purgatory = broker.fetch_purgatory
+    clock = _clock(broker)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(purgatory.run())
+        await asyncio.sleep(0)  # the clock task starts
+        try:
+            start = clock.now_ms()
+            long = _fetch(broker, 0, max_wait_ms=60_000)
+            assert purgatory._timer_ms == start + 60_000
+            short = _fetch(broker, 0, max_wait_ms=5)
+            assert purgatory._timer_ms == start + 5
+            clock.advance(5)
+            response = await asyncio.wait_for(short, 10)
+            assert _partition(response) == (ErrorCode.NONE, 0, 0, [])
+            assert not long.done()
+            assert _left(purgatory) == (1, 1, 1, 1)
+            assert purgatory._timer_ms == start + 60_000
+        finally:
+            task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_the_clock_going_back_takes_the_general_path(broker: Broker) -> None:
+    purgatory = broker.fetch_purgatory
+    clock = _clock(broker)
+
+    async def scenario() -> None:
+        first = _fetch(broker, 0, max_wait_ms=100)
+        clock.set(clock.now_ms() - 10)
+        second = _fetch(broker, 0, max_wait_ms=100)  # its deadline is before the first's
+        assert isinstance(second, asyncio.Future)
+        assert (purgatory.delayed, purgatory._parked) == (2, 1)
+        _append(broker, b"x")
+        for future in (first, second):
+            assert _partition(await asyncio.wait_for(future, 10)) == (ErrorCode.NONE, 1, 0, [b"x"])
+        assert purgatory.delayed == 0
+
+    asyncio.run(scenario())
+
+
+def test_completed_fetches_do_not_pile_up_in_the_queues(broker: Broker) -> None:
+    purgatory = broker.fetch_purgatory
+
+    async def scenario() -> None:
+        longest = 0
+        for offset in range(3000):
+            parked = _fetch(broker, offset, max_wait_ms=60_000)
+            _append(broker, b"%d" % offset)
+            assert _partition(parked.result()) == (ErrorCode.NONE, offset + 1, 0, [b"%d" % offset])
+            longest = max(longest, _left(purgatory)[3])
+        assert longest == 1024  # compacted as the 1025th completed one joined them
+        assert _left(purgatory)[:3] == (0, 0, 0)
+
+    asyncio.run(scenario())
+
+
+def test_shutdown_answers_every_parked_fetch(broker: Broker, answers: list[int]) -> None:
+    purgatory = broker.fetch_purgatory
+
+    async def scenario() -> None:
+        parked = [_fetch(broker, 0, max_wait_ms=wait) for wait in (100, 200, 200)]
+        purgatory.complete_all()
+        assert [_partition(future.result()) for future in parked] == [(ErrorCode.NONE, 0, 0, [])] * 3
+        assert _left(purgatory) == (0, 0, 0, 0)
+
+    asyncio.run(scenario())
+    assert answers == [0, 0, 0]
+
+
+def test_a_failing_answer_fails_its_fetch_alone(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    purgatory = broker.fetch_purgatory
+    real = fetch_handler._Parked.answer
+    broken: list[object] = []
+
+    def answer(self: Any) -> FetchResponse:
+        if self in broken:
+            raise RuntimeError("broken")
+        return real(self)
+
+    monkeypatch.setattr(fetch_handler._Parked, "answer", answer)
+
+    async def scenario() -> None:
+        parked = [_fetch(broker, 0, max_wait_ms=10) for _ in range(2)]
+        broken.append(next(iter(purgatory._parked_watchers[KEY])))  # the first one parked
+        _clock(broker).advance(10)
+        purgatory._expire_parked()
+        assert isinstance(parked[0].exception(), RuntimeError)
+        assert _partition(parked[1].result()) == (ErrorCode.NONE, 0, 0, [])
+        assert _left(purgatory) == (0, 0, 0, 0)
+
+    asyncio.run(scenario())
