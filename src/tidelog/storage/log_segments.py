@@ -70,7 +70,7 @@ class LogSegments(Sequence[LogSegment]):
 
     def append(self, segment: LogSegment) -> None:
         """Add a new active segment after the last one."""
-        if segment.base_offset <= self._bases[-1]:
+        if self._bases and segment.base_offset <= self._bases[-1]:  # empty: a roll replaced the only one
             raise ValueError(f"segment {segment.base_offset} does not follow {self._bases[-1]}")
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
