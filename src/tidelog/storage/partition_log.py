@@ -527,7 +527,7 @@ class PartitionLog:
             messages_size=total, max_offset_in_messages=last_offset, now_ms=now_ms
         ):
             active = self.roll(now_ms, expected_next_offset=first_offset)
-        active.append(memoryview(buf), batches, now_ms=now_ms)
+        active.append(buf, batches, now_ms=now_ms)
         self._flushes.changed()
         if producer_info is not None:
             if not producer_info.pending and not producer_info.markers:

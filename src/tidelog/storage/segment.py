@@ -424,7 +424,7 @@ class LogSegment:
         self._bytes_since_last_index_entry += header.size_in_bytes
 
     def append(
-        self, data: memoryview, batches: Sequence[tuple[int, RecordBatchHeader]], *, now_ms: int
+        self, data: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]], *, now_ms: int
     ) -> None:
         """Write ``data`` (whole batches, offsets assigned) at the end of the file and index it.
 
