@@ -160,8 +160,10 @@ def test_a_caught_up_follower_rejoins_the_isr_only_from_its_current_life(cluster
     assert proposal is not None
     assert proposal.isr == (1, 2)
     assert leader.maximal_isr == {1, 2}  # counts before ZooKeeper accepts it
+    assert leader.check_enough_replicas_reach_offset(3) == (True, ErrorCode.NONE)  # acks=all counts it too
     leader.isr_update_failed()
     assert leader.maximal_isr == {1}
+    assert leader.check_enough_replicas_reach_offset(3) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 def test_a_stale_state_is_ignored(cluster: Cluster) -> None:

@@ -387,6 +387,23 @@ def test_follower_appends_keep_offsets_and_a_gap_starts_a_segment(tmp_path: Path
     log.close()
 
 
+def test_a_first_append_past_the_start_of_an_empty_log_replaces_its_only_segment(tmp_path: Path) -> None:
+    # a compacted follower's first fetch can begin past its empty log's end (the leader cleaned the start)
+    log = open_log(tmp_path / "t-0", BIG)
+    info = log.append(
+        encode_batch([SimpleRecord(value=b"a")] * 2, base_offset=5, partition_leader_epoch=1),
+        leader_epoch=1,
+        now_ms=0,
+        assign_offsets=False,
+    )
+    assert (info.first_offset, info.last_offset) == (5, 6)
+    assert [s.base_offset for s in log.segments] == [5]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == ["00000000000000000005.log"]
+    assert log.log_end_offset == 7
+    assert [h.base_offset for h in headers(log.read(5, 1000).read_bytes())] == [5]
+    log.close()
+
+
 def test_timestamp_bounds(tmp_path: Path) -> None:
     config = LogConfig(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=10)
     log = open_log(tmp_path / "t-0", config)

@@ -402,12 +402,15 @@ class Partition:
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """acks=all: (done, error) for an append ending at ``required_offset`` (Kafka's
-        ``checkEnoughReplicasReachOffset``)."""
-        if not self.is_leader:
+        ``checkEnoughReplicasReachOffset``). Asked after every acks=all append: the properties are read
+        as fields here (``is_leader``, ``maximal_isr`` when no ISR change is pending)."""
+        if self.leader_id != self.local_broker_id:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if self._log.high_watermark < required_offset:
+        log = self._log
+        if log.high_watermark < required_offset:
             return False, ErrorCode.NONE
-        if len(self.maximal_isr) < self._log.config.min_insync_replicas:
+        isr = self.isr if self._pending_isr is None else self.maximal_isr
+        if len(isr) < log.config.min_insync_replicas:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return True, ErrorCode.NONE
 

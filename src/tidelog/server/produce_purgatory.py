@@ -144,8 +144,16 @@ class ProducePurgatory:
         """Decide one partition's wait now if it can be (``result.error_code`` set), as :meth:`delay` decides
         each partition first: True when it was (a leader alone in its ISR, the common single-node case),
         so the caller passes :meth:`delay` only the partitions that must wait (none: no
-        :class:`PendingAppend` and no call at all)."""
-        return _decide_one(self._partition_of, topic, index, required_offset, result)
+        :class:`PendingAppend` and no call at all). :func:`_decide_one` without its call (every acks=all
+        produce asks)."""
+        partition = self._partition_of(topic, index)
+        if partition is None:
+            result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return True
+        done, error = partition.check_enough_replicas_reach_offset(required_offset)
+        if done:
+            result.error_code = error
+        return done
 
     def delay(self, timeout_ms: int, pending: list[PendingAppend], response: R) -> R | asyncio.Future[R]:
         """``response`` now if every partition is already decided, else a future of it (set once the last

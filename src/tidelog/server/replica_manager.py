@@ -167,7 +167,9 @@ class ReplicaManager:
 
     def _led(self, topic: str, index: int) -> Partition | None:
         partition = self._partitions.get((topic, index))
-        return partition if partition is not None and partition.is_leader and not self.fenced else None
+        if partition is None or partition.leader_id != partition.local_broker_id:  # is_leader, without a call
+            return None
+        return None if self.fenced else partition
 
     def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
         """The replica of ``topic-index`` if this broker leads it, else the error a client gets."""

@@ -3,6 +3,10 @@
 Invariants:
 
 * Never empty once built: the last segment is the *active* one, the only one appended to.
+* :attr:`LogSegments.active` is the last segment (a plain attribute, set by every change here: the log
+  reads it on every append, where a property or ``[-1]`` through ``__getitem__`` is a Python call).
+  Between :meth:`~LogSegments.pop_active` of the only segment and the :meth:`~LogSegments.append` of its
+  successor (one synchronous step of a roll) it still names the popped one.
 * Base offsets strictly increase; the base offsets are kept beside the segments (one list each, changed
   together only here) so that :meth:`LogSegments.index_of` is one ``bisect``.
 * This is bookkeeping only: nothing here opens, renames or deletes a file; the log does that and then
@@ -23,7 +27,7 @@ __all__ = ["LogSegments"]
 class LogSegments(Sequence[LogSegment]):
     """An ordered, mutable list of segments, looked up by offset."""
 
-    __slots__ = ("_bases", "_segments")
+    __slots__ = ("_bases", "_segments", "active")
 
     def __init__(self, segments: Iterable[LogSegment]) -> None:
         self._segments = list(segments)
@@ -32,6 +36,8 @@ class LogSegments(Sequence[LogSegment]):
             raise ValueError("a log has at least one segment")
         if any(a >= b for a, b in zip(self._bases, self._bases[1:], strict=False)):
             raise ValueError(f"segment base offsets are not increasing: {self._bases}")
+        self.active: LogSegment = self._segments[-1]
+        """The last segment, the only one appended to."""
 
     def __repr__(self) -> str:
         return f"LogSegments({self._bases})"
@@ -52,10 +58,6 @@ class LogSegments(Sequence[LogSegment]):
         return self._segments[index]
 
     @property
-    def active(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
@@ -70,15 +72,19 @@ class LogSegments(Sequence[LogSegment]):
 
     def append(self, segment: LogSegment) -> None:
         """Add a new active segment after the last one."""
-        if segment.base_offset <= self._bases[-1]:
+        if self._bases and segment.base_offset <= self._bases[-1]:  # empty: a roll replaced the only one
             raise ValueError(f"segment {segment.base_offset} does not follow {self._bases[-1]}")
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
+        self.active = segment
 
     def pop_active(self) -> LogSegment:
         """Remove the active segment (an empty one about to be replaced); the log adds its successor."""
         self._bases.pop()
-        return self._segments.pop()
+        popped = self._segments.pop()
+        if self._segments:  # else the successor the log appends next becomes it
+            self.active = self._segments[-1]
+        return popped
 
     def insert(self, segment: LogSegment) -> None:
         """Put ``segment`` in its place by base offset (a cleaned segment swapped in)."""
@@ -87,17 +93,21 @@ class LogSegments(Sequence[LogSegment]):
             raise ValueError(f"a segment at base offset {segment.base_offset} is in the log already")
         self._segments.insert(index, segment)
         self._bases.insert(index, segment.base_offset)
+        self.active = self._segments[-1]
 
     def remove(self, doomed: Sequence[LogSegment]) -> None:
         """Take ``doomed`` out (by identity)."""
         gone = {id(segment) for segment in doomed}
         self._segments = [segment for segment in self._segments if id(segment) not in gone]
         self._bases = [segment.base_offset for segment in self._segments]
+        if self._segments:
+            self.active = self._segments[-1]
 
     def reset(self, segment: LogSegment) -> None:
         """The log starts over with ``segment`` alone."""
         self._segments = [segment]
         self._bases = [segment.base_offset]
+        self.active = segment
 
     def positions(self) -> dict[int, int]:
         """Index of each segment by ``id`` (to check that segments held elsewhere are still here, in

@@ -237,7 +237,7 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._segments.active.next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -262,7 +262,7 @@ class PartitionLog:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.active
 
     @property
     def size_in_bytes(self) -> int:
@@ -522,12 +522,12 @@ class PartitionLog:
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
 
-        active = self._segments[-1]
+        active = self._segments.active
         if first_offset > log_end or active.should_roll(
             messages_size=total, max_offset_in_messages=last_offset, now_ms=now_ms
         ):
             active = self.roll(now_ms, expected_next_offset=first_offset)
-        active.append(memoryview(buf), batches, now_ms=now_ms)
+        active.append(buf, batches, now_ms=now_ms)
         self._flushes.changed()
         if producer_info is not None:
             if not producer_info.pending and not producer_info.markers:
@@ -654,7 +654,7 @@ class PartitionLog:
         self._observe(now_ms)
         log_end = self.log_end_offset
         new_base = max(expected_next_offset if expected_next_offset is not None else log_end, log_end)
-        active = self._segments[-1]
+        active = self._segments.active
         if active.size == 0:
             if active.base_offset == new_base:
                 return active
@@ -768,7 +768,7 @@ class PartitionLog:
             return True
         doomed = [segment for segment in self._segments if segment.base_offset > offset]
         self._delete_segments(doomed, now)
-        active = self._segments[-1]
+        active = self._segments.active
         if not active.is_active:
             active.mark_active()
         active.truncate_to(offset)

@@ -379,7 +379,8 @@ class ProducerStateManager:
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Completed transactions whose marker is now below the high watermark are stable."""
-        self._remove_unreplicated_before(high_watermark)
+        if self._unreplicated:  # after every leader append: no call when no transaction awaits it
+            self._remove_unreplicated_before(high_watermark)
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         """Completed transactions whose marker is below the log start offset are gone with their data."""

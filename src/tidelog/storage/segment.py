@@ -424,14 +424,20 @@ class LogSegment:
         self._bytes_since_last_index_entry += header.size_in_bytes
 
     def append(
-        self, data: memoryview, batches: Sequence[tuple[int, RecordBatchHeader]], *, now_ms: int
+        self, data: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]], *, now_ms: int
     ) -> None:
         """Write ``data`` (whole batches, offsets assigned) at the end of the file and index it.
 
         ``batches`` are the batches' positions within ``data`` and their headers.
         """
         position = self._size
-        handle = self._handle()
+        # _handle() without its two calls (once per append): refuse a deleted segment, touch the LRU, reopen
+        if self._deleted:
+            raise KafkaStorageError(f"segment {self._log_path} was deleted")
+        self._limiter.touch(self)
+        handle = self._file
+        if handle is None:
+            handle = self._file = SegmentFile(self._log_path, "r+b")
         fd = handle.fileno()
         total = len(data)
         try:
@@ -444,7 +450,8 @@ class LogSegment:
             raise KafkaStorageError(f"write to {self._log_path} failed: {exc}") from exc
         if position == 0:
             self._first_append_ms = now_ms
-        self._ensure_max_timestamp()
+        if not self._max_timestamp_loaded:
+            self._ensure_max_timestamp()
         recent = self._recent
         if recent is None:
             recent = self._recent = RecentBatches()
