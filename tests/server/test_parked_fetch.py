@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
+from tidelog.protocol import codec
+from tidelog.protocol.codec import encode_response
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse
+from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse, RequestHeader
 from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD
 from tidelog.server.broker import Broker
@@ -30,6 +32,8 @@ from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.handlers import fetch as fetch_handler
+from tidelog.server.shared_reads import FROZEN_ANSWERS, INLINE_BYTES
+from tidelog.storage.fetch_data import FileRegion
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -271,5 +275,58 @@ def test_a_failing_answer_fails_its_fetch_alone(broker: Broker, monkeypatch: pyt
         assert isinstance(parked[0].exception(), RuntimeError)
         assert _partition(parked[1].result()) == (ErrorCode.NONE, 0, 0, [])
         assert _left(purgatory) == (0, 0, 0, 0)
+
+    asyncio.run(scenario())
+
+
+def _frame(response: Any, correlation_id: int) -> bytes:
+    header = RequestHeader(
+        request_api_key=ApiKey.FETCH, request_api_version=12, correlation_id=correlation_id, client_id="c"
+    )
+    return b"".join(bytes(chunk) for chunk in encode_response(header, response))
+
+
+def test_a_shared_woken_answer_is_frozen_and_sends_the_same_bytes(broker: Broker) -> None:
+    purgatory = broker.fetch_purgatory
+
+    async def scenario() -> None:
+        alone = _fetch(broker, 0, max_wait_ms=500)
+        _append(broker, b"solo")
+        assert id(alone.result()) not in codec._FROZEN  # asked once: nothing to share, not frozen
+        parked = [_fetch(broker, 1, max_wait_ms=500) for _ in range(3)]
+        _append(broker, b"x", b"y")
+        shared = parked[0].result()
+        assert all(future.result() is shared for future in parked)
+        assert _partition(shared) == (ErrorCode.NONE, 3, 0, [b"x", b"y"])
+        assert codec._FROZEN[id(shared)][0] is shared
+        frozen = [_frame(shared, 100 + i) for i in range(3)]
+        codec.thaw_response(shared)
+        assert frozen == [_frame(shared, 100 + i) for i in range(3)]  # byte for byte the encoder's frames
+        # the last FROZEN_ANSWERS shared answers stay frozen, the older ones are thawed (memory stays bounded)
+        kept = []
+        for offset in range(3, 3 + FROZEN_ANSWERS + 1):
+            pair = [_fetch(broker, offset, max_wait_ms=500) for _ in range(2)]
+            _append(broker, b"v%d" % offset)
+            assert pair[0].result() is pair[1].result()
+            kept.append(pair[0].result())
+        assert id(kept[0]) not in codec._FROZEN
+        assert all(codec._FROZEN[id(r)][0] is r for r in kept[1:])
+        assert len(purgatory._frozen_answers) == FROZEN_ANSWERS
+        purgatory.complete_all()  # shutdown lets them go
+        assert not any(id(r) in codec._FROZEN for r in kept)
+
+    asyncio.run(scenario())
+
+
+def test_a_shared_woken_answer_carrying_a_file_region_is_not_frozen(broker: Broker) -> None:
+    big = b"z" * (INLINE_BYTES + 1)
+
+    async def scenario() -> None:
+        parked = [_fetch(broker, 0, max_wait_ms=500) for _ in range(2)]
+        _append(broker, big)
+        shared = parked[0].result()
+        assert parked[1].result() is shared
+        assert isinstance(shared.responses[0].partitions[0].records, FileRegion)
+        assert id(shared) not in codec._FROZEN
 
     asyncio.run(scenario())
