@@ -32,7 +32,8 @@ from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.handlers import fetch as fetch_handler
-from tidelog.server.shared_reads import FROZEN_ANSWERS, INLINE_BYTES
+from tidelog.server.handlers.fetch_session_view import Wanted
+from tidelog.server.shared_reads import FROZEN_ANSWERS, INLINE_BYTES, SharedReads, answer_key
 from tidelog.storage.fetch_data import FileRegion
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -75,7 +76,14 @@ def _append(broker: Broker, *values: bytes) -> None:
     assert broker.replicas.append("t", 0, batch, now_ms=broker.clock.now_ms())[0] is ErrorCode.NONE
 
 
-def _fetch(broker: Broker, offset: int, *, max_wait_ms: int = 100, min_bytes: int = 1) -> Any:
+def _fetch(
+    broker: Broker,
+    offset: int,
+    *,
+    max_wait_ms: int = 100,
+    min_bytes: int = 1,
+    partition_max_bytes: int = 1 << 20,
+) -> Any:
     request = FetchRequest(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -87,7 +95,9 @@ def _fetch(broker: Broker, offset: int, *, max_wait_ms: int = 100, min_bytes: in
             FetchRequest.FetchTopic(
                 topic="t",
                 partitions=[
-                    FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+                    FetchRequest.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=partition_max_bytes
+                    )
                 ],
             )
         ],
@@ -328,5 +338,50 @@ def test_a_shared_woken_answer_carrying_a_file_region_is_not_frozen(broker: Brok
         assert parked[1].result() is shared
         assert isinstance(shared.responses[0].partitions[0].records, FileRegion)
         assert id(shared) not in codec._FROZEN
+
+    asyncio.run(scenario())
+
+
+def test_a_woken_parked_fetch_asks_for_its_answer_by_answer_key(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """_Parked.answer makes answer_key's tuple itself: the same key, so it shares with the general path."""
+    asked: list[Any] = []
+    real = SharedReads.built
+
+    def recording(self: SharedReads, key: Any) -> FetchResponse | None:
+        asked.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(SharedReads, "built", recording)
+
+    async def scenario() -> None:
+        parked = _fetch(broker, 0, max_wait_ms=500)
+        [fetch] = broker.fetch_purgatory._parked_watchers[KEY]
+        assert isinstance(fetch, fetch_handler._Parked)
+        request = fetch.request
+        wanted = [Wanted("t", fetch.topic_id, request.topics[0].partitions)]
+        expected = answer_key(
+            wanted, version=12, isolation=fetch.isolation, max_bytes=1 << 20, listener="PLAINTEXT"
+        )
+        _append(broker, b"k")
+        assert _partition(parked.result()) == (ErrorCode.NONE, 1, 0, [b"k"])
+        assert asked[0] == expected
+
+    asyncio.run(scenario())
+
+
+def test_woken_parked_fetches_that_asked_differently_get_their_own_answers(broker: Broker) -> None:
+    async def scenario() -> None:
+        same = [_fetch(broker, 0, max_wait_ms=500) for _ in range(2)]
+        limited = _fetch(broker, 0, max_wait_ms=500, partition_max_bytes=1)  # still the whole first batch
+        _append(broker, b"a", b"b")
+        assert same[0].result() is same[1].result()
+        assert limited.result() is not same[0].result()
+        assert (
+            _partition(limited.result())
+            == _partition(same[0].result())
+            == (ErrorCode.NONE, 2, 0, [b"a", b"b"])
+        )
 
     asyncio.run(scenario())

@@ -154,12 +154,18 @@ class SharedReads:
     def answer(self, key: Hashable, build: Callable[[], tuple[FetchResponse, bool]]) -> FetchResponse:
         """The answer ``key`` names, built (``build`` returns it and whether it has an error) on the first
         ask of the pass; one with an error is not kept. Frozen on the second ask (see the module)."""
-        found = self._answers.get(key)
+        found = self.built(key)
         if found is None:
             found, has_error = build()
             if not has_error:
                 self._answers[key] = found
-        elif key not in self._shared:
+        return found
+
+    def built(self, key: Hashable) -> FetchResponse | None:
+        """The answer ``key`` names if an earlier ask of the pass built it (then it is shared: frozen, see the
+        module), else None."""
+        found = self._answers.get(key)
+        if found is not None and key not in self._shared:
             self._shared.add(key)
             frozen = self._frozen
             if frozen is not None and _inline_only(found):

@@ -278,8 +278,33 @@ class _Parked(ParkedFetch[FetchResponse]):
                         quiet.remember(answers, self.key)
                     return quiet.response
         request = self.request
+        version = self.version
+        shared = handler._purgatory.shared_reads
+        key: Hashable = None
+        if shared is not None:
+            # answer_key's tuple for this one partition, made directly (a woken fetch of a fan-out mostly
+            # finds the answer another fetch of the pass built)
+            max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, handler._fetch_max_bytes)
+            [p] = request.topics[0].partitions
+            key = (
+                version,
+                self.isolation,
+                max_bytes,
+                self.ctx.listener_name,
+                (
+                    (
+                        self.topic,
+                        self.topic_id,
+                        False,
+                        ((self.index, self.fetch_offset, p.partition_max_bytes, self.current_leader_epoch),),
+                    ),
+                ),
+            )
+            found = shared.built(key)
+            if found is not None:
+                return handler._bytes_out(found) if handler._replicas.topic_metrics is not None else found
         wanted = [Wanted(self.topic, self.topic_id, request.topics[0].partitions)]
-        return handler._woken(self.ctx, request, self.version, wanted, self.isolation)
+        return handler._woken(self.ctx, request, version, wanted, self.isolation, key)
 
 
 class FetchHandler:
@@ -530,10 +555,12 @@ class FetchHandler:
         version: int,
         wanted: list[Wanted],
         isolation: FetchIsolation,
+        key: Hashable = None,
     ) -> FetchResponse:
         """The answer of a fetch :meth:`_park_caught_up` parked that a change reached (or whose partition is
         no longer as it was), read as :meth:`handle`'s sessionless ``complete`` reads it (with the fetches
-        woken by the same change that asked the same, one answer)."""
+        woken by the same change that asked the same, one answer). ``key``: its
+        :func:`~tidelog.server.shared_reads.answer_key`, when the caller made it."""
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self._fetch_max_bytes)
         listener = ctx.listener_name
 
@@ -547,9 +574,10 @@ class FetchHandler:
         if shared is None:
             response = build()[0]
         else:
-            key = answer_key(
-                wanted, version=version, isolation=isolation, max_bytes=max_bytes, listener=listener
-            )
+            if key is None:
+                key = answer_key(
+                    wanted, version=version, isolation=isolation, max_bytes=max_bytes, listener=listener
+                )
             response = shared.answer(key, build)
         return self._bytes_out(response) if self._replicas.topic_metrics is not None else response
 
