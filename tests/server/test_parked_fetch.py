@@ -385,3 +385,30 @@ def test_woken_parked_fetches_that_asked_differently_get_their_own_answers(broke
         )
 
     asyncio.run(scenario())
+
+
+def test_a_consumer_behind_is_answered_in_one_step(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sessionless one-partition fetch with records waiting (min_bytes 1) is read and answered at once by
+    _park_caught_up, not the general path; with min_bytes 2 or below the log start the general path answers."""
+    _append(broker, b"a", b"b")
+    _append(broker, b"c")
+    general: list[int] = []
+    real = fetch_handler.FetchHandler._caught_up
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> bool:
+        general.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_handler.FetchHandler, "_caught_up", counting)
+    answer = _fetch(broker, 1)
+    assert isinstance(answer, FetchResponse)
+    assert _partition(answer) == (ErrorCode.NONE, 3, 0, [b"a", b"b", b"c"])  # whole batches from offset 1
+    assert general == []
+    answer = _fetch(broker, 2, min_bytes=2)
+    assert isinstance(answer, FetchResponse)
+    assert _partition(answer) == (ErrorCode.NONE, 3, 0, [b"c"])
+    assert general == [1]
+    assert broker.replicas.delete_records("t", 0, 2) == (ErrorCode.NONE, 2)
+    answer = _fetch(broker, 1)
+    assert _partition(answer) == (ErrorCode.OFFSET_OUT_OF_RANGE, 3, 2, [])
+    assert general == [1, 1]  # the error is the general path's answer

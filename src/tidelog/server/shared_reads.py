@@ -146,8 +146,9 @@ class SharedReads:
     def __init__(self, frozen: deque[FetchResponse] | None = None) -> None:
         self._reads: dict[Hashable, SharedRead] = {}
         self._answers: dict[Hashable, FetchResponse] = {}
-        self._shared: set[Hashable] = set()
-        """Keys whose answer a second fetch asked for (frozen then, if it can be)."""
+        self._shared: set[int] = set()
+        """The ids of the answers a second fetch asked for (frozen then, if they can be; an id hashes faster
+        than a key, and each answer lives as long as the pass, in ``_answers``)."""
         self._frozen = frozen
         """The answers frozen by this and earlier passes, oldest first (None: none is frozen)."""
 
@@ -165,8 +166,8 @@ class SharedReads:
         """The answer ``key`` names if an earlier ask of the pass built it (then it is shared: frozen, see the
         module), else None."""
         found = self._answers.get(key)
-        if found is not None and key not in self._shared:
-            self._shared.add(key)
+        if found is not None and id(found) not in self._shared:
+            self._shared.add(id(found))
             frozen = self._frozen
             if frozen is not None and _inline_only(found):
                 freeze_response(found)

@@ -511,13 +511,15 @@ class FetchHandler:
 
     def _park_caught_up(
         self, ctx: RequestContext, request: FetchRequest, version: int
-    ) -> Awaitable[FetchResponse] | None:
+    ) -> FetchResponse | Awaitable[FetchResponse] | None:
         """The common long poll in one step (issue 17): a sessionless consumer fetch of one partition, led
         here, readable by this client and at its fetchable end, is parked as :meth:`handle` parks it (what
         :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) as one
-        :class:`_Parked` in the purgatory's queues instead of the general path's wait and closures. None when it
-        is not so (or the purgatory declines it): :meth:`handle` then takes the general path, which looks
-        again and answers any error at once."""
+        :class:`_Parked` in the purgatory's queues instead of the general path's wait and closures. Such a
+        fetch with records waiting below that end and ``min_bytes`` 1 (a consumer behind) is read and
+        answered at once, as the general path answers it. None when it is neither (or the purgatory declines
+        it, or the read has an error): :meth:`handle` then takes the general path, which looks again and
+        answers any error at once."""
         topic = request.topics[0]
         if version >= 13:
             topic_id = topic.topic_id
@@ -540,8 +542,21 @@ class FetchHandler:
             return None  # fenced (Partition.check_leader_epoch)
         committed = version >= 4 and request.isolation_level == _READ_COMMITTED
         fetch_offset = p.fetch_offset
-        if fetch_offset != (partition.last_stable_offset if committed else partition.high_watermark):
-            return None
+        end = partition.last_stable_offset if committed else partition.high_watermark
+        if fetch_offset != end:
+            if fetch_offset > end or request.min_bytes != 1:
+                return None
+            # records waiting (a consumer behind): handle's answer for it, read at once (min_bytes 1: its first
+            # batch is enough), without the general path's session, wait and closures; any error (out of
+            # range, a log gone) is the general path's to answer
+            isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+            max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self._fetch_max_bytes)
+            response, nbytes, has_error = self._read(
+                [Wanted(name, topic_id, topic.partitions)], version, isolation, max(max_bytes, 0), {}, -1
+            )
+            if has_error or nbytes < 1:
+                return None
+            return self._bytes_out(response) if self._replicas.topic_metrics is not None else response
         parked = _Parked(
             self, ctx, request, version, name, topic_id, p.partition, fetch_offset, epoch, partition
         )
