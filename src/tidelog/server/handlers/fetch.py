@@ -28,8 +28,10 @@ Invariants:
   step (:meth:`FetchHandler._park_caught_up`: one :class:`~tidelog.server.fetch_purgatory.ParkedFetch`
   that is its own wait, no first answer, no session or follower bookkeeping) with the same answers as the
   general path; its quiet answer at expiry is shared by the expired fetches of that partition while its
-  offsets and topic id stay as they were, and frozen in the codec (encoded once per version). Sessionless
-  consumer fetches completed by the same change that asked the same thing get one shared answer:
+  offsets and topic id stay as they were, and frozen in the codec (encoded once per version). The same
+  fetch with records waiting and ``min_bytes`` 1 (a consumer behind) is read and answered there in one
+  step as well (an error is the general path's to answer). Sessionless consumer fetches completed by the
+  same change that asked the same thing get one shared answer (frozen when a second one asks:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
