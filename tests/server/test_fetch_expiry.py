@@ -237,6 +237,13 @@ async def _scenario(broker: Broker, version: int, name: str, monkeypatch: pytest
         response = _scenario_fetch(broker, version, 2, epoch=7)
     elif name == "behind":  # data to read: answered at once
         response = _scenario_fetch(broker, version, 1)
+    elif name == "behind-committed":
+        response = _scenario_fetch(broker, version, 0, isolation=1)
+    elif name == "behind-fenced":
+        response = _scenario_fetch(broker, version, 0, epoch=7)
+    elif name == "behind-deleted":  # below the log start: OFFSET_OUT_OF_RANGE
+        assert broker.replicas.delete_records("t", 0, 1) == (ErrorCode.NONE, 1)
+        response = _scenario_fetch(broker, version, 0)
     elif name == "past-end":
         response = _scenario_fetch(broker, version, 5)
     elif name == "append":
@@ -260,7 +267,7 @@ async def _scenario(broker: Broker, version: int, name: str, monkeypatch: pytest
         broker.replicas.delete("t", 0)
         response = await asyncio.wait_for(parked, 10)
     if isinstance(response, asyncio.Future):  # before v9 a request names no leader epoch: never fenced
-        assert name == "fenced"
+        assert name in ("fenced", "behind-fenced")
         response = await _expired(broker, response)
     assert isinstance(response, FetchResponse)
     for topic in response.responses:
@@ -281,6 +288,9 @@ async def _scenario(broker: Broker, version: int, name: str, monkeypatch: pytest
         "epoch",
         "fenced",
         "behind",
+        "behind-committed",
+        "behind-fenced",
+        "behind-deleted",
         "past-end",
         "append",
         "delete-records",

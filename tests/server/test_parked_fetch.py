@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
+from tidelog.protocol import codec
+from tidelog.protocol.codec import encode_response
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse
+from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse, RequestHeader
 from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD
 from tidelog.server.broker import Broker
@@ -30,6 +32,9 @@ from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.handlers import fetch as fetch_handler
+from tidelog.server.handlers.fetch_session_view import Wanted
+from tidelog.server.shared_reads import FROZEN_ANSWERS, INLINE_BYTES, SharedReads, answer_key
+from tidelog.storage.fetch_data import FileRegion
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -71,7 +76,14 @@ def _append(broker: Broker, *values: bytes) -> None:
     assert broker.replicas.append("t", 0, batch, now_ms=broker.clock.now_ms())[0] is ErrorCode.NONE
 
 
-def _fetch(broker: Broker, offset: int, *, max_wait_ms: int = 100, min_bytes: int = 1) -> Any:
+def _fetch(
+    broker: Broker,
+    offset: int,
+    *,
+    max_wait_ms: int = 100,
+    min_bytes: int = 1,
+    partition_max_bytes: int = 1 << 20,
+) -> Any:
     request = FetchRequest(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -83,7 +95,9 @@ def _fetch(broker: Broker, offset: int, *, max_wait_ms: int = 100, min_bytes: in
             FetchRequest.FetchTopic(
                 topic="t",
                 partitions=[
-                    FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+                    FetchRequest.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=partition_max_bytes
+                    )
                 ],
             )
         ],
@@ -273,3 +287,128 @@ def test_a_failing_answer_fails_its_fetch_alone(broker: Broker, monkeypatch: pyt
         assert _left(purgatory) == (0, 0, 0, 0)
 
     asyncio.run(scenario())
+
+
+def _frame(response: Any, correlation_id: int) -> bytes:
+    header = RequestHeader(
+        request_api_key=ApiKey.FETCH, request_api_version=12, correlation_id=correlation_id, client_id="c"
+    )
+    return b"".join(bytes(chunk) for chunk in encode_response(header, response))
+
+
+def test_a_shared_woken_answer_is_frozen_and_sends_the_same_bytes(broker: Broker) -> None:
+    purgatory = broker.fetch_purgatory
+
+    async def scenario() -> None:
+        alone = _fetch(broker, 0, max_wait_ms=500)
+        _append(broker, b"solo")
+        assert id(alone.result()) not in codec._FROZEN  # asked once: nothing to share, not frozen
+        parked = [_fetch(broker, 1, max_wait_ms=500) for _ in range(3)]
+        _append(broker, b"x", b"y")
+        shared = parked[0].result()
+        assert all(future.result() is shared for future in parked)
+        assert _partition(shared) == (ErrorCode.NONE, 3, 0, [b"x", b"y"])
+        assert codec._FROZEN[id(shared)][0] is shared
+        frozen = [_frame(shared, 100 + i) for i in range(3)]
+        codec.thaw_response(shared)
+        assert frozen == [_frame(shared, 100 + i) for i in range(3)]  # byte for byte the encoder's frames
+        # the last FROZEN_ANSWERS shared answers stay frozen, the older ones are thawed (memory stays bounded)
+        kept = []
+        for offset in range(3, 3 + FROZEN_ANSWERS + 1):
+            pair = [_fetch(broker, offset, max_wait_ms=500) for _ in range(2)]
+            _append(broker, b"v%d" % offset)
+            assert pair[0].result() is pair[1].result()
+            kept.append(pair[0].result())
+        assert id(kept[0]) not in codec._FROZEN
+        assert all(codec._FROZEN[id(r)][0] is r for r in kept[1:])
+        assert len(purgatory._frozen_answers) == FROZEN_ANSWERS
+        purgatory.complete_all()  # shutdown lets them go
+        assert not any(id(r) in codec._FROZEN for r in kept)
+
+    asyncio.run(scenario())
+
+
+def test_a_shared_woken_answer_carrying_a_file_region_is_not_frozen(broker: Broker) -> None:
+    big = b"z" * (INLINE_BYTES + 1)
+
+    async def scenario() -> None:
+        parked = [_fetch(broker, 0, max_wait_ms=500) for _ in range(2)]
+        _append(broker, big)
+        shared = parked[0].result()
+        assert parked[1].result() is shared
+        assert isinstance(shared.responses[0].partitions[0].records, FileRegion)
+        assert id(shared) not in codec._FROZEN
+
+    asyncio.run(scenario())
+
+
+def test_a_woken_parked_fetch_asks_for_its_answer_by_answer_key(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """_Parked.answer makes answer_key's tuple itself: the same key, so it shares with the general path."""
+    asked: list[Any] = []
+    real = SharedReads.built
+
+    def recording(self: SharedReads, key: Any) -> FetchResponse | None:
+        asked.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(SharedReads, "built", recording)
+
+    async def scenario() -> None:
+        parked = _fetch(broker, 0, max_wait_ms=500)
+        [fetch] = broker.fetch_purgatory._parked_watchers[KEY]
+        assert isinstance(fetch, fetch_handler._Parked)
+        request = fetch.request
+        wanted = [Wanted("t", fetch.topic_id, request.topics[0].partitions)]
+        expected = answer_key(
+            wanted, version=12, isolation=fetch.isolation, max_bytes=1 << 20, listener="PLAINTEXT"
+        )
+        _append(broker, b"k")
+        assert _partition(parked.result()) == (ErrorCode.NONE, 1, 0, [b"k"])
+        assert asked[0] == expected
+
+    asyncio.run(scenario())
+
+
+def test_woken_parked_fetches_that_asked_differently_get_their_own_answers(broker: Broker) -> None:
+    async def scenario() -> None:
+        same = [_fetch(broker, 0, max_wait_ms=500) for _ in range(2)]
+        limited = _fetch(broker, 0, max_wait_ms=500, partition_max_bytes=1)  # still the whole first batch
+        _append(broker, b"a", b"b")
+        assert same[0].result() is same[1].result()
+        assert limited.result() is not same[0].result()
+        assert (
+            _partition(limited.result())
+            == _partition(same[0].result())
+            == (ErrorCode.NONE, 2, 0, [b"a", b"b"])
+        )
+
+    asyncio.run(scenario())
+
+
+def test_a_consumer_behind_is_answered_in_one_step(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sessionless one-partition fetch with records waiting (min_bytes 1) is read and answered at once by
+    _park_caught_up, not the general path; with min_bytes 2 or below the log start the general path answers."""
+    _append(broker, b"a", b"b")
+    _append(broker, b"c")
+    general: list[int] = []
+    real = fetch_handler.FetchHandler._caught_up
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> bool:
+        general.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_handler.FetchHandler, "_caught_up", counting)
+    answer = _fetch(broker, 1)
+    assert isinstance(answer, FetchResponse)
+    assert _partition(answer) == (ErrorCode.NONE, 3, 0, [b"a", b"b", b"c"])  # whole batches from offset 1
+    assert general == []
+    answer = _fetch(broker, 2, min_bytes=2)
+    assert isinstance(answer, FetchResponse)
+    assert _partition(answer) == (ErrorCode.NONE, 3, 0, [b"c"])
+    assert general == [1]
+    assert broker.replicas.delete_records("t", 0, 2) == (ErrorCode.NONE, 2)
+    answer = _fetch(broker, 1)
+    assert _partition(answer) == (ErrorCode.OFFSET_OUT_OF_RANGE, 3, 2, [])
+    assert general == [1, 1]  # the error is the general path's answer

@@ -38,6 +38,8 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
+from tidelog.protocol.codec import thaw_response
+
 from .appended_bytes import AppendedBytes
 from .clock import Clock
 from .delayed_operations import AsyncPurgatory
@@ -177,6 +179,8 @@ class FetchPurgatory:
         """While one change's waiting fetches complete (one synchronous pass, nothing can append meanwhile):
         log reads by (partition, offset, limit, isolation), so hundreds of consumers woken at the same
         offset read the log once (:mod:`tidelog.server.shared_reads`). None outside such a pass."""
+        self._frozen_answers: collections.deque[Any] = collections.deque()
+        """Shared answers frozen by the passes (:mod:`tidelog.server.shared_reads`), oldest first."""
         self._clock = clock
         self._parked_queues: dict[int, collections.deque[ParkedFetch[Any]]] = {}
         """Parked fetches by ``max_wait_ms``, each queue in deadline order (completed ones skipped)."""
@@ -329,7 +333,7 @@ class FetchPurgatory:
         self.last_change[key] = self.change_count
         outer = self.shared_reads is None
         if outer:
-            self.shared_reads = SharedReads()
+            self.shared_reads = SharedReads(self._frozen_answers)
         try:
             self._operations.check(key)
             parked = self._parked_watchers.get(key)
@@ -354,6 +358,9 @@ class FetchPurgatory:
             for fetch in queue:
                 if not fetch.completed:
                     self._complete(fetch, queued=False)
+        frozen = self._frozen_answers
+        while frozen:  # a thawed answer still encodes as it did: this only lets them go
+            thaw_response(frozen.popleft())
 
     async def run(self) -> None:
         """The clock: expires waiting fetches when due, until cancelled."""

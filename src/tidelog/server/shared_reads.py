@@ -25,14 +25,22 @@ Invariants:
   the same offsets, limits and epochs): the first builds the :class:`FetchResponse`, the others get the
   same object (nothing downstream changes a consumer's answer: a throttled one is replaced, not edited).
   An answer with an error is never shared. Each fetch still counts its own bytes out.
+- A whole answer a second fetch of the pass asks for is frozen in the codec
+  (:func:`~tidelog.protocol.codec.freeze_response`) when its records are all bytes (no file region): its
+  body is encoded once per version, each fetch's frame is its size, correlation id and those bytes. The
+  answers go out after the pass (the connections encode them later), so the purgatory keeps the last
+  :data:`FROZEN_ANSWERS` frozen answers across passes and thaws the oldest past that: a thawed answer is
+  encoded as any other (the same bytes), so the bound only limits memory, never what is sent.
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from tidelog.protocol.codec import freeze_response, thaw_response
 from tidelog.protocol.messages import FetchResponse
 from tidelog.protocol.schema import RecordsRegion
 from tidelog.replication.partition import FetchIsolation, Partition
@@ -40,7 +48,15 @@ from tidelog.storage.fetch_data import FileRegion
 
 from .regions import RegionList
 
-__all__ = ["INLINE_BYTES", "SINGLE_INLINE_BYTES", "SharedRead", "SharedReads", "answer_key", "inline"]
+__all__ = [
+    "FROZEN_ANSWERS",
+    "INLINE_BYTES",
+    "SINGLE_INLINE_BYTES",
+    "SharedRead",
+    "SharedReads",
+    "answer_key",
+    "inline",
+]
 
 INLINE_BYTES = 64 * 1024
 """Shared reads up to this size travel as bytes in the response frame."""
@@ -49,6 +65,11 @@ SINGLE_INLINE_BYTES = 16 * 1024
 """A fetch's own (unshared) read of one region up to this size travels as bytes too: a consumer that keeps
 up reads a few small batches per fetch, and one write of the whole frame (one TCP segment on loopback)
 costs far less than a write, a ``sendfile`` and a write; larger reads keep ``sendfile``'s zero copy."""
+
+
+FROZEN_ANSWERS = 32
+"""Shared answers kept frozen across passes (each at most :data:`INLINE_BYTES` of records and its encoding),
+long enough for the connections to encode them after their pass."""
 
 
 class SharedRead:
@@ -107,23 +128,52 @@ def answer_key(
     )
 
 
+def _inline_only(response: FetchResponse) -> bool:
+    """Whether no partition of ``response`` carries a file region (its encoding can be kept)."""
+    for topic in response.responses:
+        for p in topic.partitions:
+            records = p.records
+            if records is not None and not isinstance(records, bytes):
+                return False
+    return True
+
+
 class SharedReads:
     """The reads and answers of one pass, by key."""
 
-    __slots__ = ("_answers", "_reads")
+    __slots__ = ("_answers", "_frozen", "_reads", "_shared")
 
-    def __init__(self) -> None:
+    def __init__(self, frozen: deque[FetchResponse] | None = None) -> None:
         self._reads: dict[Hashable, SharedRead] = {}
         self._answers: dict[Hashable, FetchResponse] = {}
+        self._shared: set[int] = set()
+        """The ids of the answers a second fetch asked for (frozen then, if they can be; an id hashes faster
+        than a key, and each answer lives as long as the pass, in ``_answers``)."""
+        self._frozen = frozen
+        """The answers frozen by this and earlier passes, oldest first (None: none is frozen)."""
 
     def answer(self, key: Hashable, build: Callable[[], tuple[FetchResponse, bool]]) -> FetchResponse:
         """The answer ``key`` names, built (``build`` returns it and whether it has an error) on the first
-        ask of the pass; one with an error is not kept."""
-        found = self._answers.get(key)
+        ask of the pass; one with an error is not kept. Frozen on the second ask (see the module)."""
+        found = self.built(key)
         if found is None:
             found, has_error = build()
             if not has_error:
                 self._answers[key] = found
+        return found
+
+    def built(self, key: Hashable) -> FetchResponse | None:
+        """The answer ``key`` names if an earlier ask of the pass built it (then it is shared: frozen, see the
+        module), else None."""
+        found = self._answers.get(key)
+        if found is not None and id(found) not in self._shared:
+            self._shared.add(id(found))
+            frozen = self._frozen
+            if frozen is not None and _inline_only(found):
+                freeze_response(found)
+                frozen.append(found)
+                if len(frozen) > FROZEN_ANSWERS:
+                    thaw_response(frozen.popleft())
         return found
 
     def read(

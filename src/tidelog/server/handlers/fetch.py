@@ -28,8 +28,10 @@ Invariants:
   step (:meth:`FetchHandler._park_caught_up`: one :class:`~tidelog.server.fetch_purgatory.ParkedFetch`
   that is its own wait, no first answer, no session or follower bookkeeping) with the same answers as the
   general path; its quiet answer at expiry is shared by the expired fetches of that partition while its
-  offsets and topic id stay as they were, and frozen in the codec (encoded once per version). Sessionless
-  consumer fetches completed by the same change that asked the same thing get one shared answer:
+  offsets and topic id stay as they were, and frozen in the codec (encoded once per version). The same
+  fetch with records waiting and ``min_bytes`` 1 (a consumer behind) is read and answered there in one
+  step as well (an error is the general path's to answer). Sessionless consumer fetches completed by the
+  same change that asked the same thing get one shared answer (frozen when a second one asks:
   :func:`~tidelog.server.shared_reads.answer_key`).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
@@ -278,8 +280,33 @@ class _Parked(ParkedFetch[FetchResponse]):
                         quiet.remember(answers, self.key)
                     return quiet.response
         request = self.request
+        version = self.version
+        shared = handler._purgatory.shared_reads
+        key: Hashable = None
+        if shared is not None:
+            # answer_key's tuple for this one partition, made directly (a woken fetch of a fan-out mostly
+            # finds the answer another fetch of the pass built)
+            max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, handler._fetch_max_bytes)
+            [p] = request.topics[0].partitions
+            key = (
+                version,
+                self.isolation,
+                max_bytes,
+                self.ctx.listener_name,
+                (
+                    (
+                        self.topic,
+                        self.topic_id,
+                        False,
+                        ((self.index, self.fetch_offset, p.partition_max_bytes, self.current_leader_epoch),),
+                    ),
+                ),
+            )
+            found = shared.built(key)
+            if found is not None:
+                return handler._bytes_out(found) if handler._replicas.topic_metrics is not None else found
         wanted = [Wanted(self.topic, self.topic_id, request.topics[0].partitions)]
-        return handler._woken(self.ctx, request, self.version, wanted, self.isolation)
+        return handler._woken(self.ctx, request, version, wanted, self.isolation, key)
 
 
 class FetchHandler:
@@ -486,13 +513,15 @@ class FetchHandler:
 
     def _park_caught_up(
         self, ctx: RequestContext, request: FetchRequest, version: int
-    ) -> Awaitable[FetchResponse] | None:
+    ) -> FetchResponse | Awaitable[FetchResponse] | None:
         """The common long poll in one step (issue 17): a sessionless consumer fetch of one partition, led
         here, readable by this client and at its fetchable end, is parked as :meth:`handle` parks it (what
         :meth:`_caught_up` checks, without a first read, its answer at expiry :meth:`_quiet_answer`'s) as one
-        :class:`_Parked` in the purgatory's queues instead of the general path's wait and closures. None when it
-        is not so (or the purgatory declines it): :meth:`handle` then takes the general path, which looks
-        again and answers any error at once."""
+        :class:`_Parked` in the purgatory's queues instead of the general path's wait and closures. Such a
+        fetch with records waiting below that end and ``min_bytes`` 1 (a consumer behind) is read and
+        answered at once, as the general path answers it. None when it is neither (or the purgatory declines
+        it, or the read has an error): :meth:`handle` then takes the general path, which looks again and
+        answers any error at once."""
         topic = request.topics[0]
         if version >= 13:
             topic_id = topic.topic_id
@@ -515,8 +544,21 @@ class FetchHandler:
             return None  # fenced (Partition.check_leader_epoch)
         committed = version >= 4 and request.isolation_level == _READ_COMMITTED
         fetch_offset = p.fetch_offset
-        if fetch_offset != (partition.last_stable_offset if committed else partition.high_watermark):
-            return None
+        end = partition.last_stable_offset if committed else partition.high_watermark
+        if fetch_offset != end:
+            if fetch_offset > end or request.min_bytes != 1:
+                return None
+            # records waiting (a consumer behind): handle's answer for it, read at once (min_bytes 1: its first
+            # batch is enough), without the general path's session, wait and closures; any error (out of
+            # range, a log gone) is the general path's to answer
+            isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+            max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self._fetch_max_bytes)
+            response, nbytes, has_error = self._read(
+                [Wanted(name, topic_id, topic.partitions)], version, isolation, max(max_bytes, 0), {}, -1
+            )
+            if has_error or nbytes < 1:
+                return None
+            return self._bytes_out(response) if self._replicas.topic_metrics is not None else response
         parked = _Parked(
             self, ctx, request, version, name, topic_id, p.partition, fetch_offset, epoch, partition
         )
@@ -530,10 +572,12 @@ class FetchHandler:
         version: int,
         wanted: list[Wanted],
         isolation: FetchIsolation,
+        key: Hashable = None,
     ) -> FetchResponse:
         """The answer of a fetch :meth:`_park_caught_up` parked that a change reached (or whose partition is
         no longer as it was), read as :meth:`handle`'s sessionless ``complete`` reads it (with the fetches
-        woken by the same change that asked the same, one answer)."""
+        woken by the same change that asked the same, one answer). ``key``: its
+        :func:`~tidelog.server.shared_reads.answer_key`, when the caller made it."""
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self._fetch_max_bytes)
         listener = ctx.listener_name
 
@@ -547,9 +591,10 @@ class FetchHandler:
         if shared is None:
             response = build()[0]
         else:
-            key = answer_key(
-                wanted, version=version, isolation=isolation, max_bytes=max_bytes, listener=listener
-            )
+            if key is None:
+                key = answer_key(
+                    wanted, version=version, isolation=isolation, max_bytes=max_bytes, listener=listener
+                )
             response = shared.answer(key, build)
         return self._bytes_out(response) if self._replicas.topic_metrics is not None else response
 
