@@ -111,7 +111,7 @@ def _read_unknown_tags(m: memoryview, p: int, count: int, end: int) -> tuple[dic
     return tags, p
 
 
-def _write_tags(known: list[tuple[int, bytes]], unknown: dict[int, bytes] | None) -> bytes:
+def _write_tags(known: tuple[tuple[int, bytes], ...], unknown: dict[int, bytes] | None) -> bytes:
     fields: dict[int, bytes] = dict(unknown) if unknown else {}
     fields.update(known)
     return write_tagged_fields(fields)
@@ -581,7 +581,8 @@ def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) ->
         src.add(ind, f"{ap}(_wtags({unknown}) if {unknown} else b'\\x00')")
         return
     known = src.var("tg")
-    src.add(ind, f"{known} = []")
+    # a tuple, grown only by a field away from its default: no list made per struct for the common case
+    src.add(ind, f"{known} = ()")
     for f in tagged:
         value = src.var()
         src.add(ind, f"{value} = {obj}.{f.name}")
@@ -600,7 +601,7 @@ def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) ->
         parts = src.var("tl")
         src.add(ind + 1, f"{parts} = []")
         _enc_value(src, ind + 1, f, f.type, src.nullable(f), value, f"{parts}.append")
-        src.add(ind + 1, f"{known}.append(({f.tag}, b''.join({parts})))")
+        src.add(ind + 1, f"{known} += (({f.tag}, b''.join({parts})),)")
     src.add(ind, f"{ap}(_wtags2({known}, {unknown}) if {known} or {unknown} else b'\\x00')")
 
 
