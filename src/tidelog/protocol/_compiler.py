@@ -407,11 +407,14 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
     if src.flexible:
         unknown = src.var("u")
         count = src.var("c")
-        _dec_uvarint(src, ind, count)
         if not tagged:
-            src.add(ind, f"if {count}: {unknown}, p = _tags(m, p, {count}, end)")
-            src.add(ind, f"else: {unknown} = None")
+            # the common empty section (one zero byte) without storing and comparing its count
+            src.add(ind, "if m[p]:")
+            _dec_uvarint(src, ind + 1, count)
+            src.add(ind + 1, f"{unknown}, p = _tags(m, p, {count}, end)")
+            src.add(ind, f"else: {unknown} = None; p += 1")
         else:
+            _dec_uvarint(src, ind, count)
             known = src.var("tk")
             src.add(ind, f"{unknown} = {known} = None")
             src.add(ind, f"if {count}:")  # (most structs carry none: no dict, no loop)
