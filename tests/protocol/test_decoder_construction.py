@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from tests.protocol.message_strategies import all_message_classes, message_strategy
 
 from tidelog.protocol._compiler import Decoder, _build_decoder, byte_view, constructor, decoder
-from tidelog.protocol.codec import LocalProtocolError, decode_request, encode, encode_request
+from tidelog.protocol.codec import (
+    LocalProtocolError,
+    RemoteProtocolError,
+    decode_request,
+    encode,
+    encode_request,
+)
 from tidelog.protocol.messages import FetchRequest, Message, ProduceRequest, RequestHeader
 from tidelog.protocol.schema import Struct
 
@@ -143,3 +149,37 @@ def test_constructor_takes_the_named_fields_in_order() -> None:
     assert constructor(FetchRequest.FetchPartition, "fetch_offset", "partition") is make  # cached
     with pytest.raises(LocalProtocolError):
         constructor(FetchRequest.FetchPartition, "no_such_field")
+
+
+@pytest.mark.parametrize("size", [0, 1, 126, 127, 128, 1000, 16382, 16383, 16384, 70_000])
+@pytest.mark.parametrize("version", [8, 9, 11])
+def test_records_length_in_every_varint_form(size: int, version: int) -> None:
+    """A records (or bytes) length is read inline in its two-byte varint form (128 to 16383 bytes, after the
+    +1 of a compact length) and by the general reader otherwise: every form decodes to the same records, and
+    a frame cut after the varint's first byte is malformed, not an IndexError."""
+    records = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    body = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=3, records=records)]
+            )
+        ],
+    )
+    frame = encode_request(
+        RequestHeader(request_api_key=0, request_api_version=version, correlation_id=1, client_id="c"), body
+    )[4:]
+    _, decoded = decode_request(frame)
+    assert isinstance(decoded, ProduceRequest)
+    (partition,) = decoded.topic_data[0].partition_data
+    assert (partition.index, bytes(partition.records)) == (3, records)
+    assert (
+        _reference(ProduceRequest, version)(
+            byte_view(frame), len(frame) - len(encode(body, version)), len(frame)
+        )[0]
+        == decoded
+    )
+    cut = frame[: frame.index(b"\x00\x00\x00\x03") + 5]  # the partition index, then the length's first byte
+    with pytest.raises(RemoteProtocolError):
+        decode_request(cut)

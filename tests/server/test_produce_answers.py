@@ -142,3 +142,51 @@ def test_acks_all_produce_on_a_single_node_is_answered_at_once(tmp_path: Path) -
         assert broker.replicas.produce_purgatory.delayed == 0
     finally:
         broker.logs.shutdown(broker.clock.now_ms())
+
+
+def test_handler_response_is_the_init_built_one(tmp_path: Path) -> None:
+    """The topic entries and the response the handler builds without ``__init__`` equal the ``__init__``-built
+    ones (every field, fresh lists) and encode alike at every version served, an unknown topic's error too."""
+    broker = make_broker(tmp_path, topic=None)
+    broker.admin.create_topic_now("t", 1, 1, {})
+    try:
+        batch = encode_batch([SimpleRecord(value=b"v")])
+        request = ProduceRequest(
+            acks=1,
+            timeout_ms=30_000,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=name, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
+                )
+                for name in ("t", "missing")
+            ],
+        )
+        endpoint_lists: list[list[ProduceResponse.NodeEndpoint]] = []
+        for version in range(3, 12):
+            response = handle(broker, ctx(ApiKey.PRODUCE, version), request)
+            assert isinstance(response, ProduceResponse)
+            plain = ProduceResponse(
+                responses=[
+                    ProduceResponse.TopicProduceResponse(
+                        name=topic.name, partition_responses=topic.partition_responses
+                    )
+                    for topic in response.responses
+                ]
+            )
+            assert response == plain
+            assert [getattr(response, f.name) for f in fields(ProduceResponse)] == [
+                getattr(plain, f.name) for f in fields(ProduceResponse)
+            ]
+            assert encode(response, version) == encode(plain, version)
+            ok, missing = (topic.partition_responses[0] for topic in response.responses)
+            assert (ok.error_code, missing.error_code) == (
+                ErrorCode.NONE,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )
+            assert response.node_endpoints == []
+            assert all(
+                response.node_endpoints is not other for other in endpoint_lists
+            )  # fresh, never shared
+            endpoint_lists.append(response.node_endpoints)
+    finally:
+        broker.logs.shutdown(broker.clock.now_ms())

@@ -111,7 +111,7 @@ def _read_unknown_tags(m: memoryview, p: int, count: int, end: int) -> tuple[dic
     return tags, p
 
 
-def _write_tags(known: list[tuple[int, bytes]], unknown: dict[int, bytes] | None) -> bytes:
+def _write_tags(known: tuple[tuple[int, bytes], ...], unknown: dict[int, bytes] | None) -> bytes:
     fields: dict[int, bytes] = dict(unknown) if unknown else {}
     fields.update(known)
     return write_tagged_fields(fields)
@@ -297,15 +297,23 @@ def _default_of(cls: type[Struct], name: str) -> object:
 # -- decoder generation --
 
 
-def _dec_uvarint(src: _Source, ind: int, var: str) -> None:
+def _dec_uvarint(src: _Source, ind: int, var: str, *, two_bytes: bool = False) -> None:
+    """Read an unsigned varint into ``var``; ``two_bytes``: its two-byte form (128 to 16383) read inline, not
+    by ``_uvt`` (the length of a produce's record batch, once per partition: issue 17)."""
     src.add(ind, f"{var} = m[p]; p += 1")
-    src.add(ind, f"if {var} > 127: {var}, p = _uvt(m, p, {var})")
+    if not two_bytes:
+        src.add(ind, f"if {var} > 127: {var}, p = _uvt(m, p, {var})")
+        return
+    src.add(ind, f"if {var} > 127:")
+    src.add(ind + 1, "b = m[p]")
+    src.add(ind + 1, f"if b < 128: {var} = ({var} & 127) | (b << 7); p += 1")
+    src.add(ind + 1, f"else: {var}, p = _uvt(m, p, {var})")
 
 
-def _dec_length(src: _Source, ind: int, compact: bool, width: int) -> None:
-    """Read a length prefix into ``n`` (-1 means null)."""
+def _dec_length(src: _Source, ind: int, compact: bool, width: int, *, two_bytes: bool = False) -> None:
+    """Read a length prefix into ``n`` (-1 means null); ``two_bytes``: see :func:`_dec_uvarint`."""
     if compact:
-        _dec_uvarint(src, ind, "n")
+        _dec_uvarint(src, ind, "n", two_bytes=two_bytes)
         src.add(ind, "n -= 1")
     elif width == 2:
         src.add(ind, "n = _i16u(m, p)[0]; p += 2")
@@ -325,7 +333,8 @@ def _dec_value(src: _Source, ind: int, f: FieldSpec, type_name: str, nullable: b
             src.add(ind, f"{var} = _uuid({var})")
         return
     if type_name in ("string", "bytes", "records"):
-        _dec_length(src, ind, compact, 2 if type_name == "string" else 4)
+        # bytes and records: often longer than 126
+        _dec_length(src, ind, compact, 2 if type_name == "string" else 4, two_bytes=type_name != "string")
         src.add(ind, "if n < 0:")
         src.add(ind + 1, f"{var} = None" if nullable else f"raise _null({name})")
         if type_name == "string":  # an empty one (a rack id, a client id: often) without a slice
@@ -398,11 +407,14 @@ def _dec_struct(src: _Source, ind: int, cls: type[Struct], target: str) -> None:
     if src.flexible:
         unknown = src.var("u")
         count = src.var("c")
-        _dec_uvarint(src, ind, count)
         if not tagged:
-            src.add(ind, f"if {count}: {unknown}, p = _tags(m, p, {count}, end)")
-            src.add(ind, f"else: {unknown} = None")
+            # the common empty section (one zero byte) without storing and comparing its count
+            src.add(ind, "if m[p]:")
+            _dec_uvarint(src, ind + 1, count)
+            src.add(ind + 1, f"{unknown}, p = _tags(m, p, {count}, end)")
+            src.add(ind, f"else: {unknown} = None; p += 1")
         else:
+            _dec_uvarint(src, ind, count)
             known = src.var("tk")
             src.add(ind, f"{unknown} = {known} = None")
             src.add(ind, f"if {count}:")  # (most structs carry none: no dict, no loop)
@@ -581,7 +593,8 @@ def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) ->
         src.add(ind, f"{ap}(_wtags({unknown}) if {unknown} else b'\\x00')")
         return
     known = src.var("tg")
-    src.add(ind, f"{known} = []")
+    # a tuple, grown only by a field away from its default: no list made per struct for the common case
+    src.add(ind, f"{known} = ()")
     for f in tagged:
         value = src.var()
         src.add(ind, f"{value} = {obj}.{f.name}")
@@ -600,7 +613,7 @@ def _enc_struct(src: _Source, ind: int, cls: type[Struct], obj: str, ap: str) ->
         parts = src.var("tl")
         src.add(ind + 1, f"{parts} = []")
         _enc_value(src, ind + 1, f, f.type, src.nullable(f), value, f"{parts}.append")
-        src.add(ind + 1, f"{known}.append(({f.tag}, b''.join({parts})))")
+        src.add(ind + 1, f"{known} += (({f.tag}, b''.join({parts})),)")
     src.add(ind, f"{ap}(_wtags2({known}, {unknown}) if {known} or {unknown} else b'\\x00')")
 
 

@@ -65,6 +65,7 @@ from .txn_verification import TransactionVerifier, reject_unverified
 __all__ = ["AppendResult", "IsrWriter", "LeadershipListener", "ReplicaManager"]
 
 log = logging.getLogger("tidelog.replica_manager")
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 AppendResult = tuple[ErrorCode, LogAppendInfo | None, str | None]
 """(error, append info or None, error message or None)."""
@@ -485,7 +486,7 @@ class ReplicaManager:
             if isinstance(found, ErrorCode):
                 return found, None, None
             partition = found
-        if not isinstance(records, bytes | bytearray | memoryview):
+        if not isinstance(records, _BYTES_LIKE):  # a tuple: the union ``a | b`` is built per call
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
         high_watermark = partition.high_watermark
         try:

@@ -144,9 +144,10 @@ class QuotaEnforcer:
 
     def _produce(self, handler: Handler) -> Handler:
         quotas = self.quotas
+        produce_quota, request_quota = quotas.produce, quotas.request  # fixed for the quotas' life
 
         def handle(ctx: RequestContext, request: ProduceRequest) -> Answer | NoResponse:
-            if not (quotas.produce.enabled or quotas.request.enabled):
+            if not (produce_quota.enabled or request_quota.enabled):
                 return handler(ctx, request)
             start = self._perf_ns()
             result = handler(ctx, request)
