@@ -203,15 +203,15 @@ def test_a_shorter_wait_parked_later_expires_first(broker: Broker) -> None:
         try:
             start = clock.now_ms()
             long = _fetch(broker, 0, max_wait_ms=60_000)
-            assert purgatory._timer_ms == start + 60_000
+            assert purgatory._timer.due_ms == start + 60_000
             short = _fetch(broker, 0, max_wait_ms=5)
-            assert purgatory._timer_ms == start + 5
+            assert purgatory._timer.due_ms == start + 5
             clock.advance(5)
             response = await asyncio.wait_for(short, 10)
             assert _partition(response) == (ErrorCode.NONE, 0, 0, [])
             assert not long.done()
             assert _left(purgatory) == (1, 1, 1, 1)
-            assert purgatory._timer_ms == start + 60_000
+            assert purgatory._timer.due_ms == start + 60_000
         finally:
             task.cancel()
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from .clock import Clock
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 
-__all__ = ["AsyncPurgatory"]
+__all__ = ["AsyncPurgatory", "DeadlineTimer"]
 
 Op = TypeVar("Op", bound=DelayedOperation)
 
@@ -39,11 +39,8 @@ class AsyncPurgatory(Generic[Op]):
         self._purgatory: DelayedOperationPurgatory[Hashable, Op] = DelayedOperationPurgatory(
             name, start_ms=clock.now_ms()
         )
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._context: contextvars.Context | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_ms: int | None = None
-        """The expiration the armed timer is for (None: not armed)."""
+        self._timer = DeadlineTimer(clock, self._expire_due)
+        """Armed for the purgatory's earliest expiration."""
 
     def delay(self, operation: Op, keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can be (True), else watch it under ``keys`` until it can or its
@@ -51,15 +48,16 @@ class AsyncPurgatory(Generic[Op]):
         now = self._clock.now_ms()
         if self._purgatory.try_complete_else_watch(operation, keys, now):
             return True
-        if self._loop is not None and (self._timer_ms is None or now + operation.delay_ms < self._timer_ms):
-            self._arm()
+        timer = self._timer
+        if timer.loop is not None and (timer.due_ms is None or now + operation.delay_ms < timer.due_ms):
+            timer.arm(self._purgatory.next_expiration_ms())
         return False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop :meth:`run` runs in (None: not running): a caller's futures belong to it, without asking
         asyncio for the running loop per operation (a ``getpid`` each)."""
-        return self._loop
+        return self._timer.loop
 
     def check(self, key: Hashable) -> int:
         """Something the operations watching ``key`` wait on changed; returns how many completed."""
@@ -76,39 +74,66 @@ class AsyncPurgatory(Generic[Op]):
 
     async def run(self) -> None:
         """The clock: expires operations when due, until cancelled."""
-        loop = asyncio.get_running_loop()
-        self._loop, self._context = loop, contextvars.copy_context()
+        self._timer.start()
         try:
             self._expire_due()
-            await loop.create_future()  # the timer callbacks do the work
+            await asyncio.get_running_loop().create_future()  # the timer callbacks do the work
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._loop = self._context = self._timer = self._timer_ms = None
+            self._timer.stop()
 
     def _expire_due(self) -> None:
         """The timer callback: expire what is due, then arm the timer for the next expiration."""
-        self._timer = self._timer_ms = None
+        self._timer.fired()
         try:
             self._purgatory.advance_clock(self._clock.now_ms())
         finally:
-            if self._loop is not None:
-                self._arm()
+            self._timer.arm(self._purgatory.next_expiration_ms())
 
-    def _arm(self) -> None:
-        """(Re)arm the timer for the purgatory's earliest expiration, unless it is armed for that or earlier."""
-        loop = self._loop
-        assert loop is not None
-        due = self._purgatory.next_expiration_ms()
-        if due is None:
+
+class DeadlineTimer:
+    """One event-loop timer for the earliest of some deadlines in broker-clock milliseconds: what the
+    purgatory's clock and the fetch purgatory's parked long polls each keep. Armed only between
+    :meth:`start` and :meth:`stop`, in the context :meth:`start` was called in; never fires before the
+    deadline it was armed for (a callback that fires a little early finds nothing due and arms again)."""
+
+    __slots__ = ("_callback", "_clock", "_context", "_handle", "due_ms", "loop")
+
+    def __init__(self, clock: Clock, callback: Callable[[], None]) -> None:
+        self._clock = clock
+        self._callback = callback
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The running loop between :meth:`start` and :meth:`stop` (None: not running)."""
+        self._context: contextvars.Context | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self.due_ms: int | None = None
+        """The deadline the armed timer is for (None: not armed)."""
+
+    def start(self) -> None:
+        """Take the running loop and the caller's context."""
+        self.loop, self._context = asyncio.get_running_loop(), contextvars.copy_context()
+
+    def stop(self) -> None:
+        """Disarm and forget the loop."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self.loop = self._context = self._handle = self.due_ms = None
+
+    def fired(self) -> None:
+        """The callback runs: the timer is no longer armed."""
+        self._handle = self.due_ms = None
+
+    def arm(self, due: int | None) -> None:
+        """Fire the callback at ``due`` (None: nothing due) unless the timer is armed for that or earlier, or
+        not running."""
+        loop = self.loop
+        if due is None or loop is None:
             return
-        if self._timer is not None:
-            assert self._timer_ms is not None
-            if self._timer_ms <= due:
+        if self._handle is not None:
+            assert self.due_ms is not None
+            if self.due_ms <= due:
                 return
-            self._timer.cancel()
-        # Never early: ``due`` is a whole millisecond of the broker clock and ``now_ms`` rounds down; a timer
-        # the loop fires a little early finds nothing due and re-arms.
+            self._handle.cancel()
+        # Never early: ``due`` is a whole millisecond of the broker clock and ``now_ms`` rounds down.
         delay = max(due - self._clock.now_ms(), 0) / 1000
-        self._timer = loop.call_later(delay, self._expire_due, context=self._context)
-        self._timer_ms = due
+        self._handle = loop.call_later(delay, self._callback, context=self._context)
+        self.due_ms = due

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextvars
 import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
@@ -42,7 +41,7 @@ from tidelog.protocol.codec import thaw_response
 
 from .appended_bytes import AppendedBytes
 from .clock import Clock
-from .delayed_operations import AsyncPurgatory
+from .delayed_operations import AsyncPurgatory, DeadlineTimer
 from .purgatory import DelayedOperation
 from .shared_reads import SharedReads
 
@@ -190,16 +189,13 @@ class FetchPurgatory:
         """Parked fetches not completed yet."""
         self._completed_queued = 0
         """Completed fetches still in the queues (their deadline has not come)."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._context: contextvars.Context | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_ms: int | None = None
-        """The deadline the armed timer is for (None: not armed)."""
+        self._timer = DeadlineTimer(clock, self._expire_parked)
+        """Armed for the earliest deadline at the heads of the parked queues."""
 
     def delay(self, wait: FetchCondition, max_wait_ms: int, build: Callable[[], R]) -> asyncio.Future[R]:
         """Park a fetch watching ``wait.keys`` until ``wait`` says so or ``max_wait_ms``; one that watches
         nothing is answered at once."""
-        future: asyncio.Future[R] = (self._loop or asyncio.get_running_loop()).create_future()
+        future: asyncio.Future[R] = (self._timer.loop or asyncio.get_running_loop()).create_future()
         keys = wait.keys
         if not keys:
             future.set_result(build())
@@ -219,8 +215,9 @@ class FetchPurgatory:
                 return None
             arm = False  # its queue's head is due first, and the timer is armed for it or earlier
         else:
-            arm = self._loop is not None and (self._timer_ms is None or deadline < self._timer_ms)
-        future: asyncio.Future[R] = (self._loop or asyncio.get_running_loop()).create_future()
+            timer = self._timer
+            arm = timer.loop is not None and (timer.due_ms is None or deadline < timer.due_ms)
+        future: asyncio.Future[R] = (self._timer.loop or asyncio.get_running_loop()).create_future()
         fetch.key = key
         fetch.deadline_ms = deadline
         fetch.future = future
@@ -282,7 +279,7 @@ class FetchPurgatory:
 
     def _expire_parked(self) -> None:
         """The timer callback: complete the parked fetches whose deadline passed, then re-arm."""
-        self._timer = self._timer_ms = None
+        self._timer.fired()
         try:
             now = self._clock.now_ms()
             queues = self._parked_queues
@@ -296,27 +293,13 @@ class FetchPurgatory:
                 if not queue and queues.get(max_wait_ms) is queue:
                     del queues[max_wait_ms]
         finally:
-            if self._loop is not None:
-                self._arm()
+            self._arm()
 
     def _arm(self) -> None:
-        """(Re)arm the timer for the earliest deadline at the heads of the queues, unless it is armed for that
-        or earlier."""
-        loop = self._loop
-        assert loop is not None
-        due = min((queue[0].deadline_ms for queue in self._parked_queues.values() if queue), default=None)
-        if due is None:
-            return
-        if self._timer is not None:
-            assert self._timer_ms is not None
-            if self._timer_ms <= due:
-                return
-            self._timer.cancel()
-        # Never early: ``due`` is a whole millisecond of the broker clock and ``now_ms`` rounds down; a timer
-        # the loop fires a little early finds nothing due and re-arms.
-        delay = max(due - self._clock.now_ms(), 0) / 1000
-        self._timer = loop.call_later(delay, self._expire_parked, context=self._context)
-        self._timer_ms = due
+        """(Re)arm the timer for the earliest deadline at the heads of the queues."""
+        self._timer.arm(
+            min((queue[0].deadline_ms for queue in self._parked_queues.values() if queue), default=None)
+        )
 
     def appended(self, key: tuple[str, int], base_offset: int, end_offset: int, nbytes: int) -> None:
         """A leader append of ``nbytes`` covering ``[base_offset, end_offset)``: remember its size, then check
@@ -364,11 +347,9 @@ class FetchPurgatory:
 
     async def run(self) -> None:
         """The clock: expires waiting fetches when due, until cancelled."""
-        self._loop, self._context = asyncio.get_running_loop(), contextvars.copy_context()
+        self._timer.start()
         try:
             self._expire_parked()
             await self._operations.run()
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._loop = self._context = self._timer = self._timer_ms = None
+            self._timer.stop()
