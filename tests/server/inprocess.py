@@ -1,7 +1,7 @@
 """An in-process broker for tests that drive handlers and coordinator runtimes directly, without sockets.
 
 ``make_broker`` builds a :class:`Broker` on a data dir (topic ``t`` with one partition, unless told
-otherwise); ``handle`` answers a request as the dispatcher would; ``running`` starts the group and transaction runtimes' loader and clock tasks as
+otherwise), ``stop_broker`` shuts it down; ``handle`` answers a request as the dispatcher would; ``running`` starts the group and transaction runtimes' loader and clock tasks as
 ``Broker.start`` does and stops them, then the logs, cleanly; ``ctx`` is a request context; ``until``
 polls a condition on the event loop with a deadline.
 """
@@ -15,16 +15,25 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.server.broker import Broker
+from tidelog.server.clock import Clock
 from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
 
-def make_broker(data: Path, *, topic: str | None = "t", **overrides: str) -> Broker:
+def make_broker(
+    data: Path, *, topic: str | None = "t", clock: Clock | None = None, **overrides: str
+) -> Broker:
     config, _warnings = load_broker_config(None, {"log.dirs": str(data), **overrides})
-    broker = Broker(config)
+    broker = Broker(config) if clock is None else Broker(config, clock=clock)
     if topic is not None and broker.metadata.topic(topic) is None:
         broker.admin.create_topic_now(topic, 1, 1, {})
     return broker
+
+
+def stop_broker(broker: Broker) -> None:
+    """Shut a broker :func:`make_broker` built down: its replicas (their purgatories), then its logs."""
+    broker.replicas.shutdown()
+    broker.logs.shutdown(broker.clock.now_ms())
 
 
 def handle(broker: Broker, context: RequestContext, request: Any) -> Any:

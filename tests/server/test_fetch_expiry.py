@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from tests.server.inprocess import make_broker, stop_broker
 
 from tidelog.protocol import codec
 from tidelog.protocol.codec import encode, encode_response
@@ -32,12 +33,9 @@ VERSION = 12
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    config, _warnings = load_broker_config(None, {"log.dirs": str(tmp_path)})
-    broker = Broker(config, clock=ManualClock())
-    broker.admin.create_topic_now("t", 1, 1, {})
+    broker = make_broker(tmp_path, clock=ManualClock())
     yield broker
-    broker.replicas.shutdown()
-    broker.logs.shutdown(broker.clock.now_ms())
+    stop_broker(broker)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.server.inprocess import make_broker, stop_broker
 
 from tidelog.protocol import codec
 from tidelog.protocol.codec import encode_response
@@ -28,7 +29,6 @@ from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD
 from tidelog.server.broker import Broker
 from tidelog.server.clock import ManualClock
-from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 from tidelog.server.fetch_purgatory import FetchPurgatory
 from tidelog.server.handlers import fetch as fetch_handler
@@ -43,12 +43,9 @@ KEY = ("t", 0)
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    config, _warnings = load_broker_config(None, {"log.dirs": str(tmp_path)})
-    broker = Broker(config, clock=ManualClock())
-    broker.admin.create_topic_now("t", 1, 1, {})
+    broker = make_broker(tmp_path, clock=ManualClock())
     yield broker
-    broker.replicas.shutdown()
-    broker.logs.shutdown(broker.clock.now_ms())
+    stop_broker(broker)
 
 
 @pytest.fixture
