@@ -241,13 +241,20 @@ class RunningBroker:
 
 
 @contextmanager
-def running(spec: BrokerSpec, log_dir: Path) -> Iterator[RunningBroker]:
+def running(spec: BrokerSpec, log_dir: Path, cpus: set[int] | None = None) -> Iterator[RunningBroker]:
+    """The broker, started fresh; on ``cpus`` only (it and every thread it starts) when given."""
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix=f"scale-{spec.name}-"))
     log = open(log_dir / f"{spec.name}-{port}.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
-        spec.argv(port, data), cwd=data, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **spec.env}
+        spec.argv(port, data),
+        cwd=data,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **spec.env},
     )
+    if cpus is not None:  # its one thread just exec'd: the threads it starts later inherit this
+        os.sched_setaffinity(process.pid, cpus)
     try:
         wait_port(port, process)
         yield RunningBroker(process.pid, f"127.0.0.1:{port}")
@@ -582,7 +589,7 @@ def row_consume(broker: RunningBroker, n: int, partitions: int) -> Result:
 
 
 def run_row(spec: BrokerSpec, row: str, args: argparse.Namespace, log_dir: Path) -> Result:
-    with running(spec, log_dir) as broker:
+    with running(spec, log_dir, {0} if args.pin else None) as broker:
         if row.startswith("produce-"):
             config = dict(setting.split("=", 1) for setting in args.producer_set)
             label = row + "".join(f" {k}={v}" for k, v in config.items())
@@ -691,8 +698,19 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=200, help="long-polling consumers of the fanout row")
     parser.add_argument("--fanout-seconds", type=float, default=10.0, help="timed phase of the fanout row")
     parser.add_argument("--consume-n", type=int, default=200_000, help="records of the consume row")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the broker on CPU 0 only, this process and its clients on CPU 1 only: each side has one core "
+        "of its own, so a rate that stays the same with a broker left idle part of the time is the "
+        "client's (not the issue's rows, which share both cores)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    if args.pin:
+        if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+            parser.error("--pin needs CPUs 0 and 1")
+        os.sched_setaffinity(0, {1})  # before any client thread exists: librdkafka's threads inherit it
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the running broker on the way out
 
     rows = [r for r in args.rows.split(",") if r]
