@@ -8,7 +8,6 @@ partition, the wait's watches made by a second lookup each, the expired answer r
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, cast
@@ -16,6 +15,7 @@ from typing import Any, cast
 import pytest
 from tests.server.inprocess import make_broker, stop_broker
 
+from tidelog.protocol import codec
 from tidelog.protocol.codec import encode, encode_response
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse, RequestHeader
@@ -63,6 +63,7 @@ def _general(patch: pytest.MonkeyPatch, broker: Broker) -> None:
 
     patch.setattr(FetchHandler, "_read", read)
     patch.setattr(FetchHandler, "_kept_answer", staticmethod(lambda _first: None))
+    patch.setattr(FetchHandler, "_idle_response", lambda _self, response: response)
 
 
 def _append(broker: Broker, index: int, *values: bytes, pid: int = -1) -> None:
@@ -138,7 +139,8 @@ def _ends() -> dict[int, int]:
 
 
 async def _scenario(broker: Broker, version: int, name: str, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The answers of one scenario, each encoded at ``version`` with the topic id zeroed."""
+    """The answers of one scenario, each encoded at ``version`` with the topic id zeroed (answers are not
+    changed: one may be kept and given again)."""
     for index in range(1, PARTITIONS, 2):  # the odd partitions hold 3 records, the even ones none
         if index == TXN_PARTITION:
             _append(broker, index, b"a", b"b")
@@ -200,12 +202,14 @@ async def _scenario(broker: Broker, version: int, name: str, monkeypatch: pytest
             response = await _expired(broker, response)
         assert isinstance(response, FetchResponse)
         assert len(response.responses[0].partitions) >= PARTITIONS
-        for topic in response.responses:
-            topic.topic_id = uuid.UUID(int=0)
+        topic_id = broker.metadata.topic("t").topic_id  # type: ignore[union-attr]
+        assert [topic.topic_id for topic in response.responses] == [topic_id]
         header = RequestHeader(request_api_key=ApiKey.FETCH, request_api_version=version, correlation_id=3)
-        frames.append(
-            encode(response, version) + b"".join(cast("list[bytes]", encode_response(header, response)))
-        )
+        # twice (a kept answer is frozen: encoded once per version), the topic id zeroed (two brokers' differ)
+        sent = [b"".join(cast("list[bytes]", encode_response(header, response))) for _ in range(2)]
+        assert sent[0] == sent[1]
+        frame = encode(response, version) + sent[0]
+        frames.append(frame.replace(topic_id.bytes, bytes(16)))
     return frames
 
 
@@ -242,3 +246,35 @@ def test_a_wide_fetch_answers_as_the_general_path(
         finally:
             stop_broker(broker)
     assert answers[0] == answers[1]
+
+
+def test_a_wide_idle_answer_is_kept_frozen_while_its_partitions_stay_as_they_were(tmp_path: Path) -> None:
+    """Polls of the same idle partitions get the same frozen answer (encoded once per version); a partition
+    that moved gets a new answer, and the old one is thawed. Its partitions' answers are the kept idle ones."""
+    broker = make_broker(tmp_path, topic=None, clock=ManualClock())
+    broker.admin.create_topic_now("t", PARTITIONS, 1, {})
+    try:
+        for index in range(PARTITIONS):
+            _append(broker, index, b"a")
+        ends = dict.fromkeys(range(PARTITIONS), 1)
+
+        async def scenario() -> None:
+            first = await _expired(broker, _fetch(broker, 12, ends))
+            second = await _expired(broker, _fetch(broker, 12, ends))
+            assert second is first
+            assert id(first) in codec._FROZEN
+            assert broker.replicas.delete_records("t", 5, 1) == (ErrorCode.NONE, 1)
+            moved = await _expired(broker, _fetch(broker, 12, ends))
+            assert moved is not first
+            assert id(first) not in codec._FROZEN
+            assert id(moved) in codec._FROZEN
+            before, after = first.responses[0].partitions, moved.responses[0].partitions
+            assert [a is b for a, b in zip(before, after, strict=True)] == [i != 5 for i in range(PARTITIONS)]
+            assert [(p.high_watermark, p.log_start_offset) for p in after] == [
+                (1, 1 if i == 5 else 0) for i in range(PARTITIONS)
+            ]
+            assert before[5].log_start_offset == 0  # an answer given never changes
+
+        asyncio.run(scenario())
+    finally:
+        stop_broker(broker)
