@@ -38,11 +38,8 @@ Invariants:
   (one lookup and one :meth:`~tidelog.replication.partition.Partition.offset_snapshot` per partition, no
   second pass to watch); a partition at its fetchable end is answered with the answer kept for it (per
   isolation) while its high watermark, last stable offset and log start stay as they were (never changed
-  once made: answers share it); a first read that found nothing is replaced by the equal one kept from an
-  earlier poll (the same partitions' answers), frozen in the codec (encoded once per version); and a wait
-  that no change reached is answered, at expiry, with that first read as it is (what reading it again with
-  every partition answered as it was gives). Nothing changes such an answer once given (a throttled one is
-  replaced, a woken fetch's is built anew).
+  once made: answers share it); and a wait that no change reached is answered, at expiry, with that first
+  read as it is (what reading it again with every partition answered as it was gives).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -171,10 +168,6 @@ _QUIET_ANSWERS = 1 << 16
 _IDLE_ANSWERS = 1 << 16
 """At most this many partitions' idle answers (:attr:`FetchHandler._idle`) are kept, per isolation (then
 they are all dropped)."""
-
-
-_IDLE_RESPONSES = 1024
-"""At most this many idle first reads (:meth:`FetchHandler._idle_response`) are kept (then all dropped)."""
 
 
 class _Quiet:
@@ -375,8 +368,6 @@ class FetchHandler:
         """Issue 15: the leader replication throttle (``leader.replication.throttled.*``); None: none."""
         self._quiet_answers: tuple[dict[Hashable, _Quiet], dict[Hashable, _Quiet]] = ({}, {})
         """The one-step park's quiet answers by partition, read_uncommitted then read_committed (``_Quiet``)."""
-        self._idle_responses: dict[tuple[tuple[str, uuid.UUID, int, int], ...], FetchResponse] = {}
-        """The frozen first reads :meth:`_idle_response` keeps, by topics and their first partition's answer."""
         self._idle: tuple[IdleAnswers, IdleAnswers] = ({}, {})
         """Per partition, read_uncommitted then read_committed, the answer :meth:`_read` gave it last at its
         fetchable end (no records, no error) and the offset snapshot it carries: given again, the same
@@ -531,8 +522,6 @@ class FetchHandler:
         first = (
             response if response is not None and replica_id < 0 and not nbytes and wait.watching > 1 else None
         )
-        if first is not None and context is None:
-            first = self._idle_response(first)
 
         if replica_id >= 0 or (context is not None and context.session is not None):
             # what it read now and what changed while it waited (an incremental fetch: not its whole session)
@@ -703,39 +692,6 @@ class FetchHandler:
             lookup=self._replicas.leader_partition,
             appended=self._purgatory.appended_bytes,
         )
-
-    def _idle_response(self, response: FetchResponse) -> FetchResponse:
-        """``response`` (a sessionless consumer's first read that found nothing and no error, before it waits),
-        or the equal one given before (the same topics, each with the same partitions' answers, mostly the
-        very objects :attr:`_idle` keeps), frozen: a consumer polling many idle partitions asks the same each
-        time, and its answer is then encoded once per version (issue 17). Nothing changes a response once
-        made (a woken fetch's answer is a new one, :func:`_unchanged`)."""
-        topics = response.responses
-        key = tuple(
-            (
-                topic.topic,
-                topic.topic_id,
-                len(topic.partitions),
-                id(topic.partitions[0]) if topic.partitions else 0,
-            )
-            for topic in topics
-        )
-        answers = self._idle_responses
-        before = answers.get(key)
-        if before is not None and all(
-            kept.partitions == topic.partitions for kept, topic in zip(before.responses, topics, strict=True)
-        ):
-            return before
-        if before is not None:
-            thaw_response(before)
-            del answers[key]
-        elif len(answers) >= _IDLE_RESPONSES:
-            for dropped in answers.values():
-                thaw_response(dropped)
-            answers.clear()
-        freeze_response(response)
-        answers[key] = response
-        return response
 
     @staticmethod
     def _kept_answer(first: FetchResponse | None) -> FetchResponse | None:
