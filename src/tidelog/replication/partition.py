@@ -246,6 +246,11 @@ class Partition:
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
 
+    def offset_snapshot(self) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset) in one call (Kafka's
+        ``fetchOffsetSnapshot``): what a fetch answers for each partition."""
+        return self._log.offset_snapshot()
+
     @property
     def latest_epoch(self) -> int | None:
         """The leader epoch of the last batch in the log (a follower's ``LastFetchedEpoch``)."""

@@ -17,6 +17,9 @@ Invariants:
 - Every byte is counted once: each partition's counted end only moves forward, and bytes are taken between
   the previous counted end (or the fetch offset, if later) and the new one.
 - Pure: no asyncio, no clock, no log reads.
+- What it keeps per partition is made cheap for a wide fetch: the fields a watch starts from, as a tuple,
+  until the partition's first change makes them a ``_Watched`` (the Fetch handler's first read stores them
+  directly, :meth:`FetchWait.watch_led`'s tuple, from the lookup it reads with).
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ class FetchWait:
         self._isolation = isolation
         self._lookup = lookup
         self._appended = appended
-        self._watched: dict[Hashable, _Watched] = {}
+        self._watched: dict[Hashable, _Watched | tuple[str, int, int, int, int, int]] = {}
+        """Per watched partition its :class:`_Watched`, or until its first change the same fields as a tuple
+        (issue 17: a consumer's full fetch watches each of its partitions, each poll)."""
         self.changed_keys: dict[Hashable, None] = {}
         """The watched partitions that changed while the fetch waited, in order (what a session's answer
         rereads besides what the fetch read when it began)."""
@@ -110,8 +115,13 @@ class FetchWait:
         end: int,
     ) -> None:
         """:meth:`watch` of a partition the caller just looked up (led here), whose fetchable end is ``end``."""
-        self._watched[(topic, index)] = _Watched(
-            topic, index, fetch_offset, current_leader_epoch, partition.leader_epoch, end
+        self._watched[(topic, index)] = (
+            topic,
+            index,
+            fetch_offset,
+            current_leader_epoch,
+            partition.leader_epoch,
+            end,
         )
 
     @property
@@ -132,6 +142,8 @@ class FetchWait:
         watched = self._watched.get(key)
         if watched is None:
             return False
+        if isinstance(watched, tuple):  # its first change: the fields it was watched with, as a _Watched
+            watched = self._watched[key] = _Watched(*watched)
         self.changed_keys[key] = None
         added = progress(
             watched, self._lookup(watched.topic, watched.index), self._isolation, self._appended, key

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 from tidelog.protocol.errors import ErrorCode, KafkaProtocolError
@@ -171,6 +171,15 @@ class ReplicaManager:
         if partition is None or partition.leader_id != partition.local_broker_id:  # is_leader, without a call
             return None
         return None if self.fenced else partition
+
+    def hosted_for_lookup(self) -> Mapping[tuple[str, int], Partition] | None:
+        """The hosted replicas by (topic, index), when each one led here (``leader_id ==
+        local_broker_id``) is what :meth:`leader_partition` answers for it (this broker not fenced, no log
+        dir offline): a caller looking up many partitions checks that itself and asks
+        :meth:`leader_partition` for the others (their error). None: ask :meth:`leader_partition` for each."""
+        if self.fenced or self.log_dir_failures:
+            return None
+        return self._partitions
 
     def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
         """The replica of ``topic-index`` if this broker leads it, else the error a client gets."""

@@ -350,6 +350,16 @@ class PartitionLog:
         first = self.first_unstable_offset
         return self._high_watermark if first is None else min(first, self._high_watermark)
 
+    def offset_snapshot(self) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset): what every fetch answer carries, in one
+        call (issue 17: a consumer's full fetch asks it of each of its partitions, each poll)."""
+        high_watermark = self._high_watermark
+        log_start = self._log_start_offset
+        first = self.producer_state.first_unstable_offset
+        if first is None:
+            return high_watermark, high_watermark, log_start
+        return high_watermark, min(max(first, log_start), high_watermark), log_start
+
     def update_config(self, config: LogConfig) -> None:
         """New topic configs (AlterConfigs); index sizes apply to segments created from now on."""
         self._config = config

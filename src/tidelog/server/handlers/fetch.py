@@ -33,6 +33,13 @@ Invariants:
   step as well (an error is the general path's to answer). Sessionless consumer fetches completed by the
   same change that asked the same thing get one shared answer (frozen when a second one asks:
   :func:`~tidelog.server.shared_reads.answer_key`).
+- A consumer's full fetch of many partitions (issue 17: librdkafka and aiokafka send one each poll, without
+  sessions) costs little per idle partition: its first read watches each partition from the same lookup
+  (one lookup and one :meth:`~tidelog.replication.partition.Partition.offset_snapshot` per partition, no
+  second pass to watch); a partition at its fetchable end is answered with the answer kept for it (per
+  isolation) while its high watermark, last stable offset and log start stay as they were (never changed
+  once made: answers share it); and a wait that no change reached is answered, at expiry, with that first
+  read as it is (what reading it again with every partition answered as it was gives).
 - A follower's fetch (``replica_id`` >= 0, or ``ReplicaState`` from v15) reads everything the leader has
   (not only below the high watermark). Its fetch offset is recorded as the follower's log end offset once
   per request, before any wait (moving the high watermark and, when it caught up, proposing it for the
@@ -102,6 +109,23 @@ _new_partition = constructor(
     "aborted_transactions",
     "records",
 )
+_new_error = constructor(
+    _PartitionData,
+    "partition_index",
+    "error_code",
+    "high_watermark",
+    "last_stable_offset",
+    "log_start_offset",
+    "aborted_transactions",
+    "records",
+)
+
+
+def _error_partition(index: int, error: ErrorCode) -> _PartitionData:
+    """A partition answered ``error`` (no offsets, no records)."""
+    return _new_error(index, error, -1, -1, -1, None, _EMPTY)
+
+
 _new_topic = constructor(FetchResponse.FetchableTopicResponse, "topic", "topic_id", "partitions")
 _new_response = constructor(FetchResponse, "error_code", "session_id")
 _new_answer = constructor(FetchResponse, "error_code", "session_id", "responses")
@@ -135,8 +159,15 @@ def _unchanged(
     }
 
 
+IdleAnswers = dict[tuple[str, int], tuple[tuple[int, int, int], _PartitionData]]
+
 _QUIET_ANSWERS = 1 << 16
 """At most this many partitions' quiet answers are kept, per isolation (then they are all dropped)."""
+
+
+_IDLE_ANSWERS = 1 << 16
+"""At most this many partitions' idle answers (:attr:`FetchHandler._idle`) are kept, per isolation (then
+they are all dropped)."""
 
 
 class _Quiet:
@@ -337,6 +368,11 @@ class FetchHandler:
         """Issue 15: the leader replication throttle (``leader.replication.throttled.*``); None: none."""
         self._quiet_answers: tuple[dict[Hashable, _Quiet], dict[Hashable, _Quiet]] = ({}, {})
         """The one-step park's quiet answers by partition, read_uncommitted then read_committed (``_Quiet``)."""
+        self._idle: tuple[IdleAnswers, IdleAnswers] = ({}, {})
+        """Per partition, read_uncommitted then read_committed, the answer :meth:`_read` gave it last at its
+        fetchable end (no records, no error) and the offset snapshot it carries: given again, the same
+        object, while that snapshot is the partition's (issue 17: a consumer's full fetch of many idle
+        partitions answers each so, each poll). Never changed once made (answers share it)."""
 
     def handle(self, ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
         version = ctx.api_version
@@ -409,10 +445,12 @@ class FetchHandler:
             max_bytes = min(max_bytes, self._fetch_max_bytes)
 
         def build(
-            wanted: list[Wanted], earlier: dict[Hashable, _PartitionData] | None = None
+            wanted: list[Wanted],
+            earlier: dict[Hashable, _PartitionData] | None = None,
+            wait: FetchWait | None = None,
         ) -> tuple[FetchResponse, int, bool]:
             response, nbytes, has_error = self._read(
-                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id, earlier
+                wanted, version, isolation, max(max_bytes, 0), diverged, replica_id, earlier, wait
             )
             if has_error and version >= 12:
                 self._leader_hints(response, version, ctx.listener_name)
@@ -447,9 +485,18 @@ class FetchHandler:
         if caught_up:
             nbytes = 0  # it waits: its answer is built at completion, not now (issue 17)
         else:
-            response, nbytes, has_error = build(wanted)
+            if context is None and request.max_wait_ms > 0 and request.min_bytes > 0:
+                # a sessionless fetch waits on wanted: its first read watches each partition from the same
+                # look (one lookup per partition, not one to read and one to watch)
+                parked = self._new_wait(request.min_bytes, 0, isolation)
+            response, nbytes, has_error = build(wanted, None, parked)
             if request.max_wait_ms <= 0 or nbytes >= request.min_bytes or has_error:
                 return answer(wanted, response)
+            if parked is not None:
+                if parked.watching:
+                    parked.accumulated = nbytes
+                else:
+                    parked = None  # it watches nothing: as below
 
         if parked is not None:
             waiting, wait = wanted, parked
@@ -490,11 +537,15 @@ class FetchHandler:
         def complete() -> FetchResponse:
             shared = self._purgatory.shared_reads
             if shared is None:  # expired, or shutdown: answered alone
-                if unread and not wait.changed_keys:  # parked caught up, and nothing changed since
-                    quiet = self._quiet_answer(waiting, version, isolation)
-                    if quiet is not None:
-                        quiet.session_id = context.response_session_id if context is not None else 0
-                        return quiet
+                if not wait.changed_keys:  # nothing changed since it parked
+                    kept = self._kept_answer(first)
+                    if kept is not None:
+                        return answer(waiting, kept)
+                    if unread:  # parked caught up
+                        quiet = self._quiet_answer(waiting, version, isolation)
+                        if quiet is not None:
+                            quiet.session_id = context.response_session_id if context is not None else 0
+                            return quiet
                 return answer(waiting, build(waiting, _unchanged(first, wanted, wait))[0])
 
             def answer_once() -> tuple[FetchResponse, bool]:
@@ -642,6 +693,13 @@ class FetchHandler:
             appended=self._purgatory.appended_bytes,
         )
 
+    @staticmethod
+    def _kept_answer(first: FetchResponse | None) -> FetchResponse | None:
+        """The answer of a sessionless consumer fetch that waited after its first read found nothing, when no
+        change reached it: that first read, given as it is (what reading it again with every partition
+        answered as it was, :func:`_unchanged`, builds: the same partitions, no error, no leader hint)."""
+        return first
+
     def _quiet_answer(
         self, wanted: list[Wanted], version: int, isolation: FetchIsolation
     ) -> FetchResponse | None:
@@ -771,51 +829,88 @@ class FetchHandler:
         diverged: dict[tuple[str, int], EpochEndOffset],
         replica_id: int,
         earlier: dict[Hashable, _PartitionData] | None = None,
+        wait: FetchWait | None = None,
     ) -> tuple[FetchResponse, int, bool]:
         """The answer to ``wanted``, its record bytes and whether a partition has an error; ``earlier``:
-        partitions answered as they were (a woken fetch's unchanged ones, with no records)."""
+        partitions answered as they were (a woken fetch's unchanged ones, with no records). ``wait``: watches
+        each partition found led here and not fenced, from the same look (what :meth:`FetchWait.watch` would
+        watch now; only meaningful when no partition has an error). A partition at its fetchable end with no
+        divergence (an idle one) costs one lookup and one :meth:`Partition.offset_snapshot`, and its answer
+        (no records, no error) is the one kept for it while its offsets stay as they were (:attr:`_idle`)."""
         committed = isolation is FetchIsolation.TXN_COMMITTED
         response = _new_response(ErrorCode.NONE, 0)
         total = 0
         has_error = False
+        hosted = self._replicas.hosted_for_lookup()
+        lookup = self._replicas.leader_partition
+        idle = self._idle[committed]
+        follower = isolation is FetchIsolation.LOG_END
+        # FetchWait.watch_led, inline (what it stores per partition, made in the loop below)
+        watched = wait._watched if wait is not None else None
         for topic in wanted:
+            name = topic.name
             results = []
             for p in topic.partitions:
+                index = p.partition
                 if earlier is not None:
-                    kept = earlier.get((topic.name, p.partition))
+                    kept = earlier.get((name, index))
                     if kept is not None:
                         results.append(kept)
                         continue
-                result = _new_partition(p.partition, -1, -1, -1, None, _EMPTY)
-                results.append(result)
-                if topic.name is None:
-                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                if name is None:
+                    results.append(_error_partition(index, ErrorCode.UNKNOWN_TOPIC_ID))
                     has_error = True
                     continue
                 if topic.denied:
-                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    results.append(_error_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                     has_error = True
                     continue
-                partition = self._replicas.leader_partition(topic.name, p.partition)
-                if isinstance(partition, ErrorCode):
-                    result.error_code = partition
-                    has_error = True
-                    continue
+                key = (name, index)
+                found = hosted.get(key) if hosted is not None else None
+                if found is not None and found.leader_id == found.local_broker_id:
+                    partition = found
+                else:  # not led here, or the lookup cannot be skipped: leader_partition's answer
+                    looked = lookup(name, index)
+                    if isinstance(looked, ErrorCode):
+                        results.append(_error_partition(index, looked))
+                        has_error = True
+                        continue
+                    partition = looked
                 if replica_id >= 0 and replica_id not in partition.assignment:
-                    result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # not a replica of this partition
+                    # not a replica of this partition
+                    results.append(_error_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                     has_error = True
                     continue
-                fenced = partition.check_leader_epoch(p.current_leader_epoch if version >= 9 else -1)
-                if fenced is not ErrorCode.NONE:
-                    result.error_code = fenced
+                epoch = p.current_leader_epoch if version >= 9 else -1
+                if epoch >= 0 and epoch != partition.leader_epoch:
+                    results.append(_error_partition(index, partition.check_leader_epoch(epoch)))
                     has_error = True
                     continue
-                result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = partition.log_start_offset
-                if committed:
-                    result.aborted_transactions = []
-                divergence = diverged.get((topic.name, p.partition))
+                snapshot = partition.offset_snapshot()
+                high_watermark, last_stable, log_start = snapshot
+                end = partition.log_end_offset if follower else last_stable if committed else high_watermark
+                if watched is not None:
+                    watched[key] = (name, index, p.fetch_offset, epoch, partition.leader_epoch, end)
+                if p.fetch_offset == end and not diverged:
+                    # caught up: nothing to read (an idle partition costs no log lookup), answered as
+                    # the general code below answers it
+                    answer = idle.get(key)
+                    if answer is None or answer[0] != snapshot:
+                        result = _new_partition(
+                            index, high_watermark, last_stable, log_start, [] if committed else None, _EMPTY
+                        )
+                        if len(idle) >= _IDLE_ANSWERS:
+                            idle.clear()
+                        idle[key] = (snapshot, result)
+                    else:
+                        result = answer[1]
+                    results.append(result)
+                    continue
+                result = _new_partition(
+                    index, high_watermark, last_stable, log_start, [] if committed else None, _EMPTY
+                )
+                results.append(result)
+                divergence = diverged.get(key)
                 if divergence is not None:
                     if divergence.epoch < 0 or divergence.end_offset < 0:
                         # no end known for the follower's epoch (Kafka's readRecords): the follower asks
@@ -830,13 +925,13 @@ class FetchHandler:
                 limit = min(p.partition_max_bytes, max_bytes - total)
                 if limit <= 0 and total > 0:
                     continue
-                if p.fetch_offset == partition.fetchable_offset(isolation):
-                    continue  # caught up: nothing to read (an idle partition costs no log lookup)
+                if p.fetch_offset == end:
+                    continue  # caught up: nothing to read
                 if (
                     replica_id >= 0
                     and self._leader_quota is not None
                     and self._leader_quota.should_throttle(
-                        topic.name, p.partition, in_sync=replica_id in partition.isr, now_ms=self._now_ms()
+                        name, p.partition, in_sync=replica_id in partition.isr, now_ms=self._now_ms()
                     )
                 ):
                     continue  # Kafka's shouldLeaderThrottle: no data for a throttled replica out of the ISR
@@ -845,7 +940,7 @@ class FetchHandler:
                     if (
                         shared is not None
                     ):  # many fetches woken by one change: one read per partition and offset
-                        read_key = (topic.name, p.partition, p.fetch_offset, limit, isolation, total == 0)
+                        read_key = (name, p.partition, p.fetch_offset, limit, isolation, total == 0)
                         got = shared.read(
                             read_key,
                             partition,
@@ -868,7 +963,7 @@ class FetchHandler:
                     has_error = True
                     continue
                 except OSError as exc:  # issue 17: an I/O error takes the partition's log dir offline
-                    result.error_code = self._replicas.io_failed(topic.name, p.partition, exc)
+                    result.error_code = self._replicas.io_failed(name, p.partition, exc)
                     has_error = True
                     continue
                 regions = data.regions
@@ -884,5 +979,5 @@ class FetchHandler:
                             FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
                             for pid, first in partition.aborted_transactions(p.fetch_offset, data.next_offset)
                         ]
-            response.responses.append(_new_topic(topic.name or "", topic.topic_id, results))
+            response.responses.append(_new_topic(name or "", topic.topic_id, results))
         return response, total, has_error
