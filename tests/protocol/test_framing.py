@@ -153,3 +153,51 @@ def test_writable_frames_are_bytearrays() -> None:
     assert all(type(frame) is bytearray for frame in frames)
     fast = FrameDecoder(max_frame_bytes=1000, writable_frames=True).feed(STREAM)
     assert all(type(frame) is bytearray for frame in fast)
+
+
+def test_a_chunk_completing_a_buffered_frame_hands_out_the_frames_after_it_in_order() -> None:
+    """A read that finishes a frame begun in the previous one: that frame, then the whole frames after it
+    (sliced from the read itself), then a new partial one kept; as frames, as bytes: the same stream."""
+    decoder = FrameDecoder(max_frame_bytes=1000, writable_frames=True)
+    stream = b"".join(encode_frame(p) for p in [b"a" * 10, b"b" * 20, b"", b"c" * 5, b"d" * 30])
+    first_cut = 4 + 10 + 4 + 7  # frame "a" whole, frame "b" begun (its prefix and 7 bytes)
+    assert decoder.feed(stream[:first_cut]) == [b"a" * 10]
+    assert decoder.buffered_bytes == 11
+    second_cut = len(stream) - 12  # "b"'s rest, "", "c"*5 and "d"'s prefix and 18 bytes
+    decoder.receive_data(bytearray(stream[first_cut:second_cut]))
+    assert decoder.buffered_bytes == 4 + 20 + 4 + 4 + 5 + 4 + 18
+    frames = [decoder.next_frame() for _ in range(4)]
+    assert frames == [b"b" * 20, b"", b"c" * 5, NEED_DATA]
+    assert all(type(frame) is bytearray for frame in frames[:3])
+    assert decoder.buffered_bytes == 22
+    assert decoder.feed(memoryview(stream)[second_cut:]) == [b"d" * 30]
+    assert decoder.buffered_bytes == 0
+
+
+@settings(max_examples=300)
+@given(st.lists(st.binary(max_size=40), max_size=10), st.data())
+def test_frames_come_out_in_order_whatever_is_received_before_they_are_taken(
+    payloads: list[bytes], data: st.DataObject
+) -> None:
+    """Reads and takes interleaved arbitrarily (a paused connection receives more before it takes what it
+    has): every frame comes out once, in stream order, and the buffered count is what is left."""
+    stream = b"".join(encode_frame(p) for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))
+    decoder = FrameDecoder(max_frame_bytes=40, writable_frames=data.draw(st.booleans()))
+    frames: list[bytes | bytearray] = []
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        chunk = stream[start:cut]
+        decoder.receive_data(data.draw(st.sampled_from([bytes, bytearray, memoryview]))(chunk))
+        start = cut
+        for _ in range(data.draw(st.integers(0, 3))):
+            frame = decoder.next_frame()
+            if frame is NEED_DATA:
+                break
+            frames.append(frame)
+        taken = sum(len(f) + 4 for f in frames)
+        assert decoder.buffered_bytes == start - taken
+    while (frame := decoder.next_frame()) is not NEED_DATA:
+        frames.append(frame)
+    assert frames == payloads
+    assert decoder.buffered_bytes == 0

@@ -70,6 +70,7 @@ def test_produce_purgatory_wakes_a_waiting_produce_after_others_completed() -> N
         purgatory = ProducePurgatory(ManualClock(), lambda topic, index: partition)  # type: ignore[arg-type,return-value]
         key = ("t", 0)
         purgatory.check(key)  # nothing waits: nothing to do, nothing raised
+        assert purgatory.waiting == 0  # what the replica manager's append asks before reading the HW
 
         def produce(required_offset: int, timeout_ms: int = 30_000) -> tuple[object, _Entry]:
             entry = _plain(0)
@@ -88,6 +89,7 @@ def test_produce_purgatory_wakes_a_waiting_produce_after_others_completed() -> N
             assert isinstance(waiting, asyncio.Future)
             assert not waiting.done()
             assert purgatory.delayed == 1
+            assert purgatory.waiting == 1
             partition.high_watermark = required - 1
             purgatory.check(key)
             assert not waiting.done()
@@ -97,6 +99,7 @@ def test_produce_purgatory_wakes_a_waiting_produce_after_others_completed() -> N
             assert waiting.result() == "answer"
             assert entry.error_code == ErrorCode.NONE
             assert purgatory.delayed == 0
+            assert purgatory.waiting == 0
             purgatory.check(key)  # none waits again
 
         timed_out, entry = produce(1_000)
@@ -104,6 +107,7 @@ def test_produce_purgatory_wakes_a_waiting_produce_after_others_completed() -> N
         purgatory.complete_all()  # shutdown (as a time-out): REQUEST_TIMED_OUT
         assert timed_out.result() == "answer"
         assert entry.error_code == ErrorCode.REQUEST_TIMED_OUT
+        assert purgatory.waiting == 0
 
         waiting, entry = produce(40)  # the count went back to none and up again: still woken
         assert isinstance(waiting, asyncio.Future)

@@ -18,6 +18,7 @@ from tidelog.protocol.records import (
     encode_batch,
     iter_batch_headers,
     read_batch_header,
+    validate_batches,
 )
 from tidelog.storage.config import LogConfig
 from tidelog.storage.errors import (
@@ -494,3 +495,45 @@ def test_a_full_disk_during_a_roll_refuses_the_batch_and_the_log_carries_on(
     reopened = open_log(tmp_path / "t-0", config)
     assert read_everything(reopened) == b"".join(written) + bytes(again)
     reopened.close()
+
+
+def test_an_append_given_its_validated_headers_writes_indexes_and_answers_as_one_parsing_them(
+    tmp_path: Path,
+) -> None:
+    """The produce path hands the log the headers ``validate_batches`` returned (one batch: a shortcut
+    without ``positioned``/``end_txn_markers``); the log, its indexes, its tail reads and every field of
+    the answer are those of the same appends parsed by the log itself."""
+    config = LogConfig(index_interval_bytes=300)
+    given = open_log(tmp_path / "given-0", config)
+    parsed = open_log(tmp_path / "parsed-0", config)
+    for seq in range(40):
+        payload = batch(seq, records=1 + seq % 4) if seq % 5 else batch(seq) + batch(seq + 100, records=2)
+        one, other = bytearray(payload), bytearray(payload)
+        info = given.append(
+            one, leader_epoch=2, now_ms=seq, headers=validate_batches(one, max_batch_bytes=10**6)
+        )
+        expected = parsed.append(other, leader_epoch=2, now_ms=seq)
+        assert info == expected
+        assert one == other
+    assert (
+        given.log_end_offset
+        == parsed.log_end_offset
+        == 40 // 5 * 2 + sum((1 + seq % 4) if seq % 5 else 3 for seq in range(40))
+    )
+    for log in (given, parsed):
+        assert log.active_segment.offset_index.entries > 5
+    indexes = [
+        (
+            [
+                log.active_segment.offset_index.entry(i)
+                for i in range(log.active_segment.offset_index.entries)
+            ],
+            [log.active_segment.time_index.entry(i) for i in range(log.active_segment.time_index.entries)],
+        )
+        for log in (given, parsed)
+    ]
+    assert indexes[0] == indexes[1]
+    for offset in range(given.log_end_offset):  # tail reads come from the recent batches
+        assert given.read(offset, 10**6).read_bytes() == parsed.read(offset, 10**6).read_bytes()
+    given.close()
+    parsed.close()

@@ -293,3 +293,21 @@ def test_the_last_entry_an_append_checks_against_follows_every_change_of_the_ent
     assert times.last_entry() is None
     assert times.maybe_append(7, 1)
     assert times.last_entry() == TimestampOffset(7, 1)
+
+
+def test_an_entry_whose_offset_does_not_fit_32_bits_relative_is_refused(tmp_path: Path) -> None:
+    """The append paths check the relative offset inline; out of range still raises and adds nothing."""
+    offsets = OffsetIndex(tmp_path / "00000000000000001000.index", 1000, 10_000)
+    times = TimeIndex(tmp_path / "00000000000000001000.timeindex", 1000, 10_000)
+    with pytest.raises(ValueError, match="out of range for base 1000"):
+        offsets.append(999, 0)
+    with pytest.raises(ValueError, match="out of range for base 1000"):
+        offsets.append(1000 + 2**31, 0)
+    with pytest.raises(ValueError, match="out of range for base 1000"):
+        times.maybe_append(5, 1000 + 2**31)
+    assert offsets.entries == 0
+    assert times.entries == 0
+    assert offsets.append(1000 + 2**31 - 1, 7)  # the largest relative offset fits
+    assert offsets.last_entry() == OffsetPosition(1000 + 2**31 - 1, 7)
+    assert times.maybe_append(5, 1000 + 2**31 - 1)
+    assert times.last_entry() == TimestampOffset(5, 1000 + 2**31 - 1)

@@ -10,7 +10,9 @@ Invariants:
   of sync); the caller closes the connection.
 - Work is linear in the bytes fed: data is appended to one buffer and consumed through a read
   offset, which is compacted only when more than half the buffer is consumed. Whole frames found
-  in a chunk fed to an empty decoder are sliced out of that chunk directly.
+  in a chunk fed to an empty decoder are sliced out of that chunk directly, and so are those that follow
+  the rest of a frame begun in an earlier chunk (that frame is completed in the buffer first); frames
+  come out in stream order whatever path each took.
 - Frames are ``bytes``, or ``bytearray`` with ``writable_frames=True``: then the ``records``
   memoryviews that ``codec.decode_request`` slices out of a frame are writable, so record batches
   can have their offsets assigned in place without a copy.
@@ -123,15 +125,40 @@ class FrameDecoder:
         self._raise_if_failed()
         if not data:
             return
-        if not self._buffer and self._size < 0:
-            data = self._take_whole_frames(data)
+        if self._buffer or self._size >= 0:
+            if self._size < 0 or len(self._buffer) - self._offset + len(data) < self._size:
+                self._buffer += data  # the frame begun in the buffer is not whole yet (or not even sized)
+                return
+            data = self._complete_buffered(data)
             if not data:
                 return
-        self._buffer += data
+        data = self._take_whole_frames(data)
+        if data:
+            self._buffer += data
+
+    def _complete_buffered(self, data: Buffer) -> Buffer:
+        """The buffer holds the start of one sized frame (its prefix read by :meth:`next_frame`, which
+        found it not whole: nothing follows it there) and ``data`` holds the rest of it: the frame goes
+        to the ready frames, the buffer is emptied and what follows the frame in ``data`` is returned,
+        for the fast path (the frames of a read that began in an earlier one are not copied into the
+        buffer first: issue 17, many pipelined produces per read)."""
+        view = memoryview(data).cast("B")  # slices without copies (a bytes slice is a copy)
+        buffer = self._buffer
+        start = self._offset
+        missing = start + self._size - len(buffer)
+        buffer += view[:missing]
+        with memoryview(buffer) as whole:
+            self._ready.append(self._frame_type(whole[start:]))
+        buffer.clear()
+        self._offset = 0
+        self._size = -1
+        return view[missing:]
 
     def _take_whole_frames(self, data: Buffer) -> Buffer:
-        # Fast path for an empty decoder: whole frames are sliced straight out of ``data``.
-        view = data if isinstance(data, bytes) else memoryview(data).cast("B")
+        # Fast path for an empty decoder: whole frames are sliced straight out of ``data``. A frame is one
+        # copy of its bytes: sliced from bytes when frames are bytes, else taken from a memoryview's slice
+        # (a bytes slice would be a second copy before the bytearray's).
+        view = data if isinstance(data, bytes) and self._frame_type is bytes else memoryview(data).cast("B")
         pos = 0
         end = len(view)
         ready = self._ready

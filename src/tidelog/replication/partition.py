@@ -452,8 +452,8 @@ class Partition:
             )
         log = self._log
         config = log.config
-        if required_acks == -1:
-            self._check_min_isr(required_acks)
+        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
+            self._check_min_isr(required_acks)  # raises (asked only when it will: every acks=all append)
         headers = validate_batches(
             records, max_batch_bytes=config.max_message_bytes, from_client=origin is AppendOrigin.CLIENT
         )

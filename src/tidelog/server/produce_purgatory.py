@@ -132,13 +132,14 @@ class ProducePurgatory:
     def __init__(self, clock: Clock, partition_of: Callable[[str, int], Partition | None]) -> None:
         self._operations: AsyncPurgatory[DelayedOperation] = AsyncPurgatory("Produce", clock)
         self._partition_of = partition_of
-        self._waiting = 0
+        self.waiting = 0
         """Produces handed to the purgatory and not completed yet (each completes exactly once, and its
-        ``on_complete`` counts it off): while none waits, :meth:`check` returns at once. On a single node,
-        where every produce is decided at once, that is every append's check."""
+        ``on_complete`` counts it off): while none waits, :meth:`check` returns at once, and the replica
+        manager's append neither reads the high watermark before and after nor calls it. On a single node,
+        where every produce is decided at once, that is every append. Read-only outside this class."""
 
     def _done(self) -> None:
-        self._waiting -= 1
+        self.waiting -= 1
 
     def decided(self, topic: str, index: int, required_offset: int, result: AppendStatus) -> bool:
         """Decide one partition's wait now if it can be (``result.error_code`` set), as :meth:`delay` decides
@@ -164,14 +165,14 @@ class ProducePurgatory:
         operation = DelayedProduce(
             max(timeout_ms, 0), pending, self._partition_of, response, future, self._done
         )
-        self._waiting += 1  # before: an operation completed inside delay() is counted off there
+        self.waiting += 1  # before: an operation completed inside delay() is counted off there
         if self._operations.delay(operation, [(p.topic, p.index) for p in pending]):
             return response
         return future
 
     def check(self, key: tuple[str, int]) -> None:
         """The high watermark or leadership of ``key`` changed: check the produces waiting on it."""
-        if self._waiting:
+        if self.waiting:
             self._operations.check(key)
 
     def complete_all(self) -> None:

@@ -356,15 +356,16 @@ class ReplicaManager:
         self.fetch_purgatory.on_append(key)
 
     def _after_leader_append(
-        self, partition: Partition, high_watermark_before: int, info: LogAppendInfo
+        self, partition: Partition, high_watermark_before: int | None, info: LogAppendInfo
     ) -> None:
         """Wake the long polls (followers wait for the new records; the fetch purgatory counts the append's
         size) and, only if the append moved the high watermark (an ISR of the leader alone), the acks=all
         produces: otherwise none of them can complete, and checking each waiting produce on every append
         costs O(waiting) per append (Kafka's ``tryCompleteDelayedRequests`` runs only when the high watermark
-        was incremented)."""
+        was incremented). ``high_watermark_before`` None: no acks=all produce was waiting before the append
+        (none can have started waiting during it), so there is nothing to check."""
         key = (partition.topic, partition.index)
-        if partition.high_watermark != high_watermark_before:
+        if high_watermark_before is not None and partition.high_watermark != high_watermark_before:
             self.produce_purgatory.check(key)
         if info.duplicate:  # a retried idempotent batch: nothing was written
             self.fetch_purgatory.on_append(key)
@@ -497,7 +498,9 @@ class ReplicaManager:
             partition = found
         if not isinstance(records, _BYTES_LIKE):  # a tuple: the union ``a | b`` is built per call
             return ErrorCode.INVALID_RECORD, None, "produce request without records"
-        high_watermark = partition.high_watermark
+        # Whether the append moved the high watermark matters only to waiting acks=all produces: with none
+        # (a single node: always), neither read nor compared (four property calls an append)
+        high_watermark = partition.high_watermark if self.produce_purgatory.waiting else None
         try:
             info = partition.append_records_as_leader(
                 records, now_ms=now_ms, origin=origin, required_acks=required_acks

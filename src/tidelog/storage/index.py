@@ -61,6 +61,8 @@ _INT64: Final = struct.Struct(">q")
 _INT32_MAX: Final = 2**31 - 1
 _PENDING_BYTES: Final = 4096
 """Pending entries are written once this many bytes of them (one page) are due."""
+_OFFSET_ENTRY: Final = struct.Struct(">ii")
+_TIME_ENTRY: Final = struct.Struct(">qi")
 
 
 class OffsetPosition(NamedTuple):
@@ -394,7 +396,7 @@ class OffsetIndex(_SparseIndex):
     """Offset -> file position, one entry per ``index.interval.bytes`` of log."""
 
     ENTRY_SIZE = 8
-    _ENTRY = struct.Struct(">ii")
+    _ENTRY = _OFFSET_ENTRY
 
     def entry(self, n: int) -> OffsetPosition:
         relative, position = self._raw_entry(n)
@@ -414,14 +416,29 @@ class OffsetIndex(_SparseIndex):
 
     def append(self, offset: int, position: int) -> bool:
         """Add an entry; False (and nothing written) when the index is full. ``offset`` must increase."""
+        # Once per batch a segment indexes (every batch of 4 KiB or more): the checks of _check_append,
+        # entries, _last_raw_entry and the body of _add_pending inline, the same steps without their calls.
         relative = offset - self.base_offset
-        self._check_append(relative)
-        n = self.entries
-        if n and relative <= self._last_raw_entry()[0]:
-            raise ValueError(f"index entry offset {offset} not above the last entry {self.last_offset}")
-        if n >= self._capacity // self.ENTRY_SIZE:  # max_entries (loaded by entries above)
+        if not 0 <= relative <= _INT32_MAX:
+            self._check_append(relative)  # raises
+        if not self._loaded:
+            self._load()
+        n = self._entries
+        if n:
+            last = self._last
+            if last is None:
+                last = self._last_raw_entry()
+            if relative <= last[0]:
+                raise ValueError(f"index entry offset {offset} not above the last entry {self.last_offset}")
+        if n >= self._capacity // 8:  # max_entries (ENTRY_SIZE 8)
             return False
-        self._add_pending(self._ENTRY.pack(relative, position), (relative, position))
+        fields = (relative, position)
+        pending = self._pending
+        pending += _OFFSET_ENTRY.pack(relative, position)
+        self._entries = n + 1
+        self._last = fields
+        if len(pending) >= _PENDING_BYTES:
+            self.write_pending()
         return True
 
     def lookup(self, target_offset: int) -> OffsetPosition | None:
@@ -458,7 +475,7 @@ class TimeIndex(_SparseIndex):
     """Timestamp -> offset, an entry whenever the segment's largest timestamp grows at an index interval."""
 
     ENTRY_SIZE = 12
-    _ENTRY = struct.Struct(">qi")
+    _ENTRY = _TIME_ENTRY
 
     @property
     def is_full(self) -> bool:
@@ -482,10 +499,17 @@ class TimeIndex(_SparseIndex):
 
         ``skip_full_check`` lets the roll entry use the reserved last slot. Returns whether it was added.
         """
-        n = self.entries
+        # With each offset index entry (every batch of 4 KiB or more): entries, _last_raw_entry and
+        # _add_pending inline, the same steps without their calls.
+        if not self._loaded:
+            self._load()
+        n = self._entries
         relative = offset - self.base_offset
         if n:
-            last_timestamp, last_relative = self._last_raw_entry()
+            last = self._last
+            if last is None:
+                last = self._last_raw_entry()
+            last_timestamp, last_relative = last
             if relative < last_relative:
                 raise ValueError(
                     f"time index offset {offset} below the last entry's {self.base_offset + last_relative}"
@@ -494,11 +518,18 @@ class TimeIndex(_SparseIndex):
                 return False
         elif timestamp < 0:
             return False
-        max_entries = self._capacity // self.ENTRY_SIZE  # loaded by entries above
+        max_entries = self._capacity // 12  # ENTRY_SIZE 12
         if n >= (max_entries if skip_full_check else max_entries - 1):
             return False
-        self._check_append(relative)
-        self._add_pending(self._ENTRY.pack(timestamp, relative), (timestamp, relative))
+        if not 0 <= relative <= _INT32_MAX:
+            self._check_append(relative)  # raises
+        fields = (timestamp, relative)
+        pending = self._pending
+        pending += _TIME_ENTRY.pack(timestamp, relative)
+        self._entries = n + 1
+        self._last = fields
+        if len(pending) >= _PENDING_BYTES:
+            self.write_pending()
         return True
 
     def lookup(self, target_timestamp: int) -> TimestampOffset | None:

@@ -57,6 +57,7 @@ from typing import Final, NamedTuple
 
 from tidelog.protocol import TopicPartition
 from tidelog.protocol.records import ControlRecordType, RecordBatchHeader, encode_control_batch
+from tidelog.protocol.records_header import CONTROL_BIT
 from tidelog.storage import layout, log_validator, retention, segment_swap
 from tidelog.storage.append_info import LogAppendInfo
 from tidelog.storage.checkpoint import fsync_dir
@@ -403,7 +404,8 @@ class PartitionLog:
         ``headers``: what ``records.validate_batches`` returned for ``records`` (so they fill it exactly),
         not parsed again.
         """
-        self._observe(now_ms)
+        if now_ms > self._clock_ms:  # noqa: PLR1730 - _observe without its call or max() (every append)
+            self._clock_ms = now_ms
         buf: bytearray | memoryview
         if not assign_offsets:
             buf = records if isinstance(records, memoryview) else memoryview(records)
@@ -411,12 +413,22 @@ class PartitionLog:
             buf = records
         else:
             buf = bytearray(records)
-        batches = log_validator.whole_batches(buf) if headers is None else log_validator.positioned(headers)
+        if headers is None:
+            batches = log_validator.whole_batches(buf)
+        elif len(headers) == 1:  # a produce's one batch (v3+): positioned(headers) without its call
+            batches = [(0, headers[0])]
+        else:
+            batches = log_validator.positioned(headers)
         config = self._config
         if len(buf) > config.segment_bytes:
             self._check_append_size(len(buf))
-        log_end = self.log_end_offset
-        markers = log_validator.end_txn_markers(buf, batches)
+        log_end = self._segments.active.next_offset  # log_end_offset without its call
+        if len(batches) == 1 and not batches[0][1].attributes & CONTROL_BIT:
+            markers = (
+                None  # end_txn_markers' answer for one batch that is not a control batch, without its calls
+            )
+        else:
+            markers = log_validator.end_txn_markers(buf, batches)
         if not assign_offsets:
             log_validator.check_assigned_offsets(batches, log_end)
             self._assign_batch_epochs(batches)
@@ -525,12 +537,12 @@ class PartitionLog:
         self._epochs.write()  # before the batches: the file never lacks the epoch of a batch in the log
         total = len(buf)
         first_offset = batches[0][1].base_offset
-        last_offset = batches[-1][1].last_offset
         max_timestamp = -1
-        offset_of_max = -1
-        for _, header in batches:
+        offset_of_max = last_offset = -1
+        for _, header in batches:  # the last one's last offset (the property without its call)
+            last_offset = header.base_offset + header.last_offset_delta
             if header.max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                max_timestamp, offset_of_max = header.max_timestamp, last_offset
 
         active = self._segments.active
         if first_offset > log_end or active.should_roll(
@@ -558,20 +570,20 @@ class PartitionLog:
         # the log end is now last_offset + 1 (the active segment's next offset)
         if last_offset + 1 - self._flushes.recovery_point >= self._config.flush_messages:
             self.flush(now_ms)
-        return LogAppendInfo(
-            first_offset=first_offset,
-            last_offset=last_offset,
-            max_timestamp=max_timestamp,
-            shallow_offset_of_max_timestamp=offset_of_max,
-            log_append_time=log_append_time,
-            log_start_offset=self._log_start_offset,
-            shallow_count=len(batches),
-            records_count=(
+        return LogAppendInfo(  # positional, in the field order (the keyword form costs about 0.2 µs more)
+            first_offset,  # first_offset
+            last_offset,  # last_offset
+            max_timestamp,  # max_timestamp
+            offset_of_max,  # shallow_offset_of_max_timestamp
+            log_append_time,  # log_append_time
+            self._log_start_offset,  # log_start_offset
+            len(batches),  # shallow_count
+            (  # records_count
                 batches[0][1].records_count
                 if len(batches) == 1
                 else sum(header.records_count for _, header in batches)
             ),
-            valid_bytes=total,
+            total,  # valid_bytes
         )
 
     def append_control_marker(

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from tidelog.protocol.records import (
+    LOG_OVERHEAD,
     RECORD_BATCH_HEADER_SIZE,
     ControlRecordType,
     CorruptRecordError,
@@ -430,6 +431,8 @@ class LogSegment:
 
         ``batches`` are the batches' positions within ``data`` and their headers.
         """
+        if not batches:
+            raise ValueError(f"append of no batch to {self._log_path}")
         position = self._size
         # _handle() without its two calls (once per append): refuse a deleted segment, touch the LRU, reopen
         if self._deleted:
@@ -455,11 +458,27 @@ class LogSegment:
         recent = self._recent
         if recent is None:
             recent = self._recent = RecentBatches()
+        # _index_batch inline, each header's last offset and size read once (a produce's one batch: every
+        # append runs this once per batch)
+        index_interval = self._config.index_interval_bytes
+        last_offset = 0
         for relative, header in batches:
-            self._index_batch(position + relative, header)
-            recent.record(position + relative, header.base_offset, header.last_offset, header.size_in_bytes)
+            batch_position = position + relative
+            base_offset = header.base_offset
+            last_offset = base_offset + header.last_offset_delta
+            size = header.batch_length + LOG_OVERHEAD
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = last_offset
+            if self._bytes_since_last_index_entry > index_interval:
+                self.offset_index.append(last_offset, batch_position)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = size
+            else:
+                self._bytes_since_last_index_entry += size
+            recent.record(batch_position, base_offset, last_offset, size)
         self._size = position + total
-        self._next_offset = batches[-1][1].next_offset
+        self._next_offset = last_offset + 1
 
     def _rolling_base_ms(self) -> int:
         """When the segment's first batch arrived (this process), else its timestamp, else creation time."""
