@@ -25,6 +25,7 @@ from tidelog.protocol.messages import ApiKey, FetchRequest, FetchResponse
 from tidelog.protocol.records import SimpleRecord, decode_batch, encode_batch
 from tidelog.protocol.records_header import LOG_OVERHEAD
 from tidelog.replication.partition import Partition
+from tidelog.server import fetch_purgatory
 from tidelog.server.appended_bytes import HISTORY, AppendedBytes
 from tidelog.server.broker import Broker
 from tidelog.server.regions import RegionList
@@ -373,5 +374,59 @@ def test_a_woken_consumer_fetch_reads_only_what_changed_and_answers_every_partit
             (i, 0 if i != 4 else 2) for i in range(PARTITIONS)
         ]
         assert records_of(answer) == {}
+
+    asyncio.run(scenario())
+
+
+def test_an_append_nothing_waits_on_starts_no_pass_yet_counts(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append to a partition no fetch waits on starts no pass of the fetch purgatory (no shared reads are
+    made for it), yet it counts: its size for later waits, its change for fetch sessions (the next
+    incremental fetch answers the partition though the request does not name it), and fetches parked right
+    after it, in one step or in the general purgatory, are woken by the next append."""
+    passes: list[int] = []
+    real_shared_reads = fetch_purgatory.SharedReads
+
+    def counting(*args: Any) -> Any:
+        passes.append(1)
+        return real_shared_reads(*args)
+
+    monkeypatch.setattr(fetch_purgatory, "SharedReads", counting)
+    purgatory = broker.fetch_purgatory
+    full = handle(
+        broker,
+        ctx(ApiKey.FETCH, 11),
+        session_fetch(0, 0, dict.fromkeys(range(PARTITIONS), 0), max_bytes=1 << 20),
+    )
+    assert full.session_id != 0
+    count = purgatory.change_count
+    first = batch(b"a")
+    assert broker.replicas.append("t", 4, first, now_ms=broker.clock.now_ms())[0] is ErrorCode.NONE
+    assert passes == []
+    assert (purgatory.change_count, purgatory.last_change[("t", 4)]) == (count + 1, count + 1)
+    assert purgatory.appended_bytes.between(("t", 4), 0, 1) == len(first)
+    step = handle(broker, ctx(ApiKey.FETCH, 11), session_fetch(full.session_id, 1, {}, max_bytes=1 << 20))
+    assert [(p.partition_index, p.high_watermark) for p in step.responses[0].partitions] == [(4, 1)]
+    assert records_of(step) == {4: [(0, b"a")]}
+
+    def at_end(*partitions: int) -> FetchRequest:
+        request = fetch_all(1)
+        request.topics[0].partitions = [p for p in request.topics[0].partitions if p.partition in partitions]
+        request.topics[0].partitions[0].fetch_offset = 1  # partition 4's end
+        return request
+
+    async def scenario() -> None:
+        one_step = handle(broker, ctx(ApiKey.FETCH, 11), at_end(4))
+        general = handle(broker, ctx(ApiKey.FETCH, 11), at_end(4, 5))
+        assert isinstance(one_step, asyncio.Future)
+        assert isinstance(general, asyncio.Future)
+        assert (purgatory.delayed, purgatory._parked) == (2, 1)
+        assert broker.replicas.append("t", 4, batch(b"b"), now_ms=broker.clock.now_ms())[0] is ErrorCode.NONE
+        assert passes == [1]
+        assert one_step.done()
+        assert general.done()
+        assert records_of(one_step.result()) == records_of(general.result()) == {4: [(1, b"b")]}
+        assert purgatory.delayed == 0
 
     asyncio.run(scenario())

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 from .clock import Clock
@@ -58,6 +58,11 @@ class AsyncPurgatory(Generic[Op]):
         """The loop :meth:`run` runs in (None: not running): a caller's futures belong to it, without asking
         asyncio for the running loop per operation (a ``getpid`` each)."""
         return self._timer.loop
+
+    @property
+    def watch_lists(self) -> Mapping[Hashable, object]:
+        """The purgatory's watch lists by key, live: a key not in it has nothing for :meth:`check` to do."""
+        return self._purgatory.watch_lists
 
     def check(self, key: Hashable) -> int:
         """Something the operations watching ``key`` wait on changed; returns how many completed."""

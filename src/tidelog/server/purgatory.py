@@ -25,7 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar, cast
 
 from tidelog.server.timing_wheel import Timer, TimerTask
@@ -259,6 +259,12 @@ class DelayedOperationPurgatory(Generic[K, Op]):
 
     def watched_keys(self) -> list[K]:
         return list(self._watchers)
+
+    @property
+    def watch_lists(self) -> Mapping[K, object]:
+        """The watch lists by key, live (never replaced, only changed in place): ``key in watch_lists`` is
+        whether :meth:`check_and_complete` of ``key`` has anything to look at, without calling it."""
+        return self._watchers
 
     def watchers_for(self, key: K) -> list[Op]:
         watchers = self._watchers.get(key)
