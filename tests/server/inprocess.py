@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.server.broker import Broker
-from tidelog.server.clock import Clock
+from tidelog.server.clock import Clock, ManualClock
 from tidelog.server.config import load_broker_config
 from tidelog.server.dispatch import RequestContext
 
@@ -81,3 +81,18 @@ async def until(condition: Callable[[], object], limit_s: float = 10.0) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.01)
+
+
+async def expired(broker: Broker, parked: Any, advance_ms: int) -> Any:
+    """Move ``broker``'s :class:`~tidelog.server.clock.ManualClock` ``advance_ms`` on (past ``parked``'s wait)
+    and let the fetch purgatory's clock task expire it: its answer (``parked`` must still be waiting)."""
+    assert isinstance(parked, asyncio.Future)
+    assert not parked.done()
+    clock = broker.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(advance_ms)
+    task = asyncio.create_task(broker.fetch_purgatory.run())
+    try:
+        return await asyncio.wait_for(parked, 10)
+    finally:
+        task.cancel()

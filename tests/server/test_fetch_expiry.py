@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from tests.server.inprocess import make_broker, stop_broker
+from tests.server.inprocess import expired, make_broker, stop_broker
 
 from tidelog.protocol import codec
 from tidelog.protocol.codec import encode, encode_response
@@ -63,16 +63,7 @@ def _fetch(broker: Broker, offset: int, *, isolation: int = 0) -> Any:
 
 async def _expired(broker: Broker, parked: Any) -> FetchResponse:
     """Move the clock past the wait and let the purgatory's clock expire it."""
-    assert isinstance(parked, asyncio.Future)
-    assert not parked.done()
-    clock = broker.clock
-    assert isinstance(clock, ManualClock)
-    clock.advance(5)
-    task = asyncio.create_task(broker.fetch_purgatory.run())
-    try:
-        response = await asyncio.wait_for(parked, 10)
-    finally:
-        task.cancel()
+    response = await expired(broker, parked, 5)
     assert isinstance(response, FetchResponse)
     return response
 

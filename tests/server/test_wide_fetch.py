@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from tests.server.inprocess import make_broker, stop_broker
+from tests.server.inprocess import expired, make_broker, stop_broker
 
 from tidelog.protocol.codec import encode, encode_response
 from tidelog.protocol.errors import ErrorCode
@@ -117,16 +117,7 @@ def _fetch(
 
 
 async def _expired(broker: Broker, parked: Any) -> FetchResponse:
-    assert isinstance(parked, asyncio.Future)
-    assert not parked.done()
-    clock = broker.clock
-    assert isinstance(clock, ManualClock)
-    clock.advance(600)
-    task = asyncio.create_task(broker.fetch_purgatory.run())
-    try:
-        response = await asyncio.wait_for(parked, 10)
-    finally:
-        task.cancel()
+    response = await expired(broker, parked, 600)
     assert isinstance(response, FetchResponse)
     return response
 
