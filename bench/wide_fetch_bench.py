@@ -27,6 +27,7 @@ import asyncio
 import gc
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -211,6 +212,7 @@ def live(partitions: int, wait_ms: int, seconds: float) -> tuple[int, float, flo
     finally:
         broker.terminate()
         broker.wait()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:
