@@ -1,6 +1,7 @@
 """The broker's CPU per full Fetch of many idle partitions, as librdkafka and aiokafka send one (issue 17).
 
     .venv/bin/python bench/wide_fetch_bench.py [--partitions 1000] [--version 12] [--rounds 200] [--runs 3]
+        [--pause-ms 0]
     .venv/bin/python bench/wide_fetch_bench.py --live [--partitions 1000] [--wait-ms 100] [--seconds 10]
 
 Those clients use no fetch sessions (KIP-227): a consumer assigned P partitions names all P in every Fetch,
@@ -9,10 +10,14 @@ data dir, a :class:`ManualClock`) with one idle topic of ``--partitions`` partit
 Fetch frame naming every partition at its end (``max_wait_ms=500``, ``min_bytes=1``, the partitions rotated
 by one each round as librdkafka rotates them), hands it to the dispatcher's Fetch route (it parks), moves the
 clock past the wait and lets the purgatory expire it, then encodes the answer. Reports process CPU per fetch
-and each step's share (``perf_counter``), the median of ``--runs`` runs. ``--live``: a broker process and one
-confluent-kafka consumer assigned every partition at its end, ``fetch.wait.max.ms`` ``--wait-ms``; reports
-the broker's CPU (``/proc``) per Fetch the consumer's statistics count over ``--seconds``. Not a test: the
-answers are checked only enough to be sure the path is the one meant (parked, then empty, no error).
+and each step's share (``perf_counter``), the median of ``--runs`` runs. ``--pause-ms``: a pause after each
+round, as a consumer polls (the live gap: with 100 ms between fetches the same work costs about twice the
+CPU of back-to-back rounds, the 1,000 partitions' state gone from the CPU caches each time). ``--live``: a
+broker process and one confluent-kafka consumer assigned every partition at its end, ``fetch.wait.max.ms``
+``--wait-ms``; reports the broker's CPU (``/proc``, user and system) per Fetch the consumer's statistics
+count over ``--seconds``, and every request it sent meanwhile (librdkafka uses the latest Fetch version, v16
+against tidelog: pass ``--version 16`` in process to compare). Not a test: the answers are checked only
+enough to be sure the path is the one meant (parked, then empty, no error).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import gc
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -68,7 +74,9 @@ def _frame(partitions: list[int], version: int, topic_id: object) -> bytes:
     return encode_request(header, body)[4:]
 
 
-async def in_process(partitions: int, version: int, rounds: int) -> tuple[float, dict[str, float]]:
+async def in_process(
+    partitions: int, version: int, rounds: int, pause: float = 0.0
+) -> tuple[float, dict[str, float]]:
     clock = ManualClock()
     broker = start_broker(TOPIC, partitions, prefix="wide-fetch-", clock=clock)
     try:
@@ -113,10 +121,19 @@ async def in_process(partitions: int, version: int, rounds: int) -> tuple[float,
         steps = dict.fromkeys(STEPS, 0.0)
         gc.collect()
         gc.freeze()
-        start = cpu()
-        for i in range(rounds):
-            one(frames[i % partitions])
-        used = (cpu() - start) / rounds
+        if pause:  # each round's CPU alone, the loop's own work during the pauses not counted
+            used = 0.0
+            for i in range(rounds):
+                start = cpu()
+                one(frames[i % partitions])
+                used += cpu() - start
+                await asyncio.sleep(pause)  # as a consumer's poll interval: the caches go cold meanwhile
+            used /= rounds
+        else:
+            start = cpu()
+            for i in range(rounds):
+                one(frames[i % partitions])
+            used = (cpu() - start) / rounds
         run.cancel()
         return used, {name: value / rounds for name, value in steps.items()}
     finally:
@@ -124,8 +141,9 @@ async def in_process(partitions: int, version: int, rounds: int) -> tuple[float,
         stop_broker(broker)
 
 
-def live(partitions: int, wait_ms: int, seconds: float) -> tuple[int, float]:
-    """(fetches, broker CPU seconds) of one confluent-kafka consumer over ``seconds``."""
+def live(partitions: int, wait_ms: int, seconds: float) -> tuple[int, float, float, dict[str, int]]:
+    """(fetches, broker user and system CPU seconds, every request the consumer sent) of one
+    confluent-kafka consumer over ``seconds``."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -152,11 +170,13 @@ def live(partitions: int, wait_ms: int, seconds: float) -> tuple[int, float]:
         bootstrap = f"127.0.0.1:{port}"
         admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: the topic's creation needs it alive
         admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(300)
-        fetches = [0]
+        requests: dict[str, int] = {}
 
         def stats(text: str) -> None:
-            brokers = json.loads(text)["brokers"].values()
-            fetches[0] = sum(b.get("req", {}).get("Fetch", 0) for b in brokers)
+            requests.clear()
+            for b in json.loads(text)["brokers"].values():
+                for name, count in b.get("req", {}).items():
+                    requests[name] = requests.get(name, 0) + count
 
         consumer = Consumer(
             {
@@ -174,20 +194,25 @@ def live(partitions: int, wait_ms: int, seconds: float) -> tuple[int, float]:
             while time.monotonic() < end:
                 consumer.poll(0.1)
 
-        def broker_cpu() -> float:
+        def broker_cpu() -> tuple[float, float]:
             with open(f"/proc/{broker.pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            tick = os.sysconf("SC_CLK_TCK")
+            return int(fields[11]) / tick, int(fields[12]) / tick
 
         poll_for(5)  # warm: the assignment's first fetches, the metadata
-        cpu0, fetch0 = broker_cpu(), fetches[0]
+        (user0, system0), sent0 = broker_cpu(), dict(requests)
         poll_for(seconds)
-        used, count = broker_cpu() - cpu0, fetches[0] - fetch0
+        (user1, system1), sent1 = broker_cpu(), dict(requests)
+        sent = {
+            name: count - sent0.get(name, 0) for name, count in sent1.items() if count > sent0.get(name, 0)
+        }
         consumer.close()
-        return count, used
+        return sent.get("Fetch", 0), user1 - user0, system1 - system0, sent
     finally:
         broker.terminate()
         broker.wait()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:
@@ -196,25 +221,30 @@ def main() -> None:
     parser.add_argument("--version", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pause-ms", type=int, default=0, help="in process: a pause after each round")
     parser.add_argument("--live", action="store_true")
     parser.add_argument("--wait-ms", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     options = parser.parse_args()
     if options.live:
-        count, used = live(options.partitions, options.wait_ms, options.seconds)
+        count, user, system, sent = live(options.partitions, options.wait_ms, options.seconds)
+        used = user + system
         print(
             f"live, {options.partitions} idle partitions, fetch.wait.max.ms {options.wait_ms}: {count} fetches, "
-            f"{used:.2f} s broker CPU, {used / max(count, 1) * 1e3:.2f} ms per fetch"
+            f"{used:.2f} s broker CPU ({user:.2f} user, {system:.2f} system), "
+            f"{used / max(count, 1) * 1e3:.2f} ms per fetch; requests sent: "
+            + ", ".join(f"{name} {n}" for name, n in sorted(sent.items()))
         )
         return
     results = [
-        uvloop.run(in_process(options.partitions, options.version, options.rounds))
+        uvloop.run(in_process(options.partitions, options.version, options.rounds, options.pause_ms / 1e3))
         for _ in range(options.runs)
     ]
     used = statistics.median(r[0] for r in results)
     shares = {name: statistics.median(r[1][name] for r in results) for name in STEPS}
     print(
-        f"in process, {options.partitions} idle partitions, Fetch v{options.version}: {used * 1e3:.2f} ms CPU per"
+        f"in process, {options.partitions} idle partitions, Fetch v{options.version}, pause {options.pause_ms} ms: "
+        f"{used * 1e3:.2f} ms CPU per"
         " fetch; " + ", ".join(f"{name} {value * 1e3:.2f} ms" for name, value in shares.items())
     )
 

@@ -420,11 +420,9 @@ def encode_response(header: RequestHeader, body: Response, version: int | None =
         raise LocalProtocolError(f"cannot encode {cls.__qualname__} v{version}: {exc}") from None
     if not regions:  # the common case of _frame_size and _join, inline
         frame = b"".join(out)  # (out[0] is the empty placeholder of the size)
-        size = len(frame)
-        if size <= _PREFIX_COPY_BYTES:  # a small frame: its size prefix costs one short copy, not a sum
-            return [INT32.pack(size) + frame]
-        out[0] = INT32.pack(size)
-        return [b"".join(out)]
+        # its size prefix: one copy of the frame, never more than joining the chunks again (a 1,000-partition
+        # Fetch answer is ~6,000 chunks of 37 KB: the copy 2-3 us, a second join ~40 us; issue 17)
+        return [INT32.pack(len(frame)) + frame]
     out[0] = INT32.pack(_frame_size(out, regions))
     return _join(out, regions)
 
@@ -478,11 +476,6 @@ def _frozen_tail(
     frozen[1][version] = tail
     return tail
 
-
-_PREFIX_COPY_BYTES = 4096
-"""Up to this size a response frame without regions is joined first and its size prefix put before it (one
-more copy of a small frame, no walk of its chunks' lengths: issue 17); a larger one is joined once more with
-its size."""
 
 _RESPONSE_ENCODERS: dict[tuple[type[Message], int], tuple[Encoder, bytes]] = {}
 """(body class, version) -> its encoder and the response header's tagged-field section (empty in header
