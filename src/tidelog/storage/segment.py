@@ -414,15 +414,18 @@ class LogSegment:
 
     # ---- append -----------------------------------------------------------------------------------
 
-    def _index_batch(self, position: int, header: RecordBatchHeader) -> None:
-        if header.max_timestamp > self._max_timestamp:
-            self._max_timestamp = header.max_timestamp
-            self._offset_of_max_timestamp = header.last_offset
+    def _index_batch(self, position: int, last_offset: int, size: int, max_timestamp: int) -> None:
+        """The one indexing rule, for an append and for a rebuild alike (so both make the same entries): an
+        offset and a time entry once more than ``index.interval.bytes`` went in since the last one."""
+        if max_timestamp > self._max_timestamp:
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = last_offset
         if self._bytes_since_last_index_entry > self._config.index_interval_bytes:
-            self.offset_index.append(header.last_offset, position)
+            self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += header.size_in_bytes
+            self._bytes_since_last_index_entry = size
+        else:
+            self._bytes_since_last_index_entry += size
 
     def append(
         self, data: bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]], *, now_ms: int
@@ -458,24 +461,14 @@ class LogSegment:
         recent = self._recent
         if recent is None:
             recent = self._recent = RecentBatches()
-        # _index_batch inline, each header's last offset and size read once (a produce's one batch: every
-        # append runs this once per batch)
-        index_interval = self._config.index_interval_bytes
+        # each header's last offset and size read once (not through its properties: once per batch)
         last_offset = 0
         for relative, header in batches:
             batch_position = position + relative
             base_offset = header.base_offset
             last_offset = base_offset + header.last_offset_delta
             size = header.batch_length + LOG_OVERHEAD
-            if header.max_timestamp > self._max_timestamp:
-                self._max_timestamp = header.max_timestamp
-                self._offset_of_max_timestamp = last_offset
-            if self._bytes_since_last_index_entry > index_interval:
-                self.offset_index.append(last_offset, batch_position)
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = size
-            else:
-                self._bytes_since_last_index_entry += size
+            self._index_batch(batch_position, last_offset, size, header.max_timestamp)
             recent.record(batch_position, base_offset, last_offset, size)
         self._size = position + total
         self._next_offset = last_offset + 1
@@ -809,7 +802,7 @@ class LogSegment:
         self._reset_index_state()
         next_offset = self.base_offset
         for position, header, _ in self._scan(0):
-            self._index_batch(position, header)
+            self._index_batch(position, header.last_offset, header.size_in_bytes, header.max_timestamp)
             next_offset = header.next_offset
         self._next_offset = next_offset
         if not self._active:
@@ -852,7 +845,7 @@ class LogSegment:
             if not self.can_hold_offset(header.last_offset):
                 reason = f"last offset {header.last_offset} does not fit base offset {self.base_offset}"
                 break
-            self._index_batch(position, header)
+            self._index_batch(position, header.last_offset, header.size_in_bytes, header.max_timestamp)
             next_offset = header.next_offset
         else:
             position = scan.position
